@@ -1,0 +1,310 @@
+"""The backend-neutral CKKS interface.
+
+A `Backend` is one library context for one `Parameters` set. Its public methods check every
+argument (lengths, NaN/inf, levels, scales, keys) and only then call the `_raw` primitives a
+backend module implements, so that no input can reach a library in a state it would crash on.
+
+Conventions shared by every backend:
+- level: number of rescales still possible; fresh values sit at `max_level`, 0 is the last.
+- scale: a float; products multiply scales, `rescale` divides by the prime q_level.
+- rotate(ct, k): left rotation by k slots (k < 0 rotates right); keys are per normalized step.
+- plaintext operands of a multiplication default to scale = q_level, so that the following
+  rescale restores the ciphertext's scale exactly (depth-aware encoding).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import numpy as np
+
+from henn.ckks import serialization
+from henn.ckks.params import Parameters, ParametersLiteral
+from henn.ckks.values import (Ciphertext, EvaluationKeys, GaloisKeys, Plaintext, PublicKey, RelinKey,
+                              SecretKey)
+from henn.errors import InputError, LevelError, SerializationError, UnsupportedOperation
+
+Values = float | complex | np.ndarray | list
+
+
+class Backend(ABC):
+    name: ClassVar[str]
+
+    def __init__(self, params: Parameters):
+        if not isinstance(params, Parameters):
+            raise InputError("Backend needs a Parameters object: use Parameters.from_literal, presets.get "
+                             "or select_parameters")
+        self.params = params
+        self.q_primes: tuple[int, ...] = ()
+        self.p_primes: tuple[int, ...] = ()
+        self._open(params)
+        if len(self.q_primes) != len(params.log_q):
+            raise AssertionError(f"{self.name} backend reported {len(self.q_primes)} primes")
+        self.actual_params = params.with_primes(self.q_primes, self.p_primes) if params.q is None else params
+        self._log_q_prefix = np.cumsum([math.log2(q) for q in self.q_primes])
+
+    # ---- what a backend module implements ------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def version(cls) -> str: ...
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        """(True, version) when the library can be used here, else (False, how to install it)."""
+        try:
+            return True, cls.version()
+        except Exception as exc:  # noqa: BLE001 - availability probe reports any failure
+            return False, str(exc)
+
+    @classmethod
+    @abstractmethod
+    def recommend(cls, depth: int, slots: int | None, log_scale: int | None) -> ParametersLiteral:
+        """Parameters the library itself recommends for this depth (library mode)."""
+
+    @abstractmethod
+    def _open(self, params: Parameters) -> None:
+        """Create the library context; set self.q_primes / self.p_primes to the primes in use."""
+
+    @abstractmethod
+    def _gen_secret_key(self) -> Any: ...
+    @abstractmethod
+    def _gen_public_key(self, sk: Any) -> Any: ...
+    @abstractmethod
+    def _gen_relin_key(self, sk: Any) -> Any: ...
+    @abstractmethod
+    def _gen_galois_keys(self, sk: Any, steps: list[int], conjugate: bool) -> Any: ...
+    @abstractmethod
+    def _encode(self, values: np.ndarray, level: int, scale: float) -> Any:
+        """values: complex128 array of exactly `slots` entries."""
+    @abstractmethod
+    def _decode(self, pt: Any, level: int, scale: float) -> np.ndarray:
+        """Return complex128 array of `slots` entries."""
+    @abstractmethod
+    def _encrypt(self, pt: Any, pk: Any) -> Any: ...
+    @abstractmethod
+    def _decrypt(self, ct: Any, sk: Any) -> Any: ...
+    @abstractmethod
+    def _add(self, a: Any, b: Any) -> Any: ...
+    @abstractmethod
+    def _sub(self, a: Any, b: Any) -> Any: ...
+    @abstractmethod
+    def _add_plain(self, a: Any, pt: Any) -> Any: ...
+    @abstractmethod
+    def _sub_plain(self, a: Any, pt: Any) -> Any: ...
+    @abstractmethod
+    def _negate(self, a: Any) -> Any: ...
+    @abstractmethod
+    def _mul(self, a: Any, b: Any, rk: Any | None) -> Any:
+        """ct*ct; relinearize with rk unless rk is None."""
+    @abstractmethod
+    def _mul_plain(self, a: Any, pt: Any) -> Any: ...
+    @abstractmethod
+    def _square(self, a: Any, rk: Any | None) -> Any: ...
+    @abstractmethod
+    def _relinearize(self, a: Any, rk: Any) -> Any: ...
+    @abstractmethod
+    def _rescale(self, a: Any) -> Any: ...
+    @abstractmethod
+    def _drop_level(self, a: Any, levels: int) -> Any: ...
+    @abstractmethod
+    def _rotate(self, a: Any, step: int, gk: Any) -> Any:
+        """Left rotation by 0 < step < slots."""
+    @abstractmethod
+    def _conjugate(self, a: Any, gk: Any) -> Any: ...
+    @abstractmethod
+    def _serialize(self, kind: str, raw: Any) -> bytes: ...
+    @abstractmethod
+    def _deserialize(self, kind: str, payload: bytes, meta: dict) -> Any: ...
+
+    # Optional fast paths; the defaults are correct for every backend.
+    def _rotate_hoisted(self, a: Any, steps: list[int], gk: Any) -> list[Any]:
+        return [self._rotate(a, s, gk) for s in steps]
+
+    def _add_scalar(self, a: Any, c: complex, level: int, scale: float) -> Any:
+        return self._add_plain(a, self._encode(np.full(self.slots, c, np.complex128), level, scale))
+
+    def _mul_scalar(self, a: Any, c: complex, level: int, scale: float) -> Any:
+        return self._mul_plain(a, self._encode(np.full(self.slots, c, np.complex128), level, scale))
+
+    def close(self) -> None:
+        """Release library resources early (optional; garbage collection does it too)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- metadata ----------------------------------------------------------------------
+    @property
+    def slots(self) -> int:
+        return self.params.slots
+
+    @property
+    def max_level(self) -> int:
+        return self.params.max_level
+
+    def prime(self, level: int) -> int:
+        """The ciphertext prime q_level that a rescale at this level divides by."""
+        return self.q_primes[self._check_level(level)]
+
+    def log_q_at(self, level: int) -> float:
+        """log2 of the ciphertext modulus Q_level = q_0 * ... * q_level."""
+        return float(self._log_q_prefix[self._check_level(level)])
+
+    def normalize_step(self, step: int) -> int:
+        if not isinstance(step, (int, np.integer)):
+            raise InputError(f"rotation step must be an integer, got {step!r}")
+        return int(step) % self.slots
+
+    # ---- keys --------------------------------------------------------------------------
+    def generate_secret_key(self) -> SecretKey:
+        return SecretKey(self._gen_secret_key(), self.name)
+
+    def generate_public_key(self, sk: SecretKey) -> PublicKey:
+        return PublicKey(self._gen_public_key(self._own(sk, SecretKey).raw), self.name)
+
+    def generate_relin_key(self, sk: SecretKey) -> RelinKey:
+        return RelinKey(self._gen_relin_key(self._own(sk, SecretKey).raw), self.name)
+
+    def generate_galois_keys(self, sk: SecretKey, steps: Iterable[int] = (), conjugate: bool = False) -> GaloisKeys:
+        norm = sorted({self.normalize_step(s) for s in steps} - {0})
+        raw = self._gen_galois_keys(self._own(sk, SecretKey).raw, norm, bool(conjugate)) if norm or conjugate else None
+        return GaloisKeys(raw, self.name, frozenset(norm), bool(conjugate))
+
+    def generate_keys(self, rotations: Iterable[int] = (), conjugate: bool = False,
+                      relin: bool = True) -> tuple[SecretKey, EvaluationKeys]:
+        """A secret key and the public material for exactly the requested rotation steps."""
+        sk = self.generate_secret_key()
+        keys = EvaluationKeys(self.generate_public_key(sk), self.generate_relin_key(sk) if relin else None,
+                              self.generate_galois_keys(sk, rotations, conjugate))
+        return sk, keys
+
+    # ---- encoding, encryption ------------------------------------------------------------
+    def encode(self, values: Values, *, level: int | None = None, scale: float | None = None) -> Plaintext:
+        """Encode a scalar (broadcast to every slot) or a vector of 1..slots real/complex values
+        (zero-padded) at `level` (default max) and `scale` (default 2^log_scale)."""
+        level = self.max_level if level is None else self._check_level(level)
+        scale = self._check_scale(self.params.default_scale if scale is None else scale)
+        vec = self._as_slot_vector(values)
+        bound = self.log_q_at(level) - 1
+        peak = float(np.max(np.abs(vec))) if vec.size else 0.0
+        if peak > 0 and math.log2(peak) + math.log2(scale) >= bound:
+            raise InputError(f"values up to {peak:.3g} at scale 2^{math.log2(scale):.1f} overflow the modulus at "
+                             f"level {level} ({bound + 1:.0f} bits): scale the inputs down or encode at a "
+                             "higher level or smaller scale")
+        return Plaintext(self._encode(vec, level, scale), level, scale, self.name)
+
+    def decode(self, pt: Plaintext, *, as_complex: bool = False) -> np.ndarray:
+        pt = self._own(pt, Plaintext)
+        out = self._decode(pt.raw, pt.level, pt.scale)
+        return out if as_complex else out.real.copy()
+
+    def encrypt(self, x: Plaintext | Values, pk: PublicKey, *, level: int | None = None,
+                scale: float | None = None) -> Ciphertext:
+        pt = x if isinstance(x, Plaintext) else self.encode(x, level=level, scale=scale)
+        pt = self._own(pt, Plaintext)
+        return Ciphertext(self._encrypt(pt.raw, self._own(pk, PublicKey).raw), pt.level, pt.scale, self.name)
+
+    def decrypt(self, ct: Ciphertext, sk: SecretKey) -> Plaintext:
+        ct = self._own(ct, Ciphertext)
+        return Plaintext(self._decrypt(ct.raw, self._own(sk, SecretKey).raw), ct.level, ct.scale, self.name)
+
+    def decrypt_decode(self, ct: Ciphertext, sk: SecretKey, *, as_complex: bool = False) -> np.ndarray:
+        return self.decode(self.decrypt(ct, sk), as_complex=as_complex)
+
+    def evaluator(self, keys: EvaluationKeys | None = None):
+        from henn.ckks.evaluator import Evaluator
+
+        return Evaluator(self, keys or EvaluationKeys())
+
+    # ---- serialization -----------------------------------------------------------------
+    def serialize(self, obj: Ciphertext | Plaintext | PublicKey | RelinKey | GaloisKeys) -> bytes:
+        if isinstance(obj, SecretKey):
+            raise InputError("secret keys never leave the client: they cannot be serialized")
+        kind = {Ciphertext: "ciphertext", Plaintext: "plaintext", PublicKey: "public_key",
+                RelinKey: "relin_key", GaloisKeys: "galois_keys"}.get(type(obj))
+        if kind is None:
+            raise InputError(f"cannot serialize a {type(obj).__name__}")
+        obj = self._own(obj, type(obj))
+        meta = {"backend": self.name, "params": self.actual_params.fingerprint()}
+        if isinstance(obj, (Ciphertext, Plaintext)):
+            meta.update(level=obj.level, scale=obj.scale)
+        if isinstance(obj, Ciphertext):
+            meta["degree"] = obj.degree
+        if isinstance(obj, GaloisKeys):
+            meta.update(steps=sorted(obj.steps), conjugate=obj.conjugate)
+        payload = b"" if obj.raw is None else self._serialize(kind, obj.raw)
+        return serialization.pack(kind, meta, payload)
+
+    def deserialize(self, data: bytes):
+        kind, meta, payload = serialization.unpack(data)
+        if meta.get("backend") != self.name:
+            raise SerializationError(f"data was serialized by the {meta.get('backend')!r} backend, not "
+                                     f"{self.name!r}: deserialize it with that backend")
+        if meta.get("params") != self.actual_params.fingerprint():
+            raise SerializationError("data was made under other encryption parameters: open the backend with "
+                                     "the same parameters (and primes) as the sender")
+        try:
+            if kind in ("ciphertext", "plaintext"):
+                level, scale = int(meta["level"]), float(meta["scale"])
+                self._check_level(level)
+            raw = None if (kind == "galois_keys" and not payload) else self._deserialize(kind, payload, meta)
+        except (KeyError, ValueError, TypeError) as exc:
+            raise SerializationError(f"malformed {kind} data: {exc}") from None
+        if kind == "ciphertext":
+            return Ciphertext(raw, level, scale, self.name, int(meta.get("degree", 1)))
+        if kind == "plaintext":
+            return Plaintext(raw, level, scale, self.name)
+        if kind == "public_key":
+            return PublicKey(raw, self.name)
+        if kind == "relin_key":
+            return RelinKey(raw, self.name)
+        return GaloisKeys(raw, self.name, frozenset(meta["steps"]), bool(meta["conjugate"]))
+
+    # ---- checks shared with the evaluator ---------------------------------------------------
+    def _own(self, obj, cls):
+        if not isinstance(obj, cls):
+            raise InputError(f"expected a {cls.__name__}, got {type(obj).__name__}")
+        if obj.backend != self.name:
+            raise InputError(f"this {cls.__name__} belongs to the {obj.backend!r} backend, not {self.name!r}: "
+                             "values and keys cannot move between backends (decrypt and re-encrypt)")
+        return obj
+
+    def _check_level(self, level: int) -> int:
+        if not isinstance(level, (int, np.integer)) or not 0 <= level <= self.max_level:
+            raise LevelError(f"level {level!r} outside 0..{self.max_level} of these parameters")
+        return int(level)
+
+    @staticmethod
+    def _check_scale(scale: float) -> float:
+        scale = float(scale)
+        if not math.isfinite(scale) or scale < 1.0:
+            raise InputError(f"scale {scale!r} must be a finite number >= 1 (typically 2^30 .. 2^50)")
+        return scale
+
+    def _as_slot_vector(self, values: Values) -> np.ndarray:
+        if isinstance(values, (Plaintext, Ciphertext)):
+            raise InputError("expected numbers to encode, got an already encoded/encrypted value")
+        try:
+            arr = np.asarray(values)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"cannot read values to encode: {exc}") from None
+        if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+            raise InputError(f"values must be real or complex numbers, got dtype {arr.dtype}")
+        if arr.ndim == 0:
+            arr = np.full(self.slots, arr.item(), np.complex128)
+        elif arr.ndim != 1:
+            raise InputError(f"expected a scalar or a 1-D vector, got shape {arr.shape}: flatten or pack it first")
+        elif not 1 <= arr.size <= self.slots:
+            raise InputError(f"vector of length {arr.size} does not fit {self.slots} slots: give 1..{self.slots} "
+                             "values or choose a larger ring (log_n)")
+        arr = arr.astype(np.complex128, copy=False)
+        if not np.all(np.isfinite(arr)):
+            raise InputError("values contain NaN or infinity: clean the input before encoding")
+        if arr.size < self.slots:
+            arr = np.concatenate([arr, np.zeros(self.slots - arr.size, np.complex128)])
+        return arr

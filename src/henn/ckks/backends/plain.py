@@ -1,0 +1,152 @@
+"""The reference backend: NumPy, no encryption, same semantics and same errors as the real
+libraries (all checks live in Backend/Evaluator). With `noise=True` it adds Gaussian errors of
+roughly CKKS's size (fresh encryption, key switching, rescale rounding) so that the compiler can
+estimate precision without encrypting."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+
+from henn.ckks.backend import Backend
+from henn.ckks.primes import ntt_primes
+from henn.ckks.selection import fixed_literal
+from henn.errors import SerializationError
+
+_SIGMA = 3.2  # standard deviation of the RLWE error distribution
+
+
+class _Key:
+    """Stands in for key material; remembers what it was made for."""
+
+    def __init__(self, kind: str, steps=(), conjugate=False):
+        self.kind, self.steps, self.conjugate = kind, tuple(steps), conjugate
+
+
+class PlainBackend(Backend):
+    name = "plain"
+
+    def __init__(self, params, *, noise: bool = False, seed: int | None = 0):
+        self.noise = noise
+        self._rng = np.random.default_rng(seed)
+        super().__init__(params)
+
+    @classmethod
+    def version(cls) -> str:
+        return f"numpy {np.__version__}"
+
+    @classmethod
+    def recommend(cls, depth, slots, log_scale):
+        return fixed_literal(depth, slots, log_scale)
+
+    def _open(self, params):
+        if params.q is not None:
+            self.q_primes, self.p_primes = params.q, params.p
+        else:
+            primes = ntt_primes(params.log_q + params.log_p, params.log_n)
+            self.q_primes, self.p_primes = tuple(primes[:len(params.log_q)]), tuple(primes[len(params.log_q):])
+
+    # ---- noise model: errors of the slot values, in absolute terms -----------------------
+    def _noisy(self, v: np.ndarray, scale: float, sigma_coeff: float) -> np.ndarray:
+        if not self.noise:
+            return v
+        # a coefficient error of std s becomes ~ s*sqrt(N/2) per slot after the canonical embedding
+        std = sigma_coeff * math.sqrt(self.params.n / 2) / scale
+        return v + self._rng.normal(0, std, v.shape) + 1j * self._rng.normal(0, std, v.shape)
+
+    # ---- keys ----------------------------------------------------------------------------
+    def _gen_secret_key(self):
+        return _Key("secret")
+
+    def _gen_public_key(self, sk):
+        return _Key("public")
+
+    def _gen_relin_key(self, sk):
+        return _Key("relin")
+
+    def _gen_galois_keys(self, sk, steps, conjugate):
+        return _Key("galois", steps, conjugate)
+
+    # ---- encoding ------------------------------------------------------------------------
+    def _encode(self, values, level, scale):
+        # encoding rounds coefficients to integers: error ~ uniform(-1/2, 1/2) per coefficient
+        return self._noisy(values.copy(), scale, math.sqrt(1 / 12))
+
+    def _decode(self, pt, level, scale):
+        return pt.copy()
+
+    def _encrypt(self, pt, pk):
+        return self._noisy(pt, self.params.default_scale, _SIGMA * math.sqrt(self.params.n * 2 / 3))
+
+    def _decrypt(self, ct, sk):
+        return ct.copy()
+
+    # ---- arithmetic ----------------------------------------------------------------------
+    def _add(self, a, b):
+        return a + b
+
+    def _sub(self, a, b):
+        return a - b
+
+    _add_plain = _add
+    _sub_plain = _sub
+
+    def _negate(self, a):
+        return -a
+
+    def _mul(self, a, b, rk):
+        return self._keyswitch(a * b) if rk is not None else a * b
+
+    def _mul_plain(self, a, pt):
+        return a * pt
+
+    def _square(self, a, rk):
+        return self._mul(a, a, rk)
+
+    def _relinearize(self, a, rk):
+        return self._keyswitch(a)
+
+    def _rescale(self, a):
+        return self._noisy(a, self.params.default_scale, math.sqrt(self.params.n / 12))
+
+    def _drop_level(self, a, levels):
+        return a
+
+    def _rotate(self, a, step, gk):
+        return self._keyswitch(np.roll(a, -step))
+
+    def _conjugate(self, a, gk):
+        return self._keyswitch(np.conj(a))
+
+    def _add_scalar(self, a, c, level, scale):
+        return a + c
+
+    def _mul_scalar(self, a, c, level, scale):
+        return a * c
+
+    def _keyswitch(self, v):
+        return self._noisy(v, self.params.default_scale, _SIGMA)
+
+    # ---- serialization ---------------------------------------------------------------------
+    def _serialize(self, kind, raw):
+        if isinstance(raw, _Key):
+            return repr((raw.kind, list(raw.steps), raw.conjugate)).encode()
+        buf = io.BytesIO()
+        np.save(buf, raw, allow_pickle=False)
+        return buf.getvalue()
+
+    def _deserialize(self, kind, payload, meta):
+        if kind in ("public_key", "relin_key", "galois_keys"):
+            return _Key(kind, meta.get("steps", ()), meta.get("conjugate", False))
+        try:
+            arr = np.load(io.BytesIO(payload), allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise SerializationError(f"plain payload unreadable: {exc}") from None
+        if arr.shape != (self.slots,) or arr.dtype != np.complex128:
+            raise SerializationError(f"plain payload has shape {arr.shape}, expected ({self.slots},)")
+        return arr
+
+
+BACKEND = PlainBackend

@@ -1,0 +1,212 @@
+"""Homomorphic operations with every check done before the library is called.
+
+An Evaluator holds only public material (relinearization and Galois keys), never a secret key,
+so it is what a server runs. Its methods return new values and are safe to call from several
+threads at once when the backend is (lattigo, plain).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+
+from henn.ckks.values import Ciphertext, EvaluationKeys, Plaintext
+from henn.errors import InputError, LevelError, MissingKeyError, ScaleError
+
+SCALE_RTOL = 1e-9  # scales closer than this count as equal (they come from the same primes)
+
+
+class Evaluator:
+    def __init__(self, backend, keys: EvaluationKeys):
+        self.backend = backend
+        self.keys = keys
+
+    # ---- addition ------------------------------------------------------------------------
+    def add(self, a: Ciphertext, b) -> Ciphertext:
+        return self._linear("add", a, b)
+
+    def sub(self, a: Ciphertext, b) -> Ciphertext:
+        return self._linear("sub", a, b)
+
+    def negate(self, a: Ciphertext) -> Ciphertext:
+        a = self._ct(a, "negate")
+        return self._like(a, self.backend._negate(a.raw))
+
+    def add_many(self, cts: Iterable[Ciphertext]) -> Ciphertext:
+        cts = list(cts)
+        if not cts:
+            raise InputError("add_many needs at least one ciphertext")
+        acc = cts[0]
+        for c in cts[1:]:
+            acc = self.add(acc, c)
+        return acc
+
+    # ---- multiplication ------------------------------------------------------------------
+    def multiply(self, a: Ciphertext, b, *, relinearize: bool = True, scale: float | None = None) -> Ciphertext:
+        """ct*ct (relinearized unless told otherwise), ct*pt, or ct*scalar.
+
+        A scalar is encoded at `scale` (default q_level, so that rescale restores a.scale exactly).
+        """
+        be = self.backend
+        a = self._ct(a, "multiply", degree1=True)
+        if isinstance(b, Ciphertext):
+            b = self._ct(b, "multiply", degree1=True)
+            self._same_level("multiply", a, b)
+            out_scale = self._product_scale("multiply", a, b.scale)
+            rk = self._relin_key("multiply") if relinearize else None
+            raw = be._square(a.raw, rk) if b is a else be._mul(a.raw, b.raw, rk)
+            return Ciphertext(raw, a.level, out_scale, be.name, 1 if relinearize else 2)
+        if isinstance(b, Plaintext):
+            b = be._own(b, Plaintext)
+            self._same_level("multiply", a, b)
+            out_scale = self._product_scale("multiply", a, b.scale)
+            return Ciphertext(be._mul_plain(a.raw, b.raw), a.level, out_scale, be.name)
+        c = self._scalar("multiply", b)
+        s = float(be.prime(a.level)) if scale is None else be._check_scale(scale)
+        out_scale = self._product_scale("multiply", a, s)
+        return Ciphertext(be._mul_scalar(a.raw, c, a.level, s), a.level, out_scale, be.name)
+
+    def square(self, a: Ciphertext, *, relinearize: bool = True) -> Ciphertext:
+        return self.multiply(a, a, relinearize=relinearize)
+
+    def relinearize(self, a: Ciphertext) -> Ciphertext:
+        a = self._ct(a, "relinearize")
+        if a.degree == 1:
+            return a
+        return Ciphertext(self.backend._relinearize(a.raw, self._relin_key("relinearize")), a.level, a.scale,
+                          self.backend.name)
+
+    # ---- levels --------------------------------------------------------------------------
+    def rescale(self, a: Ciphertext) -> Ciphertext:
+        a = self._ct(a, "rescale")
+        if a.level == 0:
+            raise LevelError("cannot rescale: the ciphertext is at level 0, its multiplicative depth is used up; "
+                             "choose parameters with more depth (e.g. select_parameters(depth=...)/--depth)")
+        q = self.backend.prime(a.level)
+        new_scale = a.scale / q
+        if new_scale < 2.0:
+            raise ScaleError(f"cannot rescale: scale 2^{math.log2(a.scale):.1f} divided by the {q.bit_length()}-bit "
+                             "prime leaves no precision; rescale only after a multiplication")
+        return Ciphertext(self.backend._rescale(a.raw), a.level - 1, new_scale, self.backend.name, a.degree)
+
+    def drop_level(self, a: Ciphertext, levels: int = 1) -> Ciphertext:
+        """Drop `levels` primes without dividing the scale (to align with a lower operand)."""
+        a = self._ct(a, "drop_level")
+        if not isinstance(levels, (int, np.integer)) or levels < 0:
+            raise InputError(f"cannot drop_level: levels must be a non-negative integer, got {levels!r}")
+        if levels > a.level:
+            raise LevelError(f"cannot drop {levels} levels from a ciphertext at level {a.level}")
+        if levels == 0:
+            return a
+        return Ciphertext(self.backend._drop_level(a.raw, int(levels)), a.level - int(levels), a.scale,
+                          self.backend.name, a.degree)
+
+    def drop_to_level(self, a: Ciphertext, level: int) -> Ciphertext:
+        return self.drop_level(a, a.level - level)
+
+    # ---- rotations -----------------------------------------------------------------------
+    def rotate(self, a: Ciphertext, steps: int) -> Ciphertext:
+        """Rotate slots left by `steps` (negative: right); needs the Galois key of that step."""
+        a = self._ct(a, "rotate", degree1=True)
+        s = self.backend.normalize_step(steps)
+        if s == 0:
+            return a
+        gk = self._galois_key("rotate", s, steps)
+        return self._like(a, self.backend._rotate(a.raw, s, gk))
+
+    def rotate_hoisted(self, a: Ciphertext, steps: Iterable[int]) -> dict[int, Ciphertext]:
+        """Several rotations of one input, sharing the decomposition (where the backend can)."""
+        a = self._ct(a, "rotate_hoisted", degree1=True)
+        steps = list(steps)
+        norm = {st: self.backend.normalize_step(st) for st in steps}
+        todo = sorted({s for s in norm.values() if s})
+        gk = None
+        for st, s in norm.items():
+            if s:
+                gk = self._galois_key("rotate_hoisted", s, st)
+        raws = dict(zip(todo, self.backend._rotate_hoisted(a.raw, todo, gk))) if todo else {}
+        return {st: (a if s == 0 else self._like(a, raws[s])) for st, s in norm.items()}
+
+    def conjugate(self, a: Ciphertext) -> Ciphertext:
+        a = self._ct(a, "conjugate", degree1=True)
+        gk = self.keys.galois
+        if gk is None or not gk.conjugate:
+            raise MissingKeyError("cannot conjugate: no conjugation key; generate keys with conjugate=True")
+        return self._like(a, self.backend._conjugate(a.raw, gk.raw))
+
+    # ---- helpers -------------------------------------------------------------------------
+    def _linear(self, op: str, a: Ciphertext, b) -> Ciphertext:
+        be = self.backend
+        a = self._ct(a, op)
+        if isinstance(b, Ciphertext):
+            b = self._ct(b, op)
+            self._same_level(op, a, b)
+            self._same_scale(op, a, b.scale)
+            if a.degree != b.degree:
+                raise InputError(f"cannot {op}: operands have degrees {a.degree} and {b.degree}; relinearize both")
+            raw = be._add(a.raw, b.raw) if op == "add" else be._sub(a.raw, b.raw)
+            return self._like(a, raw)
+        if isinstance(b, Plaintext):
+            b = be._own(b, Plaintext)
+            self._same_level(op, a, b)
+            self._same_scale(op, a, b.scale)
+            raw = be._add_plain(a.raw, b.raw) if op == "add" else be._sub_plain(a.raw, b.raw)
+            return self._like(a, raw)
+        c = self._scalar(op, b)
+        return self._like(a, be._add_scalar(a.raw, c if op == "add" else -c, a.level, a.scale))
+
+    def _ct(self, a, op: str, degree1: bool = False) -> Ciphertext:
+        a = self.backend._own(a, Ciphertext)
+        if degree1 and a.degree != 1:
+            raise InputError(f"cannot {op}: the ciphertext was not relinearized (degree {a.degree}); "
+                             "call relinearize() first")
+        return a
+
+    @staticmethod
+    def _like(a: Ciphertext, raw) -> Ciphertext:
+        return Ciphertext(raw, a.level, a.scale, a.backend, a.degree)
+
+    @staticmethod
+    def _same_level(op: str, a, b) -> None:
+        if a.level != b.level:
+            kind = "plaintext" if isinstance(b, Plaintext) else "ciphertext"
+            raise LevelError(f"cannot {op}: operands are at levels {a.level} and {b.level}; drop_level the higher "
+                             f"one first, or encode the {kind} at level {a.level}")
+
+    @staticmethod
+    def _same_scale(op: str, a: Ciphertext, scale: float) -> None:
+        if abs(a.scale / scale - 1.0) > SCALE_RTOL:
+            raise ScaleError(f"cannot {op}: scales 2^{math.log2(a.scale):.4f} and 2^{math.log2(scale):.4f} differ; "
+                             f"encode the operand at scale={a.scale!r} or rescale so both match")
+
+    def _product_scale(self, op: str, a: Ciphertext, scale: float) -> float:
+        out = a.scale * scale
+        room = self.backend.log_q_at(a.level)
+        if math.log2(out) >= room - 1:
+            raise ScaleError(f"cannot {op}: the product scale 2^{math.log2(out):.1f} exceeds the {room:.0f}-bit "
+                             f"modulus at level {a.level}; rescale before multiplying or use more levels")
+        return out
+
+    @staticmethod
+    def _scalar(op: str, b) -> complex:
+        if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, float, complex, np.number)):
+            raise InputError(f"cannot {op} with a {type(b).__name__}: use a Ciphertext, Plaintext or number")
+        c = complex(b)
+        if not (math.isfinite(c.real) and math.isfinite(c.imag)):
+            raise InputError(f"cannot {op} by {b!r}: NaN or infinity")
+        return c
+
+    def _relin_key(self, op: str):
+        if self.keys.relin is None:
+            raise MissingKeyError(f"cannot {op}: no relinearization key; generate keys with relin=True")
+        return self.keys.relin.raw
+
+    def _galois_key(self, op: str, s: int, asked: int):
+        gk = self.keys.galois
+        if gk is None or s not in gk.steps:
+            have = sorted(gk.steps) if gk else []
+            raise MissingKeyError(f"cannot {op} by {asked}: no Galois key for step {s} (keys exist for {have}); "
+                                  f"generate keys with rotations including {asked}")
+        return gk.raw

@@ -1,0 +1,185 @@
+"""Encryption parameters: a plain literal validated into an immutable Parameters object.
+
+    lit = ParametersLiteral(log_n=14, log_q=(60, 40, 40, 40, 40, 40), log_p=(60,), log_scale=40)
+    params = Parameters.from_literal(lit)          # refuses insecure sets
+    params = presets.get("insecure_short_d4")     # the only way to obtain an insecure set
+
+`log_q` lists the bit sizes of the ciphertext primes, q0 first; the chain allows
+len(log_q) - 1 rescales (levels max_level .. 0). `q`/`p` may pin the exact primes (fixed
+mode); when they are None each backend chooses primes of those sizes its own way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import asdict, dataclass, field
+
+from henn.ckks import security
+from henn.errors import ParameterError, SecurityError
+
+MAX_PRIME_BITS = 60  # SEAL's limit; Lattigo allows 61, the common ground is 60
+MIN_PRIME_BITS = 20
+SECRETS = ("ternary",)
+
+
+@dataclass(frozen=True)
+class ParametersLiteral:
+    log_n: int
+    log_q: tuple[int, ...]
+    log_p: tuple[int, ...] = (60,)
+    log_scale: int = 40
+    q: tuple[int, ...] | None = None
+    p: tuple[int, ...] | None = None
+    secret: str = "ternary"
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ParametersLiteral:
+        unknown = set(d) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ParameterError(f"unknown parameter fields {sorted(unknown)}; known: "
+                                 f"{sorted(cls.__dataclass_fields__)}")
+        conv = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()}
+        return cls(**conv)
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """Validated CKKS parameters. Build with `Parameters.from_literal` or a preset."""
+
+    log_n: int
+    log_q: tuple[int, ...]
+    log_p: tuple[int, ...]
+    log_scale: int
+    q: tuple[int, ...] | None
+    p: tuple[int, ...] | None
+    secret: str
+    name: str = ""
+    insecure: bool = False
+    _token: object = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self._token is not _FACTORY:
+            raise ParameterError("build Parameters with Parameters.from_literal(...) or presets.get(...)")
+
+    # --- derived quantities -------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return 1 << self.log_n
+
+    @property
+    def slots(self) -> int:
+        return self.n // 2
+
+    @property
+    def max_level(self) -> int:
+        return len(self.log_q) - 1
+
+    @property
+    def depth(self) -> int:
+        """Number of rescales (multiplicative depth) the chain supports."""
+        return self.max_level
+
+    @property
+    def default_scale(self) -> float:
+        return float(2**self.log_scale)
+
+    @property
+    def log_qp(self) -> float:
+        """log2(Q*P): exact when primes are pinned, else the (upper-bound) sum of bit sizes."""
+        if self.q is not None and self.p is not None:
+            return sum(math.log2(x) for x in self.q + self.p)
+        return float(sum(self.log_q) + sum(self.log_p))
+
+    @property
+    def security_ok(self) -> bool:
+        return security.is_secure(self.log_n, self.log_qp, self.secret)
+
+    def literal(self) -> ParametersLiteral:
+        return ParametersLiteral(self.log_n, self.log_q, self.log_p, self.log_scale, self.q, self.p, self.secret)
+
+    def fingerprint(self) -> str:
+        """Short stable id of the parameter set (used in serialized headers)."""
+        return hashlib.sha256(repr(self.literal()).encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        tag = " INSECURE" if self.insecure else ""
+        return (f"N=2^{self.log_n} slots={self.slots} depth={self.depth} log_q={list(self.log_q)} "
+                f"log_p={list(self.log_p)} scale=2^{self.log_scale} logQP={self.log_qp:.1f}{tag}")
+
+    def with_primes(self, q: tuple[int, ...], p: tuple[int, ...]) -> Parameters:
+        """The same set with the primes a backend actually chose pinned."""
+        lit = ParametersLiteral(self.log_n, tuple(x.bit_length() for x in q), tuple(x.bit_length() for x in p),
+                                self.log_scale, tuple(q), tuple(p), self.secret)
+        return _build(lit, self.name, self.insecure)
+
+    # --- construction -------------------------------------------------------------------
+    @classmethod
+    def from_literal(cls, lit: ParametersLiteral | dict, *, name: str = "") -> Parameters:
+        """Validate `lit`; refuse it unless it gives 128-bit security.
+
+        Insecure sets exist only as presets whose name starts with `insecure_` (see presets.py).
+        """
+        if isinstance(lit, dict):
+            lit = ParametersLiteral.from_dict(lit)
+        if name.startswith("insecure_"):
+            raise SecurityError("insecure_ names are reserved for presets: use henn.ckks.presets.get(name)")
+        return _build(lit, name, insecure=False)
+
+
+_FACTORY = object()
+
+
+def _build(lit: ParametersLiteral, name: str, insecure: bool) -> Parameters:
+    _validate(lit)
+    params = Parameters(lit.log_n, tuple(lit.log_q), tuple(lit.log_p), lit.log_scale,
+                        None if lit.q is None else tuple(int(x) for x in lit.q),
+                        None if lit.p is None else tuple(int(x) for x in lit.p),
+                        lit.secret, name, insecure, _FACTORY)
+    if not insecure and not params.security_ok:
+        bound = security.MAX_LOG_QP_128.get(lit.log_n)
+        raise SecurityError(
+            f"parameters give log2(QP) = {params.log_qp:.1f} at N = 2^{lit.log_n}, above the 128-bit bound "
+            f"of {bound} bits: raise log_n, shorten the modulus chain (less depth or smaller primes), "
+            f"or, for tests only, use an insecure_ preset")
+    return params
+
+
+def _validate(lit: ParametersLiteral) -> None:
+    def fail(msg: str):
+        raise ParameterError(f"invalid parameters: {msg}")
+
+    if not isinstance(lit.log_n, int) or not 10 <= lit.log_n <= 17:
+        fail(f"log_n = {lit.log_n!r}; use an integer in 10..17 (N = 1024 .. 131072)")
+    if not lit.log_q:
+        fail("log_q is empty; give at least one ciphertext prime size, e.g. (60, 40, 40)")
+    if not lit.log_p:
+        fail("log_p is empty; give at least one special prime (key switching needs it), e.g. (60,)")
+    for what, sizes in (("log_q", lit.log_q), ("log_p", lit.log_p)):
+        for b in sizes:
+            if not isinstance(b, int) or not max(MIN_PRIME_BITS, lit.log_n + 2) <= b <= MAX_PRIME_BITS:
+                fail(f"{what} entry {b!r} out of range; primes need {max(MIN_PRIME_BITS, lit.log_n + 2)}.."
+                     f"{MAX_PRIME_BITS} bits at N = 2^{lit.log_n}")
+    if not isinstance(lit.log_scale, int) or not 10 <= lit.log_scale <= MAX_PRIME_BITS:
+        fail(f"log_scale = {lit.log_scale!r}; use an integer in 10..{MAX_PRIME_BITS}")
+    if lit.log_scale >= lit.log_q[0]:
+        fail(f"log_scale = {lit.log_scale} must be below the first prime's {lit.log_q[0]} bits, "
+             "which hold the integer part of decrypted values")
+    if max(lit.log_p) < max(lit.log_q):
+        fail(f"the largest special prime ({max(lit.log_p)} bits) must be at least as large as the "
+             f"largest ciphertext prime ({max(lit.log_q)} bits) for key switching to keep precision")
+    if lit.secret not in SECRETS:
+        fail(f"secret = {lit.secret!r}; supported: {SECRETS}")
+    for what, primes, sizes in (("q", lit.q, lit.log_q), ("p", lit.p, lit.log_p)):
+        if primes is None:
+            continue
+        if len(primes) != len(sizes):
+            fail(f"{what} has {len(primes)} primes but log_{what} has {len(sizes)} sizes")
+        for x, b in zip(primes, sizes):
+            if int(x).bit_length() != b or int(x) % (2 << lit.log_n) != 1:
+                fail(f"{what} prime {x} is not a {b}-bit prime = 1 mod 2N")
+    if lit.q is not None and lit.p is not None and len(set(lit.q) | set(lit.p)) != len(lit.q) + len(lit.p):
+        fail("primes in q and p must be distinct")

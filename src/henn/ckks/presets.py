@@ -1,0 +1,37 @@
+"""Named parameter sets. Names starting with `insecure_` are the only way to get parameters
+below 128-bit security; they exist for fast tests and must never be a default."""
+
+from __future__ import annotations
+
+from henn.ckks.params import Parameters, ParametersLiteral, _build
+from henn.errors import ParameterError
+
+_PRESETS: dict[str, ParametersLiteral] = {
+    # paper 000 Table 5 style: N = 2^14, 30-bit scale (secure: 60 + 7*30 + 60 = 330 <= 438)
+    "mnist-n14-d7": ParametersLiteral(14, (60,) + (30,) * 7, (60,), 30),
+    # the conformance suite's main set: N = 2^14, depth 5, 40-bit scale
+    "n14-d5": ParametersLiteral(14, (60,) + (40,) * 5, (60,), 40),
+    # fast test sets: small ring, far too large a modulus for it -> insecure
+    "insecure_short_d4": ParametersLiteral(11, (50,) + (36,) * 4, (50,), 36),
+    "insecure_short_d2": ParametersLiteral(10, (50, 36, 36), (50,), 36),
+}
+
+
+def names() -> list[str]:
+    return sorted(_PRESETS)
+
+
+def get(name: str) -> Parameters:
+    """Parameters of a named preset; insecure ones only through their insecure_ name."""
+    try:
+        lit = _PRESETS[name]
+    except KeyError:
+        raise ParameterError(f"unknown preset {name!r}; known presets: {', '.join(names())}") from None
+    return _build(lit, name, insecure=name.startswith("insecure_"))
+
+
+def register(name: str, lit: ParametersLiteral) -> None:
+    """Add a preset (e.g. an insecure_ set for an experiment). Existing names cannot be replaced."""
+    if name in _PRESETS:
+        raise ParameterError(f"preset {name!r} exists already")
+    _PRESETS[name] = lit

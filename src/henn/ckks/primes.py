@@ -1,0 +1,55 @@
+"""Deterministic NTT-friendly primes (q = 1 mod 2N), so that `fixed` mode gives every backend
+exactly the same modulus chain."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+_MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)  # deterministic for n < 3.3e24
+
+
+def is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    for p in _MR_BASES:
+        if n % p == 0:
+            return n == p
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d //= 2
+        s += 1
+    for a in _MR_BASES:
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def ntt_primes(bits: Iterable[int], log_n: int, exclude: Iterable[int] = ()) -> list[int]:
+    """One prime per requested bit size, each = 1 mod 2N, of exactly that many bits, distinct.
+
+    Primes are the largest such below 2^bits, so equal-size primes all sit within a factor
+    (1 - 2^-20) or so of 2^bits and rescaling keeps the scale close to 2^bits.
+    """
+    step = 2 << log_n  # 2N
+    used = set(exclude)
+    cursor: dict[int, int] = {}
+    out = []
+    for b in bits:
+        if b < log_n + 2:
+            raise ValueError(f"a {b}-bit prime cannot be 1 mod 2N for N = 2^{log_n}")
+        cand = cursor.get(b, (1 << b) + 1 - step)
+        while cand in used or not is_prime(cand):
+            cand -= step
+            if cand < (1 << (b - 1)):
+                raise ValueError(f"ran out of {b}-bit NTT primes for N = 2^{log_n}")
+        used.add(cand)
+        out.append(cand)
+        cursor[b] = cand - step
+    return out

@@ -1,0 +1,66 @@
+"""Automatic parameter selection from requirements (depth, slots, precision).
+
+mode="library": each backend picks parameters the way that library recommends (paper 001's
+fair-comparison rule: let each library use its own strategy).
+mode="fixed": one shared set with pinned primes, identical on every backend.
+"""
+
+from __future__ import annotations
+
+from henn.ckks import backends, security
+from henn.ckks.params import MAX_PRIME_BITS, Parameters, ParametersLiteral
+from henn.ckks.primes import ntt_primes
+from henn.errors import ParameterError
+
+MODES = ("library", "fixed")
+DEFAULT_LOG_SCALE = 40
+INTEGER_BITS = 20  # headroom in q0 above the scale for the integer part of results
+
+
+def fixed_literal(depth: int, slots: int | None = None, log_scale: int | None = None,
+                  pin_primes: bool = True) -> ParametersLiteral:
+    """The smallest secure ring for `depth` rescales at `log_scale`-bit scale: q0 = scale + 20 bits
+    (capped at 60), `depth` primes of the scale's size, one 60-bit special prime."""
+    _check_request(depth, slots)
+    log_scale = DEFAULT_LOG_SCALE if log_scale is None else int(log_scale)
+    if not 20 <= log_scale <= MAX_PRIME_BITS - 1:
+        raise ParameterError(f"log_scale {log_scale} out of range 20..{MAX_PRIME_BITS - 1}")
+    log_q = (min(MAX_PRIME_BITS, log_scale + INTEGER_BITS),) + (log_scale,) * depth
+    log_p = (MAX_PRIME_BITS,)
+    log_n = smallest_secure_log_n(sum(log_q) + sum(log_p), slots, depth)
+    if not pin_primes:
+        return ParametersLiteral(log_n, log_q, log_p, log_scale)
+    primes = ntt_primes(log_q + log_p, log_n)
+    return ParametersLiteral(log_n, log_q, log_p, log_scale, tuple(primes[:len(log_q)]), tuple(primes[len(log_q):]))
+
+
+def smallest_secure_log_n(log_qp: float, slots: int | None, depth: int) -> int:
+    log_n = security.min_log_n_for(log_qp)
+    if log_n is None:
+        raise ParameterError(f"depth {depth} needs log2(QP) = {log_qp:.0f} bits, more than any 128-bit secure "
+                             f"ring up to N = 2^{max(security.MAX_LOG_QP_128)} allows: reduce depth or the scale")
+    while slots is not None and (1 << (log_n - 1)) < slots:
+        log_n += 1
+    if log_n not in security.MAX_LOG_QP_128:
+        raise ParameterError(f"{slots} slots need a ring beyond N = 2^{max(security.MAX_LOG_QP_128)}")
+    return log_n
+
+
+def select_parameters(depth: int, *, backend: str = "plain", mode: str = "library", slots: int | None = None,
+                      log_scale: int | None = None) -> Parameters:
+    """128-bit secure parameters allowing `depth` rescales with at least `slots` slots."""
+    if mode not in MODES:
+        raise ParameterError(f"unknown selection mode {mode!r}; use one of {MODES}")
+    if mode == "fixed":
+        lit = fixed_literal(depth, slots, log_scale)
+    else:
+        _check_request(depth, slots)
+        lit = backends.backend_class(backend).recommend(depth, slots, log_scale)
+    return Parameters.from_literal(lit, name=f"{mode}-{backend if mode == 'library' else 'shared'}-d{depth}")
+
+
+def _check_request(depth: int, slots: int | None) -> None:
+    if not isinstance(depth, int) or depth < 1:
+        raise ParameterError(f"depth must be a positive integer, got {depth!r}")
+    if slots is not None and (not isinstance(slots, int) or slots < 1):
+        raise ParameterError(f"slots must be a positive integer, got {slots!r}")

@@ -1,0 +1,1 @@
+"""One file per `henn` subcommand; each defines register(subparsers)."""

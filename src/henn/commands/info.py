@@ -1,0 +1,30 @@
+"""`henn info`: installed backends, their versions, and the parameters each would choose."""
+
+from __future__ import annotations
+
+from henn.ckks import backends, select_parameters
+from henn.errors import HennError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("info", help="installed backends and the parameters they would choose")
+    p.add_argument("--depth", type=int, default=5, help="multiplicative depth to choose parameters for")
+    p.add_argument("--slots", type=int, default=None, help="minimum number of slots")
+    p.add_argument("--log-scale", type=int, default=None, help="scale bits (default: each library's own)")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    avail = backends.available()
+    print("backends:")
+    for name, (ok, info) in avail.items():
+        print(f"  {name:8s} {'ok  ' if ok else 'MISSING'} {info}")
+    print(f"\nparameters for depth {args.depth}:")
+    rows = [("fixed (shared)", "plain", "fixed")] + [(f"library: {n}", n, "library") for n, (ok, _) in avail.items() if ok]
+    for label, name, mode in rows:
+        try:
+            params = select_parameters(args.depth, backend=name, mode=mode, slots=args.slots, log_scale=args.log_scale)
+            print(f"  {label:18s} {params.describe()}")
+        except HennError as exc:
+            print(f"  {label:18s} unavailable: {exc}")
+    return 0

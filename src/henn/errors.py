@@ -1,0 +1,42 @@
+"""The one error hierarchy of henn. Every message says what to do about it."""
+
+
+class HennError(Exception):
+    """Base class of every error henn raises on purpose."""
+
+
+class ParameterError(HennError):
+    """Invalid, inconsistent or insecure encryption parameters."""
+
+
+class SecurityError(ParameterError):
+    """Parameters below 128-bit security that were not requested through an insecure_ preset."""
+
+
+class LevelError(HennError):
+    """Level mismatch between operands, or multiplicative depth exhausted."""
+
+
+class ScaleError(HennError):
+    """Operands whose scales differ where they must match."""
+
+
+class MissingKeyError(HennError):
+    """A key needed by an operation (relinearization, rotation, conjugation) is missing."""
+
+
+class UnsupportedOperation(HennError):
+    """An operation, layer or feature the chosen backend or compiler does not support."""
+
+
+class BackendError(HennError):
+    """A backend is not installed, failed to load, or reported an internal failure."""
+
+
+class InputError(HennError):
+    """Bad user input: wrong shape or length, NaN/inf, values out of range."""
+
+
+class SerializationError(InputError):
+    """Truncated, corrupted or foreign serialized data."""
+

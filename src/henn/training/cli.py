@@ -1,0 +1,48 @@
+"""``henn train`` sub-command (argparse). Imports torch only when the command runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_train_command(subparsers) -> argparse.ArgumentParser:
+    """Register ``train`` on an ``argparse`` sub-parsers object; returns the sub-parser."""
+    from henn.activations import ACTIVATIONS
+
+    p = subparsers.add_parser(
+        "train",
+        help="train a paper-000 CNN with a polynomial activation and export it to ONNX",
+        description="Seeded CPU training; writes OUT (.onnx), OUT.json (metrics) and OUT.log.",
+    )
+    p.add_argument("--model", required=True, choices=("mnist-cnn", "cifar-cnn"))
+    p.add_argument("--activation", required=True, choices=tuple(ACTIVATIONS))
+    p.add_argument("--data-dir", default=None,
+                   help="folder holding mnist/ and cifar10/ (default: $HENN_DATA_DIR or "
+                        "../shared/datasets next to the repository)")
+    p.add_argument("--out", required=True, help="output .onnx path")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="default: 15 for mnist-cnn, 12 for cifar-cnn")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    p.set_defaults(func=run_train)
+    return p
+
+
+def run_train(args: argparse.Namespace) -> int:
+    import logging
+    import sys
+
+    from henn.errors import BackendError
+
+    try:
+        from henn.training.train import train
+    except ImportError as exc:
+        raise BackendError(
+            f"training needs torch ({exc}): pip install 'henn[train]'"
+        ) from None
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    metrics = train(args.model, args.activation, args.data_dir, args.out,
+                    epochs=args.epochs, seed=args.seed, threads=args.threads)
+    sys.stdout.write(json.dumps(metrics["accuracies"], indent=1) + "\n")
+    return 0

