@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from henn.ckks import security
 from henn.errors import ParameterError, SecurityError
 
-MAX_PRIME_BITS = 60  # SEAL's limit; Lattigo allows 61, the common ground is 60
+MAX_PRIME_BITS = 60  # ciphertext primes: SEAL's limit, the common ground
+MAX_SPECIAL_PRIME_BITS = 61  # Lattigo recommends 61-bit special primes; SEAL's backend caps at 60 itself
 MIN_PRIME_BITS = 20
 SECRETS = ("ternary",)
 
@@ -158,11 +159,11 @@ def _validate(lit: ParametersLiteral) -> None:
         fail("log_q is empty; give at least one ciphertext prime size, e.g. (60, 40, 40)")
     if not lit.log_p:
         fail("log_p is empty; give at least one special prime (key switching needs it), e.g. (60,)")
-    for what, sizes in (("log_q", lit.log_q), ("log_p", lit.log_p)):
+    for what, sizes, top in (("log_q", lit.log_q, MAX_PRIME_BITS), ("log_p", lit.log_p, MAX_SPECIAL_PRIME_BITS)):
         for b in sizes:
-            if not isinstance(b, int) or not max(MIN_PRIME_BITS, lit.log_n + 2) <= b <= MAX_PRIME_BITS:
+            if not isinstance(b, int) or not max(MIN_PRIME_BITS, lit.log_n + 2) <= b <= top:
                 fail(f"{what} entry {b!r} out of range; primes need {max(MIN_PRIME_BITS, lit.log_n + 2)}.."
-                     f"{MAX_PRIME_BITS} bits at N = 2^{lit.log_n}")
+                     f"{top} bits at N = 2^{lit.log_n}")
     if not isinstance(lit.log_scale, int) or not 10 <= lit.log_scale <= MAX_PRIME_BITS:
         fail(f"log_scale = {lit.log_scale!r}; use an integer in 10..{MAX_PRIME_BITS}")
     if lit.log_scale >= lit.log_q[0]:
