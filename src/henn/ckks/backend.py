@@ -129,6 +129,15 @@ class Backend(ABC):
     def _mul_scalar(self, a: Any, c: complex, level: int, scale: float) -> Any:
         return self._mul_plain(a, self._encode(np.full(self.slots, c, np.complex128), level, scale))
 
+    def _linear_combination(self, cts: list[Any], weights: np.ndarray, level: int, scale: float) -> Any:
+        acc = None
+        for ct, w in zip(cts, weights):
+            if w == 0.0:
+                continue
+            term = self._mul_scalar(ct, complex(w), level, scale)
+            acc = term if acc is None else self._add(acc, term)
+        return acc if acc is not None else self._mul_scalar(cts[0], 0j, level, scale)
+
     def close(self) -> None:
         """Release library resources early (optional; garbage collection does it too)."""
 

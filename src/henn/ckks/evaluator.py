@@ -68,6 +68,29 @@ class Evaluator:
         out_scale = self._product_scale("multiply", a, s)
         return Ciphertext(be._mul_scalar(a.raw, c, a.level, s), a.level, out_scale, be.name)
 
+    def linear_combination(self, cts: list[Ciphertext], weights, *, scale: float | None = None) -> Ciphertext:
+        """sum_i weights[i] * cts[i] (real weights), NOT rescaled: the caller rescales once.
+
+        All ciphertexts must share level and scale; each weight is encoded at `scale`
+        (default q_level, so one rescale restores the inputs' scale). Backends may fuse it.
+        """
+        cts = list(cts)
+        w = np.asarray(weights, dtype=np.float64)
+        if not cts or w.shape != (len(cts),):
+            raise InputError(f"linear_combination needs one weight per ciphertext, got {w.shape} for {len(cts)}")
+        if not np.all(np.isfinite(w)):
+            raise InputError("linear_combination weights contain NaN or infinity")
+        first = self._ct(cts[0], "linear_combination", degree1=True)
+        for c in cts[1:]:
+            c = self._ct(c, "linear_combination", degree1=True)
+            self._same_level("linear_combination", first, c)
+            self._same_scale("linear_combination", first, c.scale)
+        be = self.backend
+        s = float(be.prime(first.level)) if scale is None else be._check_scale(scale)
+        out_scale = self._product_scale("linear_combination", first, s)
+        raw = be._linear_combination([c.raw for c in cts], w, first.level, s)
+        return Ciphertext(raw, first.level, out_scale, be.name)
+
     def square(self, a: Ciphertext, *, relinearize: bool = True) -> Ciphertext:
         return self.multiply(a, a, relinearize=relinearize)
 

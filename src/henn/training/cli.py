@@ -25,7 +25,7 @@ def add_train_command(subparsers) -> argparse.ArgumentParser:
                    help="default: 15 for mnist-cnn, 12 for cifar-cnn")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
-    p.set_defaults(func=run_train)
+    p.set_defaults(func=run_train, handler=run_train)
     return p
 
 

@@ -71,11 +71,16 @@ class PolyAct(nn.Module):
         self.name = activation.name
         self.fitted_range = activation.fitted_range
         self.exact_coefficients = tuple(float(c) for c in activation.coefficients)
+        self.range_excess: torch.Tensor | None = None
         self.register_buffer(
             "coefficients", torch.tensor(activation.coefficients, dtype=torch.float32)
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training and self.fitted_range is not None:
+            # Mean squared excursion beyond the fitted range; train.py may add it to the loss.
+            bound = max(abs(self.fitted_range[0]), abs(self.fitted_range[1]))
+            self.range_excess = torch.relu(x.abs() - bound).square().mean()
         if torch.onnx.is_in_onnx_export():
             return _PolyExport.apply(x, self.exact_coefficients, self.name, self.fitted_range)
         return _horner(x, self.coefficients)
