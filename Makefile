@@ -10,7 +10,12 @@ GO_SRC := $(wildcard src/henn/ckks/backends/lattigo/go/*.go) src/henn/ckks/backe
 $(BIN)/henn: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e .
+	touch $@
+
+# tests also exercise training and the torch.fx frontend: torch is a test-time extra only
+$(VENV)/.test-deps: $(BIN)/henn
+	$(BIN)/pip install -q -e '.[test,train]'
 	touch $@
 
 $(BRIDGE): $(GO_SRC)
@@ -24,10 +29,10 @@ bridge: $(BIN)/henn $(BRIDGE)
 run: setup
 	$(BIN)/henn infer --model mnist-cnn --activation swish-rg7-deg4 --backend lattigo --mode single --images 100
 
-test: setup
-	$(BIN)/python -m pytest -q -x --timeout 1800
+test: setup $(VENV)/.test-deps
+	$(BIN)/python -m pytest -q --timeout 1800
 
-test-full: setup
+test-full: setup $(VENV)/.test-deps
 	HENN_FULL=1 $(BIN)/python -m pytest -q --timeout 3600
 
 clean:

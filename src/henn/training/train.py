@@ -46,7 +46,7 @@ _HPARAMS = {  # batch size, peak learning rate, weight decay
     "cifar-cnn": (128, 3e-3, 5e-4),
 }
 # Weight of the penalty on pre-activations beyond a polynomial's fitted range (see PolyAct).
-RANGE_PENALTY = 0.0
+RANGE_PENALTY = 1.0
 _CIFAR_VAL = 5000
 _EVAL_BATCH = 250
 
