@@ -214,9 +214,10 @@ class Backend(ABC):
 
     def encrypt(self, x: Plaintext | Values, pk: PublicKey, *, level: int | None = None,
                 scale: float | None = None) -> Ciphertext:
+        pk = self._own(pk, PublicKey)  # before encoding: no library call with a foreign key
         pt = x if isinstance(x, Plaintext) else self.encode(x, level=level, scale=scale)
         pt = self._own(pt, Plaintext)
-        return Ciphertext(self._encrypt(pt.raw, self._own(pk, PublicKey).raw), pt.level, pt.scale, self.name)
+        return Ciphertext(self._encrypt(pt.raw, pk.raw), pt.level, pt.scale, self.name)
 
     def decrypt(self, ct: Ciphertext, sk: SecretKey) -> Plaintext:
         ct = self._own(ct, Ciphertext)
@@ -261,8 +262,10 @@ class Backend(ABC):
             if kind in ("ciphertext", "plaintext"):
                 level, scale = int(meta["level"]), float(meta["scale"])
                 self._check_level(level)
+            if kind == "galois_keys":
+                steps, conjugate = frozenset(int(s) for s in meta["steps"]), bool(meta["conjugate"])
             raw = None if (kind == "galois_keys" and not payload) else self._deserialize(kind, payload, meta)
-        except (KeyError, ValueError, TypeError) as exc:
+        except (KeyError, ValueError, TypeError, LevelError) as exc:
             raise SerializationError(f"malformed {kind} data: {exc}") from None
         if kind == "ciphertext":
             return Ciphertext(raw, level, scale, self.name, int(meta.get("degree", 1)))
@@ -272,7 +275,7 @@ class Backend(ABC):
             return PublicKey(raw, self.name)
         if kind == "relin_key":
             return RelinKey(raw, self.name)
-        return GaloisKeys(raw, self.name, frozenset(meta["steps"]), bool(meta["conjugate"]))
+        return GaloisKeys(raw, self.name, steps, conjugate)
 
     # ---- checks shared with the evaluator ---------------------------------------------------
     def _own(self, obj, cls):

@@ -66,6 +66,7 @@ class Evaluator:
         c = self._scalar("multiply", b)
         s = float(be.prime(a.level)) if scale is None else be._check_scale(scale)
         out_scale = self._product_scale("multiply", a, s)
+        self._scalar_fits("multiply", abs(c), s, a.level)
         return Ciphertext(be._mul_scalar(a.raw, c, a.level, s), a.level, out_scale, be.name)
 
     def linear_combination(self, cts: list[Ciphertext], weights, *, scale: float | None = None) -> Ciphertext:
@@ -88,6 +89,7 @@ class Evaluator:
         be = self.backend
         s = float(be.prime(first.level)) if scale is None else be._check_scale(scale)
         out_scale = self._product_scale("linear_combination", first, s)
+        self._scalar_fits("linear_combination", float(np.max(np.abs(w))), s, first.level)
         raw = be._linear_combination([c.raw for c in cts], w, first.level, s)
         return Ciphertext(raw, first.level, out_scale, be.name)
 
@@ -178,6 +180,7 @@ class Evaluator:
             raw = be._add_plain(a.raw, b.raw) if op == "add" else be._sub_plain(a.raw, b.raw)
             return self._like(a, raw)
         c = self._scalar(op, b)
+        self._scalar_fits(op, abs(c), a.scale, a.level)
         return self._like(a, be._add_scalar(a.raw, c if op == "add" else -c, a.level, a.scale))
 
     def _ct(self, a, op: str, degree1: bool = False) -> Ciphertext:
@@ -220,6 +223,14 @@ class Evaluator:
         if not (math.isfinite(c.real) and math.isfinite(c.imag)):
             raise InputError(f"cannot {op} by {b!r}: NaN or infinity")
         return c
+
+    def _scalar_fits(self, op: str, magnitude: float, scale: float, level: int) -> None:
+        """The same bound as Backend.encode: |c| * scale must stay below the modulus at `level`."""
+        room = self.backend.log_q_at(level) - 1
+        if magnitude > 0 and math.log2(magnitude) + math.log2(scale) >= room:
+            raise InputError(f"cannot {op} by a constant of magnitude {magnitude:.3g}: at scale "
+                             f"2^{math.log2(scale):.1f} it would overflow the {room + 1:.0f}-bit modulus at level "
+                             f"{level}; scale the constant down or use a smaller scale")
 
     def _relin_key(self, op: str):
         if self.keys.relin is None:

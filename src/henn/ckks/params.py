@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import math
+import operator
 from dataclasses import asdict, dataclass, field
 
 from henn.ckks import security
+from henn.ckks.primes import is_prime
 from henn.errors import ParameterError, SecurityError
 
 MAX_PRIME_BITS = 60  # ciphertext primes: SEAL's limit, the common ground
@@ -43,6 +45,9 @@ class ParametersLiteral:
         if unknown:
             raise ParameterError(f"unknown parameter fields {sorted(unknown)}; known: "
                                  f"{sorted(cls.__dataclass_fields__)}")
+        missing = {"log_n", "log_q"} - set(d)
+        if missing:
+            raise ParameterError(f"missing parameter fields {sorted(missing)}: log_n and log_q are required")
         conv = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()}
         return cls(**conv)
 
@@ -126,6 +131,8 @@ class Parameters:
         """
         if isinstance(lit, dict):
             lit = ParametersLiteral.from_dict(lit)
+        if not isinstance(lit, ParametersLiteral):
+            raise ParameterError(f"expected a ParametersLiteral or a dict, got {type(lit).__name__}")
         if name.startswith("insecure_"):
             raise SecurityError("insecure_ names are reserved for presets: use henn.ckks.presets.get(name)")
         return _build(lit, name, insecure=False)
@@ -155,6 +162,10 @@ def _validate(lit: ParametersLiteral) -> None:
 
     if not isinstance(lit.log_n, int) or not 10 <= lit.log_n <= 17:
         fail(f"log_n = {lit.log_n!r}; use an integer in 10..17 (N = 1024 .. 131072)")
+    for what in ("log_q", "log_p", "q", "p"):
+        value = getattr(lit, what)
+        if value is not None and not isinstance(value, (tuple, list)):
+            fail(f"{what} = {value!r}; give a tuple with one entry per prime, e.g. {what}=(60,)")
     if not lit.log_q:
         fail("log_q is empty; give at least one ciphertext prime size, e.g. (60, 40, 40)")
     if not lit.log_p:
@@ -174,13 +185,19 @@ def _validate(lit: ParametersLiteral) -> None:
              f"largest ciphertext prime ({max(lit.log_q)} bits) for key switching to keep precision")
     if lit.secret not in SECRETS:
         fail(f"secret = {lit.secret!r}; supported: {SECRETS}")
+    if (lit.q is None) != (lit.p is None):
+        fail("pin both q and p (fixed primes) or neither (each backend chooses its primes)")
     for what, primes, sizes in (("q", lit.q, lit.log_q), ("p", lit.p, lit.log_p)):
         if primes is None:
             continue
         if len(primes) != len(sizes):
             fail(f"{what} has {len(primes)} primes but log_{what} has {len(sizes)} sizes")
         for x, b in zip(primes, sizes):
-            if int(x).bit_length() != b or int(x) % (2 << lit.log_n) != 1:
+            try:
+                x = operator.index(x)
+            except TypeError:
+                fail(f"{what} prime {x!r} is not an integer")
+            if x.bit_length() != b or x % (2 << lit.log_n) != 1 or not is_prime(x):
                 fail(f"{what} prime {x} is not a {b}-bit prime = 1 mod 2N")
-    if lit.q is not None and lit.p is not None and len(set(lit.q) | set(lit.p)) != len(lit.q) + len(lit.p):
+    if lit.q is not None and len(set(lit.q) | set(lit.p)) != len(lit.q) + len(lit.p):
         fail("primes in q and p must be distinct")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-_MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)  # deterministic for n < 3.3e24
+# deterministic for n < 318665857834031151167461 (~3.2e23, the least strong pseudoprime to all of
+# these bases), which covers every prime a CKKS modulus uses (<= 61 bits)
+_MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
 
 
 def is_prime(n: int) -> bool:

@@ -30,7 +30,11 @@ def fixed_literal(depth: int, slots: int | None = None, log_scale: int | None = 
     log_n = smallest_secure_log_n(sum(log_q) + sum(log_p), slots, depth)
     if not pin_primes:
         return ParametersLiteral(log_n, log_q, log_p, log_scale)
-    primes = ntt_primes(log_q + log_p, log_n)
+    try:
+        primes = ntt_primes(log_q + log_p, log_n)
+    except ValueError as exc:  # e.g. too few small primes = 1 mod 2N for a large ring
+        raise ParameterError(f"no prime chain for depth {depth} at N = 2^{log_n}: {exc}; use a larger "
+                             "log_scale") from None
     return ParametersLiteral(log_n, log_q, log_p, log_scale, tuple(primes[:len(log_q)]), tuple(primes[len(log_q):]))
 
 

@@ -22,7 +22,7 @@ def add_train_command(subparsers) -> argparse.ArgumentParser:
                         "../shared/datasets next to the repository)")
     p.add_argument("--out", required=True, help="output .onnx path")
     p.add_argument("--epochs", type=int, default=None,
-                   help="default: 15 for mnist-cnn, 12 for cifar-cnn")
+                   help="default: 30 for mnist-cnn, 25 for cifar-cnn")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     p.set_defaults(func=run_train, handler=run_train)
@@ -30,7 +30,6 @@ def add_train_command(subparsers) -> argparse.ArgumentParser:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    import logging
     import sys
 
     from henn.errors import BackendError
@@ -41,7 +40,6 @@ def run_train(args: argparse.Namespace) -> int:
         raise BackendError(
             f"training needs torch ({exc}): pip install 'henn[train]'"
         ) from None
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     metrics = train(args.model, args.activation, args.data_dir, args.out,
                     epochs=args.epochs, seed=args.seed, threads=args.threads)
     sys.stdout.write(json.dumps(metrics["accuracies"], indent=1) + "\n")

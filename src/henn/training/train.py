@@ -40,7 +40,7 @@ __all__ = ["train", "DEFAULT_EPOCHS", "train_command"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_EPOCHS = {"mnist-cnn": 15, "cifar-cnn": 12}
+DEFAULT_EPOCHS = {"mnist-cnn": 30, "cifar-cnn": 25}
 _HPARAMS = {  # batch size, peak learning rate, weight decay
     "mnist-cnn": (128, 3e-3, 1e-4),
     "cifar-cnn": (128, 3e-3, 5e-4),
@@ -149,12 +149,15 @@ def _max_preactivation(model, x: np.ndarray) -> list[float]:
     return peaks
 
 
-def _file_logger(path: Path) -> logging.Handler:
+def _file_logger(path: Path) -> tuple[logging.Handler, int]:
+    """Attach a per-run file handler to the ``henn`` logger; returns it and the old level."""
     handler = logging.FileHandler(path, mode="w")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logging.getLogger("henn").addHandler(handler)
-    logging.getLogger("henn").setLevel(logging.INFO)
-    return handler
+    root = logging.getLogger("henn")
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    return handler, old_level
 
 
 def _run_epochs(model, train_set, model_name, epochs, gen, evals) -> list[dict]:
@@ -217,7 +220,7 @@ def train(model_name: str, activation: str, data_dir, out_path, epochs: int | No
     if data_dir is None:
         data_dir = datasets.default_data_dir()
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    handler = _file_logger(out_path.with_suffix(".log"))
+    handler, old_level = _file_logger(out_path.with_suffix(".log"))
     try:
         torch.set_num_threads(threads)
         gen = _seed_everything(seed)
@@ -261,4 +264,5 @@ def train(model_name: str, activation: str, data_dir, out_path, epochs: int | No
         return metrics
     finally:
         logging.getLogger("henn").removeHandler(handler)
+        logging.getLogger("henn").setLevel(old_level)
         handler.close()

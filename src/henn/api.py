@@ -1,0 +1,176 @@
+"""The Python API: `henn.compile(model, input_shape)` -> CompiledModel, `.run(x)` -> logits.
+
+    cm = henn.compile("src/henn/zoo/mnist-cnn_square.onnx", (1, 28, 28), backend="lattigo", mode="single")
+    logits = cm.run(images)                  # encrypt, evaluate on the server side, decrypt
+    cm.run(images, encrypted=False)          # the compiled program in cleartext (plain backend)
+    cm.reference(images)                     # the imported model itself (NumPy)
+    cm.timings, cm.params, cm.depth, cm.rotation_steps
+
+Client and server live in this process: the client makes the keys and keeps the secret key; the
+server gets the public evaluation keys only.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+from tqdm import tqdm
+
+from henn.ckks import open_backend
+from henn.compiler.driver import Compiled, compile_model
+from henn.errors import InputError
+from henn.ir import interpret
+from henn.passes import CompileOptions
+from henn.runtime import Client, Server
+
+log = logging.getLogger(__name__)
+
+ACTIVATION_RANGE_SLACK = 1.5  # pre-activations beyond 1.5x the fitted range's half-width are "far outside"
+
+
+def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "single",  # noqa: A001
+            activation_check: bool = True, params=None, log_scale: int | None = None,
+            threads: int | None = None) -> CompiledModel:
+    """Compile a torch.nn.Module or an .onnx file for CKKS inference on `backend`.
+
+    mode: "single" (one image per ciphertext set, latency) or "batch" (one image per slot,
+    throughput). params: explicit henn.ckks.Parameters (else chosen from the depth the model
+    needs, 128-bit secure). activation_check: refuse inputs whose pre-activations fall far outside
+    an activation's fitted range (checked on the client, in cleartext, before encrypting).
+    """
+    options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params)
+    return CompiledModel(compile_model(model, input_shape, options), backend, activation_check, threads)
+
+
+class CompiledModel:
+    def __init__(self, compiled: Compiled, backend: str, activation_check: bool = True,
+                 threads: int | None = None):
+        self.compiled = compiled
+        self.program = compiled.program
+        self.backend_name = backend
+        self.activation_check = activation_check
+        self.threads = threads
+        self.timings: dict[str, float] = {}
+        self._sessions: dict[bool, tuple] = {}
+
+    # ---- facts -------------------------------------------------------------------------------
+    @property
+    def params(self):
+        return self.program.params
+
+    @property
+    def depth(self) -> int:
+        return self.program.depth
+
+    @property
+    def rotation_steps(self) -> tuple[int, ...]:
+        return self.program.rotation_steps
+
+    @property
+    def mode(self) -> str:
+        return self.program.mode
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return self.program.input_shape
+
+    def describe(self) -> str:
+        return (f"{self.mode} packing on {self.backend_name}: depth {self.depth}, {len(self.rotation_steps)} rotation "
+                f"keys, {self.params.describe()}")
+
+    # ---- running -----------------------------------------------------------------------------
+    def reference(self, x) -> np.ndarray:
+        """Logits of the imported (uncompiled) model in NumPy: the plaintext reference."""
+        return interpret.run(self.compiled.reference, self.check_input(x, ranges=False))
+
+    def run(self, x, encrypted: bool = True, *, progress: bool = False) -> np.ndarray:
+        """Logits (B, classes) for images x (B, C, H, W). encrypted=False runs the same compiled program
+        on the plain backend (no encryption). Timings of this call: `.timings`."""
+        x = self.check_input(x, ranges=self.activation_check)
+        client, server = self._session(encrypted)
+        client.reset_timings()
+        server.seconds["evaluate"] = 0.0
+        outs = []
+        t0 = time.perf_counter()
+        for r in tqdm(client.batches(len(x)), disable=not progress, unit="set" if self.mode == "batch" else "img",
+                      desc="henn"):
+            cts = client.encrypt(x[r.start:r.stop])
+            outs.append(client.decrypt(server.evaluate(cts), len(r)))
+        self.timings = {"images": len(x), "encode": client.seconds["encode"], "encrypt": client.seconds["encrypt"],
+                        "evaluate": server.seconds["evaluate"], "decrypt": client.seconds["decrypt"],
+                        "total": time.perf_counter() - t0, "keygen": client.seconds["keygen"],
+                        "prepare": server.seconds["prepare"], "encrypted": bool(encrypted)}
+        out = np.concatenate(outs)
+        return out.reshape(len(x), -1) if len(self.program.output_shape) == 1 else out
+
+    def check_input(self, x, *, ranges: bool = True) -> np.ndarray:
+        """Validate a batch (B, C, H, W): shape, finiteness and (optionally) activation ranges."""
+        try:
+            x = np.asarray(x, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"images must be a numeric array (B, C, H, W): {exc}") from None
+        want = tuple(self.input_shape)
+        if x.ndim != len(want) + 1 or x.shape[1:] != want or len(x) == 0:
+            raise InputError(f"expected images of shape (B, {', '.join(map(str, want))}), got {x.shape}: resize or "
+                             "reshape the input (add a batch axis for one image)")
+        bad = ~np.isfinite(x)
+        if bad.any():
+            idx = np.argwhere(bad)[0]
+            raise InputError(f"image {idx[0]} contains NaN or infinity (at {tuple(int(i) for i in idx[1:])}): clean "
+                             "the input")
+        if ranges:
+            self._check_ranges(x)
+        return x
+
+    def _check_ranges(self, x: np.ndarray) -> None:
+        def hook(node, inp, out):
+            rng = node.attrs.get("range") if node.op == "poly" else None
+            if not rng:
+                return
+            lo, hi = rng
+            mid, half = (lo + hi) / 2, (hi - lo) / 2 * ACTIVATION_RANGE_SLACK
+            dev = np.abs(inp.reshape(len(inp), -1) - mid).max(axis=1)
+            if np.any(dev > half):
+                i = int(np.argmax(dev > half))
+                peak = float(inp[i].flat[np.argmax(np.abs(inp[i] - mid))])
+                raise InputError(f"image {i}: pre-activations of layer {node.name!r} reach {peak:.3g}, far outside "
+                                 f"the activation's fitted range [{lo:g}, {hi:g}] (accepted: {mid - half:g} .. "
+                                 f"{mid + half:g}); the polynomial is meaningless there: feed inputs scaled like the "
+                                 "training data (pixels in [0, 1]) or compile with activation_check=False")
+
+        interpret.run(self.compiled.checked, x, hook=hook)
+
+    def _session(self, encrypted: bool):
+        if encrypted not in self._sessions:
+            name = self.backend_name if encrypted else "plain"
+            opts = {"noise": True} if (encrypted and name == "plain") else {}
+            backend = open_backend(name, self.params, **opts)
+            client = Client(self.program, backend, threads=self.threads)
+            keys = client.generate_keys()
+            server = Server(self.program, backend, keys, threads=self.threads)
+            server.prepare()
+            self._sessions[encrypted] = (client, server, backend)
+            log.info("%s session ready: keygen %.2f s, weights encoded in %.2f s", name, client.seconds["keygen"],
+                     server.seconds["prepare"])
+        client, server, _ = self._sessions[encrypted]
+        return client, server
+
+    def close(self) -> None:
+        for client, server, backend in self._sessions.values():
+            client.close()
+            server.close()
+            backend.close()
+        self._sessions.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def n_classes(self) -> int:
+        return math.prod(self.program.output_shape)

@@ -1,0 +1,284 @@
+"""Lattigo v6.2.0 (Go) through a c-shared bridge (go/) called with ctypes (bridge.py).
+
+Notes on this library, as the bridge uses it:
+- Calls release the GIL, and since v6.2.0 Lattigo's Encoder/Evaluator/Encryptor/Decryptor are
+  safe for concurrent use (ShallowCopy was removed; scratch buffers come from sync pools), so
+  Python threads sharing one backend and one evaluator run in parallel.
+- Primes: henn counts prime sizes exactly (bit length) and its security check adds them up.
+  Lattigo's LogQ generator alternates above and below 2^k (giving (k+1)-bit primes), so this
+  backend takes primes from Lattigo's NTT-friendly generator downstream only (2^k - j*2N + 1,
+  as Lattigo does for its 61-bit primes): every prime has exactly the requested size.
+- Rescale divides by exactly one prime q_level: Evaluator.Rescale divides by
+  LevelsConsumedPerRescaling() primes, which is 1 for log_scale <= 64 (PREC64); the bridge
+  refuses any other setting. Lattigo tracks the scale itself (128-bit float); henn's level and
+  scale agree with it (`library_metadata` reports Lattigo's own values).
+- Multiplying by a constant at scale q_level uses Lattigo's native constant product (it scales a
+  non-integer constant by q_level); other scales, and integer constants (which Lattigo would
+  scale by 1), multiply by the Gaussian integer round(c * scale) and set the scale.
+- Rotations use Lattigo's Galois elements 5^k mod 2N (left rotation by k) and 2N - 1
+  (conjugation); `rotate_hoisted` uses RotateHoistedNew (one decomposition for all steps).
+- The secret is uniform ternary (Xs = Ternary{P: 2/3}), the distribution of henn's security table.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from ctypes import byref, c_double, c_int, c_int64, c_size_t, c_uint64, c_void_p
+
+import numpy as np
+
+from henn.ckks import serialization
+from henn.ckks.backend import Backend
+from henn.ckks.backends.lattigo import bridge
+from henn.ckks.params import MAX_PRIME_BITS, MAX_SPECIAL_PRIME_BITS, ParametersLiteral
+from henn.ckks.selection import smallest_secure_log_n
+from henn.errors import BackendError, ParameterError, SerializationError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LOG_SCALE = 45  # Lattigo's example parameters (schemes/ckks/example_parameters.go)
+_SCALE_RTOL = 1e-9
+
+
+def _doubles(a: np.ndarray):
+    return a.ctypes.data_as(bridge.DOUBLES)
+
+
+def _int64s(values) -> tuple:
+    arr = (c_int64 * max(1, len(values)))(*[int(v) for v in values])
+    return arr, len(values)
+
+
+def _build():
+    """The build module, imported on use: `python -m henn.ckks.backends.lattigo.build` must find it
+    not yet imported (and importing this package must not build)."""
+    from henn.ckks.backends.lattigo import build
+
+    return build
+
+
+def pinned_lattigo_version() -> str:
+    """The Lattigo version go.mod pins (what a build will use)."""
+    text = (_build().GO_DIR / "go.mod").read_text()
+    m = re.search(r"github\.com/tuneinsight/lattigo/v6\s+(v\S+)", text)
+    return m.group(1) if m else "unknown"
+
+
+class LattigoBackend(Backend):
+    name = "lattigo"
+
+    # ---- library, parameters -------------------------------------------------------------
+    @classmethod
+    def version(cls) -> str:
+        build = _build()
+        loaded = bridge.loaded()
+        if loaded is None and build.LIBRARY.exists() and not (build.is_stale() and build.can_build()[0]):
+            loaded = bridge.load(build.LIBRARY)
+        if loaded is not None:
+            return loaded.version()
+        ok, why = build.can_build()
+        if not ok:
+            raise BackendError(f"the Lattigo bridge is not built and cannot be built here: {why}")
+        state = "out of date" if build.LIBRARY.exists() else "not built yet"
+        return f"lattigo {pinned_lattigo_version()} (bridge {state}: it is built on first use)"
+
+    @classmethod
+    def recommend(cls, depth: int, slots: int | None, log_scale: int | None) -> ParametersLiteral:
+        """Lattigo's own style (its README and example_parameters.go: LogQ 55 + 45*k, two 55-61
+        bit special primes, 128-bit security from the HE standard):
+
+        - middle primes of the scale's size: 45 bits by default (Lattigo's examples), or log_scale;
+        - first prime 10 bits above the scale (Lattigo's example keeps 2^9 of room for the
+          message), at least 55 and at most 60 bits;
+        - special primes of 61 bits (Lattigo's largest): two when the chain has more than three
+          primes (Lattigo's rule of thumb is about sqrt(#q) of them) and the ring stays the same,
+          else one;
+        - the smallest N that henn's security table (henn.ckks.security, the authority: Lattigo
+          itself does not check the standard) admits for the total, and that holds `slots`.
+        """
+        log_scale = DEFAULT_LOG_SCALE if log_scale is None else int(log_scale)
+        if not 20 <= log_scale <= MAX_PRIME_BITS - 1:
+            raise ParameterError(f"log_scale {log_scale} out of range 20..{MAX_PRIME_BITS - 1} for Lattigo")
+        first = min(MAX_PRIME_BITS, max(55, log_scale + 10))
+        log_q = (first,) + (log_scale,) * depth
+        one_p = (MAX_SPECIAL_PRIME_BITS,)
+        log_n = smallest_secure_log_n(sum(log_q) + sum(one_p), slots, depth)
+        log_p = one_p
+        if len(log_q) > 3:
+            try:
+                two_p = one_p * 2
+                if smallest_secure_log_n(sum(log_q) + sum(two_p), slots, depth) == log_n:
+                    log_p = two_p
+            except ParameterError:
+                pass
+        return ParametersLiteral(log_n, log_q, log_p, log_scale)
+
+    def _open(self, params) -> None:
+        path = _build().ensure_built()
+        self._bridge = bridge.load(path)
+        if path.stat().st_mtime > self._bridge.loaded_mtime:
+            log.warning("the Lattigo bridge was rebuilt after this process loaded it; the old one stays in use "
+                        "until the process restarts (a Go runtime cannot be loaded twice)")
+        q, p = params.q, params.p  # Parameters pins both or neither
+        nq, np_ = len(params.log_q), len(params.log_p)
+        log_q, _ = _int64s(params.log_q)
+        log_p, _ = _int64s(params.log_p)
+        pin_q = None if q is None else (c_uint64 * nq)(*q)
+        pin_p = None if q is None else (c_uint64 * np_)(*p)
+        q_out, p_out, out = (c_uint64 * nq)(), (c_uint64 * np_)(), bridge.H()
+        status, msg = self._bridge.call_status("henn_context_new", params.log_n, params.log_scale, log_q, nq, log_p,
+                                               np_, pin_q, pin_p, byref(out), q_out, p_out)
+        if status != bridge.OK:
+            raise ParameterError(f"Lattigo cannot use these parameters: {msg}; {params.describe()}; choose other "
+                                 "parameters (e.g. select_parameters(depth, backend='lattigo'))")
+        self._ctx: bridge.Handle | None = bridge.Handle(self._bridge, out.value)
+        self.q_primes, self.p_primes = tuple(q_out), tuple(p_out)
+        log.debug("Lattigo context opened: %s, primes q=%s p=%s", params.describe(), self.q_primes, self.p_primes)
+
+    def close(self) -> None:
+        """Release the Lattigo context; values made by it cannot be used with this backend after."""
+        ctx, self._ctx = getattr(self, "_ctx", None), None
+        if ctx is not None:
+            ctx.release()
+
+    # ---- helpers -------------------------------------------------------------------------------
+    def _c(self) -> int:
+        if self._ctx is None:
+            raise BackendError("this Lattigo backend is closed: open a new one (values and keys of the closed "
+                               "one can be moved over with serialize/deserialize only before closing)")
+        return self._ctx.value
+
+    def _new(self, fn: str, *args) -> bridge.Handle:
+        args = [a.value if isinstance(a, bridge.Handle) else a for a in args]
+        return self._bridge.new(fn, self._c(), *args)
+
+    def library_metadata(self, value) -> tuple[int, float, float, int]:
+        """Lattigo's own (level, scale, log2 scale, degree) of a Ciphertext or Plaintext."""
+        return self._metadata(value.raw)
+
+    def _metadata(self, raw: bridge.Handle) -> tuple[int, float, float, int]:
+        level, scale, log_scale, degree = c_int(), c_double(), c_double(), c_int()
+        self._bridge.call("henn_metadata", raw.value, byref(level), byref(scale), byref(log_scale), byref(degree))
+        return level.value, scale.value, log_scale.value, degree.value
+
+    # ---- keys ----------------------------------------------------------------------------------
+    def _gen_secret_key(self):
+        return self._new("henn_keygen_secret")
+
+    def _gen_public_key(self, sk):
+        return self._new("henn_keygen_public", sk)
+
+    def _gen_relin_key(self, sk):
+        return self._new("henn_keygen_relin", sk)
+
+    def _gen_galois_keys(self, sk, steps, conjugate):
+        arr, n = _int64s(steps)
+        return self._new("henn_keygen_galois", sk, arr, n, int(conjugate))
+
+    # ---- encoding, encryption --------------------------------------------------------------------
+    def _encode(self, values, level, scale):
+        re_ = np.ascontiguousarray(values.real, dtype=np.float64)
+        im_ = np.ascontiguousarray(values.imag, dtype=np.float64)
+        return self._new("henn_encode", _doubles(re_), _doubles(im_), self.slots, int(level), float(scale))
+
+    def _decode(self, pt, level, scale):
+        re_, im_ = np.empty(self.slots), np.empty(self.slots)
+        self._bridge.call("henn_decode", self._c(), pt.value, _doubles(re_), _doubles(im_), self.slots)
+        return re_ + 1j * im_
+
+    def _encrypt(self, pt, pk):
+        return self._new("henn_encrypt", pt, pk)
+
+    def _decrypt(self, ct, sk):
+        return self._new("henn_decrypt", ct, sk)
+
+    # ---- arithmetic ----------------------------------------------------------------------------
+    def _add(self, a, b):
+        return self._new("henn_add", a, b)
+
+    def _sub(self, a, b):
+        return self._new("henn_sub", a, b)
+
+    def _add_plain(self, a, pt):
+        return self._new("henn_add_plain", a, pt)
+
+    def _sub_plain(self, a, pt):
+        return self._new("henn_sub_plain", a, pt)
+
+    def _negate(self, a):
+        return self._new("henn_negate", a)
+
+    def _mul(self, a, b, rk):
+        return self._new("henn_mul", a, b, 0 if rk is None else rk.value)
+
+    def _mul_plain(self, a, pt):
+        return self._new("henn_mul_plain", a, pt)
+
+    def _square(self, a, rk):
+        return self._new("henn_square", a, 0 if rk is None else rk.value)
+
+    def _relinearize(self, a, rk):
+        return self._new("henn_relinearize", a, rk)
+
+    def _rescale(self, a):
+        return self._new("henn_rescale", a)
+
+    def _drop_level(self, a, levels):
+        return self._new("henn_drop_level", a, int(levels))
+
+    def _rotate(self, a, step, gk):
+        return self._new("henn_rotate", a, int(step), gk)
+
+    def _rotate_hoisted(self, a, steps, gk):
+        arr, n = _int64s(steps)
+        outs = (bridge.H * max(1, n))()
+        self._bridge.call("henn_rotate_hoisted", self._c(), a.value, arr, n, gk.value, outs)
+        return [bridge.Handle(self._bridge, outs[i]) for i in range(n)]
+
+    def _conjugate(self, a, gk):
+        return self._new("henn_conjugate", a, gk)
+
+    def _add_scalar(self, a, c, level, scale):
+        return self._new("henn_add_scalar", a, float(c.real), float(c.imag))
+
+    def _mul_scalar(self, a, c, level, scale):
+        return self._new("henn_mul_scalar", a, float(c.real), float(c.imag), float(scale))
+
+    # ---- serialization ---------------------------------------------------------------------------
+    def _serialize(self, kind, raw):
+        ptr, n = c_void_p(), c_size_t()
+        self._bridge.call("henn_marshal", raw.value, byref(ptr), byref(n))
+        return self._bridge.take_bytes(ptr, n.value)
+
+    def _deserialize(self, kind, payload, meta):
+        level = int(meta["level"]) if kind in ("ciphertext", "plaintext") else 0
+        degree = int(meta.get("degree", 1)) if kind == "ciphertext" else 0
+        if kind == "ciphertext" and degree not in (1, 2):
+            raise SerializationError(f"ciphertext header announces degree {degree}: the data is corrupted")
+        raw = self._new("henn_unmarshal", serialization.KINDS[kind], bytes(payload), len(payload), level, degree)
+        if kind in ("ciphertext", "plaintext"):
+            got = self._metadata(raw)[1]
+            want = float(meta["scale"])
+            if not (want > 0 and math.isfinite(got) and abs(got / want - 1.0) <= _SCALE_RTOL):
+                raise SerializationError(f"{kind} payload has scale {got!r}, its header says {want!r}: the data "
+                                         "is corrupted")
+        if kind == "galois_keys":
+            self._check_galois(raw, [int(s) for s in meta["steps"]], bool(meta["conjugate"]))
+        return raw
+
+    def _check_galois(self, raw, steps: list[int], conjugate: bool) -> None:
+        arr, n = _int64s(steps)
+        missing, count = (c_int64 * (n + 1))(), c_int()
+        try:
+            self._bridge.call("henn_galois_missing", self._c(), raw.value, arr, n, int(conjugate), missing,
+                              byref(count))
+        except BackendError as exc:
+            raise SerializationError(f"galois_keys header is inconsistent ({exc}): the data is corrupted") from None
+        if count.value:
+            raise SerializationError(f"galois_keys payload lacks the keys of steps {list(missing[:count.value])} "
+                                     "(0 = conjugation) that its header announces: the data is corrupted")
+
+
+BACKEND = LattigoBackend

@@ -1,0 +1,192 @@
+"""ctypes side of the Go bridge: the C signatures (declared once, in SIGNATURES), status codes,
+and `Handle`, the owner of one Go object.
+
+Conventions of every exported function (go/exports.go): it returns a status int (0 = ok) and
+takes as its last argument a `char **err` that receives a malloc'd message on failure, freed
+here with `henn_free`. Objects are `runtime/cgo.Handle` integers (uintptr_t), released with
+`henn_release` by a `weakref.finalize` when their Python wrapper dies, or explicitly.
+
+`ctypes.CDLL` releases the GIL during each foreign call, so Python threads run Lattigo in
+parallel. A Go runtime cannot be loaded twice in one process: the library is loaded once and
+kept (a rebuilt library is picked up by the next process). Do not fork a process that has
+loaded it (use the "spawn" start method of multiprocessing).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+import weakref
+from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint64, c_void_p
+from pathlib import Path
+
+from henn.errors import BackendError, SerializationError
+
+log = logging.getLogger(__name__)
+
+# Status codes (go/core.go)
+OK, ERROR, PANIC, BAD_HANDLE, BAD_DATA = 0, 1, 2, 3, 4
+
+H = c_size_t  # uintptr_t: a handle
+OUT_H = POINTER(H)
+DOUBLES = POINTER(c_double)
+INT64S = POINTER(c_int64)
+UINT64S = POINTER(c_uint64)
+ERR = POINTER(c_void_p)  # char **err (kept as void* so that the pointer can be freed)
+
+# name -> argument types (every function but henn_free returns int and ends with ERR)
+SIGNATURES: dict[str, tuple] = {
+    "henn_release": (H,),
+    "henn_version": (POINTER(c_void_p),),
+    "henn_selftest_panic": (),
+    "henn_context_new": (c_int, c_int, INT64S, c_int, INT64S, c_int, UINT64S, UINT64S, OUT_H, UINT64S, UINT64S),
+    "henn_keygen_secret": (H, OUT_H),
+    "henn_keygen_public": (H, H, OUT_H),
+    "henn_keygen_relin": (H, H, OUT_H),
+    "henn_keygen_galois": (H, H, INT64S, c_int, c_int, OUT_H),
+    "henn_galois_missing": (H, H, INT64S, c_int, c_int, INT64S, POINTER(c_int)),
+    "henn_encode": (H, DOUBLES, DOUBLES, c_int, c_int, c_double, OUT_H),
+    "henn_decode": (H, H, DOUBLES, DOUBLES, c_int),
+    "henn_encrypt": (H, H, H, OUT_H),
+    "henn_decrypt": (H, H, H, OUT_H),
+    "henn_add": (H, H, H, OUT_H),
+    "henn_sub": (H, H, H, OUT_H),
+    "henn_add_plain": (H, H, H, OUT_H),
+    "henn_sub_plain": (H, H, H, OUT_H),
+    "henn_mul_plain": (H, H, H, OUT_H),
+    "henn_negate": (H, H, OUT_H),
+    "henn_mul": (H, H, H, H, OUT_H),
+    "henn_square": (H, H, H, OUT_H),
+    "henn_relinearize": (H, H, H, OUT_H),
+    "henn_rescale": (H, H, OUT_H),
+    "henn_drop_level": (H, H, c_int, OUT_H),
+    "henn_rotate": (H, H, c_int64, H, OUT_H),
+    "henn_rotate_hoisted": (H, H, INT64S, c_int, H, OUT_H),
+    "henn_conjugate": (H, H, H, OUT_H),
+    "henn_add_scalar": (H, H, c_double, c_double, OUT_H),
+    "henn_mul_scalar": (H, H, c_double, c_double, c_double, OUT_H),
+    "henn_metadata": (H, POINTER(c_int), DOUBLES, DOUBLES, POINTER(c_int)),
+    "henn_marshal": (H, POINTER(c_void_p), POINTER(c_size_t)),
+    "henn_unmarshal": (H, c_int, c_char_p, c_size_t, c_int, c_int, OUT_H),
+}
+
+_load_lock = threading.Lock()
+_loaded: dict[str, Bridge] = {}
+
+
+class Bridge:
+    """The loaded library with its signatures applied; `call` turns statuses into henn errors."""
+
+    def __init__(self, path: Path):
+        try:
+            self.lib = ctypes.CDLL(str(path))
+        except OSError as exc:
+            raise BackendError(f"cannot load the Lattigo bridge {path} ({exc}): rebuild it with "
+                               "`python -m henn.ckks.backends.lattigo.build --force`") from None
+        self.path = path
+        self.loaded_mtime = path.stat().st_mtime
+        for name, argtypes in SIGNATURES.items():
+            try:
+                fn = getattr(self.lib, name)
+            except AttributeError:
+                raise BackendError(f"the Lattigo bridge {path} lacks {name}: it is out of date; rebuild it with "
+                                   "`python -m henn.ckks.backends.lattigo.build --force`") from None
+            fn.argtypes, fn.restype = [*argtypes, ERR], c_int
+        self.lib.henn_free.argtypes, self.lib.henn_free.restype = [c_void_p], None
+
+    def call(self, name: str, *args) -> None:
+        status, msg = self.call_status(name, *args)
+        if status != OK:
+            raise self._error(name, status, msg)
+
+    def call_status(self, name: str, *args) -> tuple[int, str]:
+        """(status, message) of a call, for callers that phrase the error themselves."""
+        err = c_void_p()
+        status = getattr(self.lib, name)(*args, byref(err))
+        return status, (self.take_string(err) if status != OK else "")
+
+    def take_string(self, ptr: c_void_p) -> str:
+        """The C string at ptr, freed."""
+        if not ptr.value:
+            return ""
+        try:
+            return ctypes.string_at(ptr.value).decode("utf-8", "replace")
+        finally:
+            self.lib.henn_free(ptr)
+
+    def take_bytes(self, ptr: c_void_p, n: int) -> bytes:
+        """n bytes at ptr (a malloc'd buffer), copied and freed."""
+        try:
+            return ctypes.string_at(ptr.value, n) if n else b""
+        finally:
+            if ptr.value:
+                self.lib.henn_free(ptr)
+
+    def new(self, name: str, *args) -> Handle:
+        """Call a function whose last output is one new handle; wrap it."""
+        out = H()
+        self.call(name, *args, byref(out))
+        return Handle(self, out.value)
+
+    def version(self) -> str:
+        out = c_void_p()
+        self.call("henn_version", byref(out))
+        return self.take_string(out)
+
+    @staticmethod
+    def _error(name: str, status: int, msg: str) -> Exception:
+        op = name.removeprefix("henn_")
+        if status == BAD_DATA:
+            return SerializationError(f"Lattigo could not load the data: {msg}; the payload is corrupted or comes "
+                                      "from other parameters")
+        if status == BAD_HANDLE:
+            return BackendError(f"lattigo {op}: {msg}; use values and keys only while the backend that made them "
+                                "is open")
+        if status == PANIC:
+            return BackendError(f"lattigo {op}: {msg}; henn's checks should have prevented this, please report it")
+        return BackendError(f"lattigo {op} failed: {msg}; henn's checks should have prevented this, please "
+                            "report it")
+
+
+def _release(bridge: Bridge, value: int) -> None:
+    err = c_void_p()
+    if bridge.lib.henn_release(value, byref(err)) != OK:
+        log.debug("release of handle %d: %s", value, bridge.take_string(err))
+
+
+class Handle:
+    """One Go object; freed when this wrapper is garbage-collected or `release()` is called."""
+
+    __slots__ = ("value", "_finalizer", "__weakref__")
+
+    def __init__(self, bridge: Bridge, value: int):
+        self.value = value
+        self._finalizer = weakref.finalize(self, _release, bridge, value)
+        self._finalizer.atexit = False  # at exit the process memory goes anyway: no calls into Go
+
+    def release(self) -> None:
+        self._finalizer()
+
+    @property
+    def alive(self) -> bool:
+        return self._finalizer.alive
+
+    def __repr__(self) -> str:
+        return f"<lattigo handle {self.value}{'' if self.alive else ' released'}>"
+
+
+def load(path: Path) -> Bridge:
+    """The bridge at `path`, loaded once per process."""
+    key = str(Path(path).resolve())
+    with _load_lock:
+        if key not in _loaded:
+            _loaded[key] = Bridge(Path(key))
+            log.debug("loaded the Lattigo bridge %s", key)
+        return _loaded[key]
+
+
+def loaded() -> Bridge | None:
+    """The bridge already loaded in this process, if any."""
+    with _load_lock:
+        return next(iter(_loaded.values()), None)

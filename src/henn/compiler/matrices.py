@@ -1,0 +1,78 @@
+"""Linear IR ops as sparse matrices over flattened (C*H*W) vectors, and conv tap tables.
+
+`matrix(node, in_shape)` gives the CSR matrix M with out_flat = M @ in_flat (+ full_bias(node));
+`conv_taps(node, in_shape)` gives, per output element and kernel tap, the input index it reads
+(-1 over zero padding) together with the weight of that tap: the structure batch lowering and
+the single-ciphertext layouts are built from.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from henn.errors import UnsupportedOperation
+from henn.ir.graph import Node
+from henn.ir.ops import infer_shape
+
+
+def conv_taps(node: Node, in_shape) -> tuple[np.ndarray, np.ndarray]:
+    """(cols, weights): cols[e, t] = input flat index read by output e at tap t = (c, dy, dx) or -1;
+    weights[o, t] = the kernel weight of output channel o at tap t. Works for conv2d and sumpool."""
+    c_in, h, w = in_shape
+    out = infer_shape(node, [tuple(in_shape)])
+    _, oh, ow = out
+    if node.op == "conv2d":
+        wt = node.params["weight"]
+        o_ch, _, kh, kw = wt.shape
+    else:
+        kh, kw = node.attrs["kernel"]
+        o_ch = c_in
+    sh, sw = node.attrs["stride"]
+    pt, pl = node.attrs["pads"][:2]
+    y = np.arange(oh)[:, None, None, None] * sh + np.arange(kh)[None, None, :, None] - pt  # (oh,1,kh,1)
+    x = np.arange(ow)[None, :, None, None] * sw + np.arange(kw)[None, None, None, :] - pl  # (1,ow,1,kw)
+    valid = (y >= 0) & (y < h) & (x >= 0) & (x < w)  # (oh, ow, kh, kw)
+    pix = np.where(valid, y * w + x, -1)  # (oh, ow, kh, kw)
+    if node.op == "conv2d":
+        chans = np.arange(c_in)[:, None, None, None, None] * (h * w)  # (C,1,1,1,1)
+        cols = np.where(pix[None] >= 0, pix[None] + chans, -1)  # (C, oh, ow, kh, kw)
+        cols = cols.transpose(1, 2, 0, 3, 4).reshape(oh * ow, c_in * kh * kw)  # position x tap
+        cols = np.broadcast_to(cols[None], (o_ch, oh * ow, cols.shape[1])).reshape(o_ch * oh * ow, -1)
+        return np.ascontiguousarray(cols), wt.reshape(o_ch, -1)
+    # sumpool: output channel c reads only channel c
+    cols = pix.reshape(oh * ow, kh * kw)
+    chans = (np.arange(c_in) * h * w)[:, None, None]
+    cols = np.where(cols[None] >= 0, cols[None] + chans, -1).reshape(c_in * oh * ow, kh * kw)
+    return cols, np.ones((c_in, kh * kw))
+
+
+def matrix(node: Node, in_shape) -> sp.csr_matrix:
+    """The sparse matrix of a linear op (conv2d, linear, sumpool, flatten) on flattened vectors."""
+    n_in = math.prod(in_shape)
+    if node.op == "flatten":
+        return sp.identity(n_in, format="csr")
+    if node.op == "linear":
+        return sp.csr_matrix(node.params["weight"])
+    if node.op in ("conv2d", "sumpool"):
+        cols, wts = conv_taps(node, in_shape)
+        m = cols.shape[0]
+        per_ch = m // wts.shape[0]
+        vals = np.repeat(wts, per_ch, axis=0)  # (m, T)
+        rows = np.broadcast_to(np.arange(m)[:, None], cols.shape)
+        keep = cols >= 0
+        return sp.csr_matrix((vals[keep], (rows[keep], cols[keep])), shape=(m, n_in))
+    raise UnsupportedOperation(f"layer {node.name!r} ({node.op}) is not a linear operation")
+
+
+def full_bias(node: Node, in_shape) -> np.ndarray:
+    """Flattened bias over every output element."""
+    if node.op not in ("conv2d", "linear"):
+        return np.zeros(math.prod(infer_shape(node, [tuple(in_shape)])))
+    b = node.params["bias"]
+    out = infer_shape(node, [tuple(in_shape)])
+    if b.ndim == 1 and len(out) == 3:
+        b = np.broadcast_to(b[:, None, None], out)
+    return np.asarray(b, dtype=np.float64).reshape(-1)

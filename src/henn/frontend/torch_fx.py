@@ -1,0 +1,206 @@
+"""PyTorch module -> henn IR through torch.fx (torch is imported here only, lazily).
+
+Understood modules: Conv2d, BatchNorm1d/2d, Linear, AvgPool2d, AdaptiveAvgPool2d(1), Flatten,
+Identity, Dropout, polynomial activations (any module with a `coefficients` tensor, constant term
+first, e.g. henn.training.models.PolyAct; optional `name` and `fitted_range`), and known
+non-polynomial activations (ReLU, ...; refused later by approximate_activations). Functions:
+torch.flatten, x.view/reshape(batch, -1), x * x, x ** 2, torch.square, F.avg_pool2d and the
+functional activations. Anything else is refused naming the layer.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from henn.errors import InputError, UnsupportedOperation
+from henn.ir.graph import Graph, Node, Value
+from henn.ir.ops import infer_shape
+
+SUPPORTED = ("Conv2d", "BatchNorm1d/2d", "Linear", "AvgPool2d", "AdaptiveAvgPool2d(1)", "Flatten", "view/reshape",
+             "polynomial activations (PolyAct)", "x*x", "Identity", "Dropout")
+_NONPOLY_MODULES = {"ReLU": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "SiLU": "silu", "GELU": "gelu",
+                    "LeakyReLU": "leakyrelu", "ELU": "elu", "Softplus": "softplus", "Hardswish": "hardswish",
+                    "Mish": "mish", "ReLU6": "relu6"}
+_NONPOLY_FUNCS = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "silu": "silu", "gelu": "gelu",
+                  "leaky_relu": "leakyrelu", "elu": "elu", "softplus": "softplus"}
+
+
+def _np(t) -> np.ndarray:
+    return t.detach().cpu().double().numpy().copy()
+
+
+def _pair(v) -> tuple[int, int]:
+    return (int(v), int(v)) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def load_torch(model, input_shape) -> Graph:
+    import torch
+    from torch import fx
+
+    class Tracer(fx.Tracer):
+        def is_leaf_module(self, m, qualname):
+            return hasattr(m, "coefficients") or super().is_leaf_module(m, qualname)
+
+    shape = tuple(int(d) for d in input_shape)
+    if len(shape) == 4:
+        shape = shape[1:]
+    was_training = model.training
+    model.eval()
+    try:
+        graph = Tracer().trace(model)
+    except Exception as exc:  # noqa: BLE001 - symbolic tracing fails on data-dependent control flow
+        raise UnsupportedOperation(f"torch.fx cannot trace this model ({exc}); export it to ONNX instead") from None
+    finally:
+        model.train(was_training)
+    modules = dict(model.named_modules())
+    b = _Emitter(shape)
+    with torch.no_grad():
+        for node in graph.nodes:
+            b.add(node, modules)
+    return b.finish()
+
+
+class _Emitter:
+    def __init__(self, shape):
+        self.values: dict[str, Value] = {}
+        self.nodes: list[Node] = []
+        self.alias: dict[str, str] = {}
+        self.sizes: set[str] = set()
+        self.input = None
+        self.output = None
+        self.shape0 = shape
+
+    def _emit(self, op, node, src, attrs=None, params=None) -> None:
+        out = node.name
+        n = Node(op, str(node.target) if node.op == "call_module" else node.name, [src], out, attrs or {},
+                 params or {})
+        try:
+            shape = infer_shape(n, [self.values[src].shape])
+        except Exception as exc:  # noqa: BLE001 - shape errors come from the model
+            raise InputError(f"layer {n.name!r} ({op}) cannot apply to shape {self.values[src].shape}: {exc}") from None
+        self.values[out] = Value(out, tuple(shape))
+        self.nodes.append(n)
+        self.alias[node.name] = out
+
+    def _src(self, node) -> str:
+        arg = node.args[0]
+        if not hasattr(arg, "name") or arg.name not in self.alias:
+            raise UnsupportedOperation(f"layer {node.name!r} reads something other than the image data")
+        return self.alias[arg.name]
+
+    def add(self, node, modules) -> None:
+        if node.op == "placeholder":
+            if self.input is not None:
+                raise UnsupportedOperation("the model takes several inputs; henn compiles one image input")
+            self.input = node.name
+            self.values[node.name] = Value(node.name, self.shape0)
+            self.alias[node.name] = node.name
+        elif node.op == "output":
+            arg = node.args[0]
+            self.output = self.alias[(arg[0] if isinstance(arg, (tuple, list)) else arg).name]
+        elif node.op == "call_module":
+            self._module(node, modules[node.target])
+        elif node.op in ("call_function", "call_method"):
+            self._function(node)
+        else:
+            raise UnsupportedOperation(f"layer {node.name!r}: fx op {node.op} is not supported")
+
+    def _module(self, node, m) -> None:
+        kind, src = type(m).__name__, self._src(node)
+        if hasattr(m, "coefficients"):
+            rng = getattr(m, "fitted_range", None)
+            self._emit("poly", node, src, {"coefficients": tuple(float(c) for c in _np(m.coefficients).reshape(-1)),
+                                           "name": str(getattr(m, "name", "poly")),
+                                           "range": None if rng is None else (float(rng[0]), float(rng[1]))})
+        elif kind == "Conv2d":
+            if m.groups != 1 or _pair(m.dilation) != (1, 1) or isinstance(m.padding, str) or m.padding_mode != "zeros":
+                raise UnsupportedOperation(f"layer {node.target!r}: only Conv2d with groups=1, dilation=1 and explicit "
+                                           "zero padding is supported")
+            ph, pw = _pair(m.padding)
+            bias = _np(m.bias) if m.bias is not None else np.zeros(m.out_channels)
+            self._emit("conv2d", node, src, {"stride": _pair(m.stride), "pads": (ph, pw, ph, pw)},
+                       {"weight": _np(m.weight), "bias": bias})
+        elif kind in ("BatchNorm2d", "BatchNorm1d"):
+            c = m.num_features
+            self._emit("batchnorm", node, src, {"epsilon": float(m.eps)},
+                       {"scale": _np(m.weight) if m.affine else np.ones(c),
+                        "bias": _np(m.bias) if m.affine else np.zeros(c),
+                        "mean": _np(m.running_mean), "var": _np(m.running_var)})
+        elif kind == "Linear":
+            if len(self.values[src].shape) != 1:
+                raise UnsupportedOperation(f"layer {node.target!r}: Linear on a {len(self.values[src].shape)}-D "
+                                           "tensor; flatten first")
+            bias = _np(m.bias) if m.bias is not None else np.zeros(m.out_features)
+            self._emit("linear", node, src, {}, {"weight": _np(m.weight), "bias": bias})
+        elif kind == "AvgPool2d":
+            self._avgpool(node, src, m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad)
+        elif kind == "AdaptiveAvgPool2d" and _pair(m.output_size) == (1, 1):
+            _, h, w = self.values[src].shape
+            self._emit("avgpool", node, src, {"kernel": (h, w), "stride": (h, w), "pads": (0, 0, 0, 0)})
+        elif kind == "Flatten":
+            if m.start_dim != 1 or m.end_dim != -1:
+                raise UnsupportedOperation(f"layer {node.target!r}: Flatten must keep the batch axis (start_dim=1)")
+            self._emit("flatten", node, src)
+        elif kind in ("Identity", "Dropout", "Dropout2d"):
+            self.alias[node.name] = src
+        elif kind in _NONPOLY_MODULES:
+            self._emit("activation", node, src, {"kind": _NONPOLY_MODULES[kind]})
+        else:
+            hint = "; replace max pooling by average pooling and retrain" if "MaxPool" in kind else ""
+            raise UnsupportedOperation(f"layer {node.target!r} ({kind}) is not supported: henn compiles "
+                                       f"{', '.join(SUPPORTED)}{hint}")
+
+    def _avgpool(self, node, src, kernel, stride, padding, ceil_mode, count_include_pad) -> None:
+        k = _pair(kernel)
+        s = _pair(stride) if stride else k
+        ph, pw = _pair(padding)
+        if ceil_mode or ((ph or pw) and not count_include_pad):
+            raise UnsupportedOperation(f"layer {node.name!r}: AvgPool2d with ceil_mode or padding without "
+                                       "count_include_pad is not supported")
+        self._emit("avgpool", node, src, {"kernel": k, "stride": s, "pads": (ph, pw, ph, pw)})
+
+    def _function(self, node) -> None:
+        import torch
+        import torch.nn.functional as F  # noqa: N812
+
+        t, args = node.target, node.args
+        name = t if isinstance(t, str) else getattr(t, "__name__", str(t))
+        if name == "size":
+            self.sizes.add(node.name)
+            return
+        src = self._src(node)
+        if t in (torch.flatten,) or name == "flatten":
+            start = args[1] if len(args) > 1 else node.kwargs.get("start_dim", 0 if t is torch.flatten else 0)
+            if start != 1:
+                raise UnsupportedOperation(f"layer {node.name!r}: flatten must start at dim 1 (keep the batch axis)")
+            self._emit("flatten", node, src)
+        elif name in ("view", "reshape"):
+            dims = list(args[1:]) if len(args) > 2 or not isinstance(args[1], (tuple, list)) else list(args[1])
+            n = math.prod(self.values[src].shape)
+            first = getattr(dims[0], "name", dims[0])
+            if len(dims) == 2 and (first in self.sizes or dims[0] in (-1, 1)) and dims[1] in (-1, n):
+                self._emit("flatten", node, src)
+            else:
+                raise UnsupportedOperation(f"layer {node.name!r}: {name}{tuple(dims)} is supported only as "
+                                           "(batch, -1)")
+        elif (t in (operator.mul, torch.mul) and len(args) == 2 and args[0] is args[1]) or t is torch.square or \
+                (t in (operator.pow, torch.pow) and len(args) == 2 and args[1] == 2) or name == "square":
+            self._emit("poly", node, src, {"coefficients": (0.0, 0.0, 1.0), "name": "square", "range": None})
+        elif t is F.avg_pool2d:
+            kw = node.kwargs
+            self._avgpool(node, src, args[1] if len(args) > 1 else kw["kernel_size"],
+                          args[2] if len(args) > 2 else kw.get("stride"), args[3] if len(args) > 3 else
+                          kw.get("padding", 0), kw.get("ceil_mode", False), kw.get("count_include_pad", True))
+        elif name in _NONPOLY_FUNCS:
+            self._emit("activation", node, src, {"kind": _NONPOLY_FUNCS[name]})
+        else:
+            raise UnsupportedOperation(f"layer {node.name!r} ({name}) is not supported: henn compiles "
+                                       f"{', '.join(SUPPORTED)}")
+
+    def finish(self) -> Graph:
+        if self.output is None:
+            raise UnsupportedOperation("the traced model has no output")
+        return Graph(self.input, self.output, self.nodes, self.values).verify()

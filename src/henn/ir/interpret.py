@@ -1,0 +1,116 @@
+"""A NumPy interpreter of the IR: the cleartext meaning of every op, on a batch (B, *shape).
+
+Used as the plaintext reference of an imported model, by golden tests (every pass must keep the
+function the graph computes), and by the client's activation-range check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from henn.ir.graph import Graph, IRError, Node
+
+_NONPOLY = {
+    "relu": lambda x: np.maximum(x, 0.0),
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "tanh": np.tanh,
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+    "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0))),
+    "leakyrelu": lambda x: np.where(x > 0, x, 0.01 * x),
+    "softplus": lambda x: np.logaddexp(0.0, x),
+}
+
+
+def run(graph: Graph, x: np.ndarray, *, hook: Callable[[Node, np.ndarray, np.ndarray], None] | None = None
+        ) -> np.ndarray:
+    """Evaluate `graph` on x of shape (B, *input_shape) in float64; hook(node, input, output) per node."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape[1:] != tuple(graph.input_shape):
+        raise IRError(f"interpreter input shape {x.shape[1:]} != graph input {graph.input_shape}")
+    env = {graph.input: x}
+    for node in graph.nodes:
+        inp = env[node.inputs[0]]
+        out = apply(node, inp)
+        if hook is not None:
+            hook(node, inp, out)
+        env[node.output] = out
+    y = env[graph.output]
+    gain = graph.meta.get("output_gain")
+    offset = graph.meta.get("output_offset")
+    if gain is not None:
+        y = y * gain
+    if offset is not None:
+        y = y + offset
+    return y
+
+
+def apply(node: Node, x: np.ndarray) -> np.ndarray:
+    op, a, p = node.op, node.attrs, node.params
+    if op == "conv2d":
+        return conv2d(x, p["weight"], p["bias"], a["stride"], a["pads"])
+    if op == "linear":
+        return x @ p["weight"].T + p["bias"]
+    if op == "batchnorm":
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        inv = p["scale"] / np.sqrt(p["var"] + a["epsilon"])
+        return (x - p["mean"].reshape(shape)) * inv.reshape(shape) + p["bias"].reshape(shape)
+    if op == "poly":
+        return poly(a, x)
+    if op == "activation":
+        if a["kind"] not in _NONPOLY:
+            raise IRError(f"no reference implementation of activation {a['kind']!r}")
+        return _NONPOLY[a["kind"]](x)
+    if op in ("avgpool", "sumpool"):
+        s = pool_sum(x, a["kernel"], a["stride"], a["pads"])
+        return s / (a["kernel"][0] * a["kernel"][1]) if op == "avgpool" else s
+    if op == "flatten":
+        return x.reshape(len(x), -1)
+    raise IRError(f"interpreter does not know op {op!r}")
+
+
+def poly(attrs: dict, x: np.ndarray) -> np.ndarray:
+    """A poly node: the plain polynomial, or gain * core(x) + offset once approximate_activations
+    has chosen the evaluation form."""
+    form = attrs.get("form")
+    if form is None:
+        return np.polynomial.polynomial.polyval(x, attrs["coefficients"])
+    return attrs["gain"] * core(form, attrs, x) + attrs["offset"]
+
+
+def core(form: str, attrs: dict, x: np.ndarray) -> np.ndarray:
+    """What the encrypted program computes for a poly node of this form (no gain, no offset)."""
+    u = x + attrs["shift"]
+    if form == "identity":
+        return u
+    if form == "square":
+        return u * u
+    if form == "cubic":
+        return u * (u * u + attrs["inner"])
+    if form == "quartic":
+        v = u * u + attrs["inner"]
+        return v * v + attrs["tcoef"] * u
+    raise IRError(f"unknown polynomial form {form!r}")
+
+
+def conv2d(x, weight, bias, stride, pads) -> np.ndarray:
+    cols = im2col(x, weight.shape[2:], stride, pads)  # (B, C, kh, kw, OH, OW)
+    out = np.einsum("bcijyx,ocij->boyx", cols, weight, optimize=True)
+    if bias.ndim == 1:
+        return out + bias[None, :, None, None]
+    return out + bias[None]
+
+
+def pool_sum(x, kernel, stride, pads) -> np.ndarray:
+    return im2col(x, kernel, stride, pads).sum(axis=(2, 3))
+
+
+def im2col(x, kernel, stride, pads) -> np.ndarray:
+    """(B, C, H, W) -> (B, C, kh, kw, OH, OW): the input patch under every output position."""
+    kh, kw = kernel
+    sh, sw = stride
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))  # B,C,H',W',kh,kw
+    win = win[:, :, ::sh, ::sw]
+    return np.ascontiguousarray(win.transpose(0, 1, 4, 5, 2, 3))

@@ -1,0 +1,74 @@
+"""approximate_activations: choose how each polynomial activation is evaluated; refuse the rest.
+
+Every `poly` node gets an evaluation form with the least depth, written as
+
+    p(x) = gain * core(x) + offset,    u = x + shift,
+    identity (deg <= 1): core = u                                       0 levels
+    square   (deg 2):    core = u^2            (completing the square)  1 level
+    cubic    (deg 3):    core = u (u^2 + inner)                         2 levels
+    quartic  (deg 4):    core = (u^2 + inner)^2 + tcoef * u             2 levels
+
+Shifts and inner constants are additions (free); `tcoef * u` is a scalar product on a branch with a
+spare level; gain and offset are later folded into the next linear layer (merge_act_pool), so a
+degree-2 activation costs one level and a degree-4 one two, as in paper 000 Table 5.
+Non-polynomial activations (ReLU, sigmoid, ...) are errors naming the layer and what is supported.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.polynomial import Polynomial
+
+from henn.activations import ACTIVATIONS
+from henn.errors import UnsupportedOperation
+from henn.ir.graph import Graph
+
+MAX_DEGREE = 4
+FORM_LEVELS = {"identity": 0, "square": 1, "cubic": 2, "quartic": 2}
+
+
+def run(graph: Graph, options=None) -> Graph:
+    g = graph.copy()
+    for n in g.nodes:
+        if n.op == "activation":
+            raise UnsupportedOperation(
+                f"layer {n.name!r} is a {n.attrs['kind']} activation, which is not a polynomial and cannot be "
+                f"evaluated on CKKS ciphertexts; supported: henn.Poly activations ({', '.join(ACTIVATIONS)}, or any "
+                f"polynomial of degree <= {MAX_DEGREE}): retrain with henn.training (PolyAct)")
+        if n.op == "poly" and "form" not in n.attrs:
+            n.attrs.update(decompose(n.attrs["coefficients"], n.name))
+    return g
+
+
+def trim(coefficients) -> np.ndarray:
+    c = np.asarray(coefficients, dtype=np.float64)
+    top = np.max(np.abs(c)) if c.size else 0.0
+    keep = np.nonzero(np.abs(c) > 1e-12 * max(top, 1e-300))[0]
+    return c[: keep[-1] + 1] if keep.size else np.zeros(1)
+
+
+def decompose(coefficients, layer: str = "") -> dict:
+    """The evaluation form of the polynomial with these coefficients (constant term first)."""
+    c = trim(coefficients)
+    deg = len(c) - 1
+    if deg > MAX_DEGREE:
+        raise UnsupportedOperation(f"layer {layer!r}: a degree-{deg} polynomial activation is not supported; henn "
+                                   f"evaluates degrees up to {MAX_DEGREE}: refit the activation with a lower degree")
+    if deg <= 1:
+        c1 = float(c[1]) if deg == 1 else 0.0
+        return _form("identity", 0.0, 0.0, 0.0, c1, float(c[0]))
+    if deg == 2:
+        a = c[1] / (2 * c[2])
+        return _form("square", a, 0.0, 0.0, c[2], c[0] - c[2] * a * a)
+    shift = c[deg - 1] / (deg * c[deg])  # removes the x^(deg-1) term
+    e = (Polynomial(c)(Polynomial([-shift, 1.0]))).coef  # q(u) = p(u - shift)
+    e = np.concatenate([e, np.zeros(deg + 1 - len(e))])
+    if deg == 3:
+        return _form("cubic", shift, e[1] / e[3], 0.0, e[3], e[0])
+    b = e[2] / (2 * e[4])
+    return _form("quartic", shift, b, e[1] / e[4], e[4], e[0] - e[4] * b * b)
+
+
+def _form(form, shift, inner, tcoef, gain, offset) -> dict:
+    vals = [float(v) + 0.0 for v in (shift, inner, tcoef, gain, offset)]  # + 0.0: no "-0" in dumps
+    return dict(zip(("shift", "inner", "tcoef", "gain", "offset"), vals), form=form, levels=FORM_LEVELS[form])

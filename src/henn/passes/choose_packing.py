@@ -1,0 +1,103 @@
+"""choose_packing: decide how values sit in ciphertext slots.
+
+batch   every ciphertext holds one scalar (pixel / activation) of up to `slots` images, one image
+        per slot (nGraph-HE2's batch axis): linear layers are weighted sums of ciphertexts, no
+        rotations; meta min_slots = 1.
+single  one image per ciphertext set (latency). The chain is cut at activations into segments,
+        each with at most one Conv/Gemm (plus sum-pools/flattens before it). The first segment,
+        if it is a Conv, uses the client-packed `taps` strategy and lays its output out as the next
+        Conv's im2col; later segments use the cheapest generalized-diagonal plan (henn.compiler.
+        layouts). Node attrs `packing` hold each plan; value meta `layout` the slot layouts.
+"""
+
+from __future__ import annotations
+
+import math
+
+from henn.compiler import layouts
+from henn.errors import UnsupportedOperation
+from henn.ir.graph import Graph
+
+SEGMENT_OPS = ("conv2d", "linear", "sumpool", "flatten")
+
+
+def run(graph: Graph, options) -> Graph:
+    g = graph.copy()
+    g.meta["packing"] = options.mode
+    if options.mode == "batch":
+        g.meta["min_slots"] = 1
+        return g
+    _plan_single(g)
+    return g
+
+
+def segments(g: Graph) -> list[list]:
+    """Runs of linear nodes between activations, in order (empty runs included)."""
+    out, cur = [], []
+    for n in g.nodes:
+        if n.op == "poly":
+            out.append(cur)
+            out.append([n])
+            cur = []
+        elif n.op in SEGMENT_OPS:
+            cur.append(n)
+        else:
+            raise UnsupportedOperation(f"layer {n.name!r} ({n.op}) cannot be packed; run the earlier passes first")
+    out.append(cur)
+    return out
+
+
+def _plan_single(g: Graph) -> None:
+    segs = segments(g)
+    layout, shape = None, g.input_shape
+    max_period = 1
+    for i, seg in enumerate(segs):
+        if seg and seg[0].op == "poly":
+            g.values[seg[0].output].meta["layout"] = layout
+            continue
+        lin = [n for n in seg if n.op in ("conv2d", "linear")]
+        if len(lin) > 1:
+            raise UnsupportedOperation(f"layers {lin[0].name!r} and {lin[1].name!r} follow each other without an "
+                                       "activation: single mode needs one Conv/Gemm between activations")
+        if not lin:
+            if any(n.op == "sumpool" for n in seg):
+                raise UnsupportedOperation("single mode cannot pool without a following Conv/Gemm: use mode='batch'")
+            layout = layout or layouts.natural(math.prod(shape))
+            if i == 0:
+                g.values[g.input].meta["layout"] = layout
+            for n in seg:
+                g.values[n.output].meta["layout"] = layout
+                shape = g.shape(n.output)
+            continue
+        main = lin[0]
+        if i == 0 and seg[0] is main and main.op == "conv2d" and \
+                main.params["weight"][0].size <= layouts.MAX_TAPS:
+            nxt = _next_conv(segs, i)
+            out = layouts.expanded(nxt, g.shape(main.output)) if nxt is not None else \
+                layouts.natural(math.prod(g.shape(main.output)))
+            ntaps = main.params["weight"][0].size
+            main.attrs["packing"] = {"strategy": "taps", "period": out["period"], "ntaps": ntaps, "rotations": 0}
+            g.values[g.input].meta["layout"] = {"kind": "taps", "period": out["period"], "ntaps": ntaps}
+        else:
+            if layout is None:
+                layout = layouts.natural(math.prod(shape))
+                g.values[g.input].meta["layout"] = layout
+            plan, out = layouts.plan_segment(layout, seg, shape)
+            main.attrs["packing"] = plan
+        after, virtual = False, False
+        for n in seg:  # ops before the Conv/Gemm are composed into it: their values never exist alone
+            after = after or n is main
+            virtual = virtual or (not after and n.op != "flatten")
+            g.values[n.output].meta["layout"] = out if after else (None if virtual else layout)
+        max_period = max(max_period, out["period"], main.attrs["packing"]["period"])
+        layout, shape = out, g.shape(seg[-1].output)
+    g.meta["min_slots"] = max_period
+
+
+def _next_conv(segs, i):
+    """The Conv of the segment after the next activation, when that segment is just that Conv."""
+    if i + 2 < len(segs):
+        nxt = [n for n in segs[i + 2] if n.op != "flatten"]
+        if len(nxt) == 1 and nxt[0].op == "conv2d" and segs[i + 2][0] is nxt[0]:
+            return nxt[0]
+    return None

@@ -1,0 +1,18 @@
+"""collect_keys: exactly the Galois keys (rotation steps) and whether a relinearization key is needed.
+Runs after select_params: some steps depend on the number of slots."""
+
+from __future__ import annotations
+
+from henn.compiler.layouts import rotation_steps
+from henn.ir.graph import Graph
+
+
+def run(graph: Graph, options=None) -> Graph:
+    g = graph.copy()
+    steps: set[int] = set()
+    for n in g.nodes:
+        if "packing" in n.attrs:
+            steps |= rotation_steps(n.attrs["packing"], g.meta["params"].slots)
+    g.meta["rotation_steps"] = tuple(sorted(steps))
+    g.meta["relin"] = any(n.op == "poly" and n.attrs["levels"] > 0 for n in g.nodes)
+    return g

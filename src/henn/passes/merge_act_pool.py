@@ -1,0 +1,89 @@
+"""merge_act_pool: fold constant factors into neighbouring linear layers so that no constant
+multiplication ever costs a level.
+
+An activation computes gain * core(x) + offset; an average pool is (1/k^2) * sum-pool. Both scale
+factors and the offset are carried forward as a pending affine map (gain g, offset map o) through
+sum-pools and flattens until the next Conv/Gemm absorbs it:  W (g h + o) + b = (g W) h + (W o + b),
+where W o + b becomes a full per-output bias map (exact also next to zero padding). If the pending
+map reaches the graph output, the client applies it after decryption (meta output_gain/offset).
+A pending map meeting another activation is composed into that polynomial. An activation's input
+shift (u = x + shift) moves into the bias of the layer before it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.polynomial import Polynomial
+
+from henn.errors import UnsupportedOperation
+from henn.ir import interpret
+from henn.ir.graph import Graph
+from henn.ir.ops import LINEAR_OPS
+from henn.passes.approximate_activations import decompose
+
+
+def run(graph: Graph, options=None) -> Graph:
+    g = graph.copy()
+    pending: dict[str, tuple[float, np.ndarray]] = {}
+    for n in list(g.nodes):
+        src = n.inputs[0]
+        gain, offset = pending.get(src, (1.0, None))
+        if n.op in LINEAR_OPS:
+            if src in pending:
+                _absorb(n, gain, offset, g.shape(src))
+        elif n.op == "poly":
+            if src in pending:
+                _compose(n, gain, offset)
+            a = n.attrs
+            prev = g.producer(src)
+            if a["shift"] and prev is not None and prev.op in LINEAR_OPS and len(g.consumers(src)) == 1:
+                prev.params["bias"] = prev.params["bias"] + a["shift"]  # u = x + shift computed by the layer
+                a["shift"] = 0.0
+            shape = g.shape(n.output)
+            pending[n.output] = (a["gain"], np.full(shape, a["offset"]))
+            a["gain"], a["offset"] = 1.0, 0.0
+        elif n.op == "avgpool":
+            k = n.attrs["kernel"][0] * n.attrs["kernel"][1]
+            o = None if offset is None else interpret.apply(n, offset[None])[0]  # still an average here
+            n.op = "sumpool"
+            pending[n.output] = (gain / k, o)
+        elif n.op in ("sumpool", "flatten"):
+            if src in pending:
+                pending[n.output] = (gain, None if offset is None else interpret.apply(n, offset[None])[0])
+        elif src in pending:
+            raise UnsupportedOperation(f"layer {n.name!r} ({n.op}) cannot absorb a constant factor: run "
+                                       "approximate_activations first")
+    if g.output in pending:
+        gain, offset = pending[g.output]
+        g.meta["output_gain"] = float(gain)
+        if offset is not None and np.any(offset):
+            g.meta["output_offset"] = offset
+    return g
+
+
+def _absorb(n, gain: float, offset, in_shape) -> None:
+    w, b = n.params["weight"], n.params["bias"]
+    if offset is not None and np.any(offset):
+        zero = np.zeros_like(b)
+        shift = interpret.apply(_with(n, w, zero), offset.reshape(in_shape)[None])[0]
+        b = b.reshape(b.shape + (1,) * (shift.ndim - b.ndim)) + shift
+        if b.ndim == 3 and np.allclose(b, b[:, :1, :1], rtol=0, atol=1e-12 * (1 + np.abs(b).max())):
+            b = b[:, 0, 0].copy()  # constant per channel: keep the compact bias
+    n.params["weight"], n.params["bias"] = w * gain, b
+    n.attrs["folded_gain"] = float(gain) * n.attrs.get("folded_gain", 1.0)
+
+
+def _with(n, w, b):
+    from henn.ir.graph import Node
+
+    return Node(n.op, n.name, n.inputs, n.output, dict(n.attrs), {"weight": w, "bias": b})
+
+
+def _compose(n, gain: float, offset) -> None:
+    if offset is not None and not np.allclose(offset, offset.flat[0]):
+        raise UnsupportedOperation(f"activation {n.name!r} follows another activation through a padded pool: "
+                                   "put a Conv/Gemm between them")
+    o = 0.0 if offset is None else float(offset.flat[0])
+    c = Polynomial(n.attrs["coefficients"])(Polynomial([o, gain])).coef
+    n.attrs["coefficients"] = tuple(float(x) for x in c)
+    n.attrs.update(decompose(c, n.name))

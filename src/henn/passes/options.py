@@ -1,0 +1,27 @@
+"""What the compiler is asked for: packing mode, target backend, scale, explicit parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from henn.ckks.params import Parameters
+from henn.errors import InputError
+
+MODES = ("batch", "single")
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    mode: str = "single"
+    backend: str = "plain"
+    log_scale: int | None = None          # scale bits; None: the default of henn.ckks.select_parameters
+    params: Parameters | None = None      # explicit parameters (checked against the depth the model needs)
+    threshold_eps: float | None = None    # None: paper 000's rule (1e-6 with a degree-4 activation, else 1e-7)
+    selection: str = "library"            # henn.ckks.select_parameters mode: "library" or "fixed"
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise InputError(f"unknown packing mode {self.mode!r}: use one of {', '.join(MODES)}")
+        if self.params is not None and not isinstance(self.params, Parameters):
+            raise InputError("params must be a henn.ckks.Parameters (use select_parameters, presets.get or "
+                             "Parameters.from_literal)")

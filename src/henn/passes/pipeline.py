@@ -1,0 +1,36 @@
+"""The pass pipeline, in order. Each pass is `run(graph, options) -> graph` (pure); the graph is
+verified after every pass."""
+
+from __future__ import annotations
+
+import logging
+
+from henn.ir.graph import Graph
+from henn.passes import (approximate_activations, choose_packing, collect_keys, fold_batchnorm, fuse_linear,
+                         merge_act_pool, plan_levels, select_params, threshold_coeffs)
+from henn.passes.options import CompileOptions
+
+log = logging.getLogger(__name__)
+
+PASSES = (
+    ("fold_batchnorm", fold_batchnorm.run),
+    ("approximate_activations", approximate_activations.run),
+    ("merge_act_pool", merge_act_pool.run),
+    ("fuse_linear", fuse_linear.run),
+    ("threshold_coeffs", threshold_coeffs.run),
+    ("choose_packing", choose_packing.run),
+    ("plan_levels", plan_levels.run),
+    ("select_params", select_params.run),
+    ("collect_keys", collect_keys.run),
+)
+
+
+def run_pipeline(graph: Graph, options: CompileOptions, *, until: str | None = None) -> Graph:
+    """Run the passes (up to and including `until`) on a verified copy of `graph`."""
+    g = graph.copy().verify()
+    for name, fn in PASSES:
+        g = fn(g, options).verify()
+        log.debug("after %s:\n%s", name, g.dump())
+        if name == until:
+            break
+    return g

@@ -1,0 +1,49 @@
+"""plan_levels: the level of every value, lazy rescaling, and the depth the program needs.
+
+Levels count rescales still possible (fresh input at the top). Each Conv/Gemm multiplies by
+plaintexts encoded at the level where they are used with scale q_level and is rescaled exactly
+once after its sum (lazy rescale) - except the last multiplicative layer, which is not rescaled at
+all: its product (scale ~ Delta^2) must then sit at level >= 1 so that Q_level holds it. A poly
+node costs its form's levels (see approximate_activations). Pools and flattens cost nothing.
+depth = levels consumed (+1 for the unrescaled final product); the input is encrypted at level
+depth. Nominal log2 scales assume primes of exactly log_scale bits (the executor uses the real
+primes with the same rules).
+"""
+
+from __future__ import annotations
+
+from henn.ckks.selection import DEFAULT_LOG_SCALE
+from henn.errors import UnsupportedOperation
+from henn.ir.graph import Graph
+from henn.ir.ops import LINEAR_OPS
+
+
+def run(graph: Graph, options) -> Graph:
+    g = graph.copy()
+    for v in g.values.values():
+        if len(g.consumers(v.name)) > 1:
+            raise UnsupportedOperation(f"value {v.name!r} feeds several layers (a branch or residual connection); "
+                                       "henn compiles chains of layers")
+    log_delta = float(options.log_scale or (options.params.log_scale if options.params else DEFAULT_LOG_SCALE))
+    mult = [n for n in g.nodes if n.op in LINEAR_OPS or (n.op == "poly" and n.attrs["levels"] > 0)]
+    last = mult[-1] if mult else None
+    used = {g.input: 0}
+    scale = {g.input: log_delta}
+    for n in g.nodes:
+        src = n.inputs[0]
+        c, s = used[src], scale[src]
+        if n.op in LINEAR_OPS:
+            rescale = n is not last
+            n.attrs["rescale"] = rescale
+            c, s = (c + 1, s) if rescale else (c, s + log_delta)
+        elif n.op == "poly":
+            c += n.attrs["levels"]
+        used[n.output], scale[n.output] = c, s
+    final_unrescaled = last is not None and last.op in LINEAR_OPS
+    depth = max(1, used[g.output] + (1 if final_unrescaled else 0))
+    for name, v in g.values.items():
+        v.level = depth - used[name]
+        v.log_scale = scale[name]
+    g.meta["depth"] = depth
+    g.meta["log_scale"] = log_delta
+    return g

@@ -1,0 +1,174 @@
+"""`henn profile model`: whole-network inference, thread scaling and memory over time.
+
+On each backend context (library or fixed parameters of the given depth):
+
+- inference: every zoo model (src/henn/zoo/mnist-cnn_*.onnx, or the files given) compiled with
+  `henn.compile(model, input_shape, backend=, mode=)` and run on one MNIST test image, its RSS
+  sampled every ~10 ms during the run (paper 000 Figs. 3-4). While the compiler or the models are
+  missing, these records say so (status "failed") and the rest still runs.
+- thread_scaling: a fixed batch of independent tasks (multiply + relinearize, rescale, rotate)
+  run from 1 and from 2 (or --threads) Python threads; the speed-up shows whether the library
+  releases the GIL (Lattigo does, seal-python does not).
+- memory_timeline: the RSS timeline of a primitive workload (key generation, encryption,
+  a multiplication chain, rotations), so that every backend has a timeline even without models.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+import henn
+from henn.ckks.params import Parameters
+from henn.errors import UnsupportedOperation
+from henn.profile import results
+from henn.profile.harness import Recorder, Settings, summarize, throughput, time_call
+from henn.profile.memory import RssSampler
+
+log = logging.getLogger(__name__)
+
+ZOO = Path(henn.__file__).parent / "zoo"
+MNIST_SHAPE = (1, 28, 28)
+SAMPLE_INTERVAL = 0.01
+TASKS = 8  # independent tasks of the thread-scaling batch
+
+
+def zoo_models(pattern: str = "mnist-cnn_*.onnx") -> list[Path]:
+    return sorted(ZOO.glob(pattern))
+
+
+def mnist_image(seed: int = 0) -> np.ndarray:
+    """The first MNIST test image (float32, 1x28x28 in [0, 1]); seeded noise if no data is found."""
+    try:
+        from henn import datasets
+
+        images, _ = datasets.load_mnist(datasets.default_data_dir(), "test")
+        return images[0]
+    except Exception as exc:  # noqa: BLE001 - any data problem: fall back, say so
+        log.info("no MNIST test data (%s): profiling on a seeded random image", exc)
+        return np.random.default_rng(seed).uniform(0, 1, MNIST_SHAPE).astype(np.float32)
+
+
+# ---- thread scaling ----------------------------------------------------------------------------
+def _thread_scaling(be, rec: Recorder, settings: Settings, threads: tuple[int, ...]) -> None:
+    sk, keys = be.generate_keys(rotations=[1])
+    ev = be.evaluator(keys)
+    rng = np.random.default_rng(settings.seed)
+    cts = [(be.encrypt(rng.uniform(-1, 1, be.slots), keys.public), be.encrypt(rng.uniform(-1, 1, be.slots),
+                                                                            keys.public)) for _ in range(TASKS)]
+
+    def task(pair):
+        a, b = pair
+        return ev.rotate(ev.rescale(ev.multiply(a, b)), 1)
+
+    base = None
+    for k in threads:
+        def measure(k=k):
+            nonlocal base
+            with ThreadPoolExecutor(max_workers=k) as pool:  # started once, outside the timed calls
+                def batch():
+                    return [task(p) for p in cts] if k == 1 else list(pool.map(task, cts))
+                latency, memory = time_call(batch, settings)
+            base = latency["median"] if k == threads[0] else base
+            speedup = base / latency["median"] if base else None
+            return {"latency": latency, "memory": memory, "throughput": throughput(be.slots, latency, TASKS),
+                    "extra": {"tasks": TASKS, "task": "multiply_relin+rescale+rotate", "speedup": speedup,
+                              "baseline_threads": threads[0]}}
+        rec.run("thread_scaling", measure, threads=k)
+
+
+# ---- memory timeline of a primitive workload ---------------------------------------------------
+def _workload_timeline(be, settings: Settings) -> dict:
+    rng = np.random.default_rng(settings.seed)
+    with RssSampler(SAMPLE_INTERVAL) as sampler:
+        t0 = time.perf_counter()
+        sk, keys = be.generate_keys(rotations=[1, 2, 4, 8])
+        ev = be.evaluator(keys)
+        x = rng.uniform(0.9, 1.1, be.slots)
+        acc, y = be.encrypt(x, keys.public), be.encrypt(x, keys.public)
+        for _ in range(be.max_level):
+            acc = ev.rescale(ev.multiply(acc, ev.drop_to_level(y, acc.level)))
+            acc = ev.rotate(acc, 1)
+        be.decrypt_decode(acc, sk)
+        seconds = time.perf_counter() - t0
+    tl = sampler.timeline()
+    return {"latency": summarize([seconds], 0),
+            "memory": {"peak_rss_bytes": sampler.peak(), "method": sampler.method, "timeline": tl},
+            "extra": {"workload": "keygen(4 rotations)+encrypt+multiply/rescale/rotate chain+decrypt"}}
+
+
+# ---- compiled models ---------------------------------------------------------------------------
+def _compiler():
+    fn = getattr(henn, "compile", None)
+    if fn is None:
+        try:
+            from henn import runtime  # noqa: F401 - the compiler may register henn.compile on import
+        except ImportError:
+            pass
+        fn = getattr(henn, "compile", None)
+    if fn is None:
+        raise UnsupportedOperation("henn.compile is not available in this installation (the compiler/runtime "
+                                   "is missing): update henn, then re-run `henn profile model`")
+    return fn
+
+
+def _timings(compiled) -> dict | None:
+    for name in ("last_timings", "timings", "last_run_timings"):
+        value = getattr(compiled, name, None)
+        value = value() if callable(value) else value
+        if isinstance(value, dict):
+            return {str(k): (float(v) if isinstance(v, (int, float)) else str(v)) for k, v in value.items()}
+    return None
+
+
+def _inference(path: Path, backend: str, mode: str, image: np.ndarray, settings: Settings) -> dict:
+    compile_fn = _compiler()
+    t0 = time.perf_counter()
+    compiled = compile_fn(str(path), MNIST_SHAPE, backend=backend, mode=mode)
+    compile_s = time.perf_counter() - t0
+    samples, timeline, peak, method, out = [], None, 0, None, None
+    for i in range(max(1, settings.min_repeats)):
+        with RssSampler(SAMPLE_INTERVAL) as sampler:
+            t0 = time.perf_counter()
+            out = compiled.run(image)
+            samples.append(time.perf_counter() - t0)
+        if i == 0:
+            timeline, method = sampler.timeline(), sampler.method
+        peak = max(peak, sampler.peak())
+    extra = {"model": path.name, "compile_s": compile_s, "timings": _timings(compiled)}
+    try:
+        extra["prediction"] = int(np.argmax(np.asarray(out)))
+    except (TypeError, ValueError):
+        pass
+    result = {"latency": summarize(samples, 0), "extra": extra,
+              "memory": {"peak_rss_bytes": peak, "method": method, "timeline": timeline}}
+    params = getattr(compiled, "params", None)
+    if isinstance(params, Parameters):  # the parameters the compiler chose for this network
+        result.update(params=results.params_dict(params), depth=params.depth)
+    return result
+
+
+def run(be, rec: Recorder, settings: Settings, *, models: list[Path] | None = None,
+        threads: tuple[int, ...] = (1, 2), parts: tuple[str, ...] = ("inference", "thread_scaling",
+                                                                      "memory_timeline")) -> None:
+    if "inference" in parts:
+        paths = zoo_models() if models is None else [Path(m) for m in models]
+        if not paths:
+            rec.fail("inference", f"no models: {ZOO}/mnist-cnn_*.onnx does not exist; export them with "
+                                  "`henn train` or pass --models FILE.onnx")
+        image = mnist_image(settings.seed) if paths else None
+        mode = rec.cfg.mode if rec.cfg.mode in ("library", "fixed") else "library"
+        for path in paths:
+            rec.run("inference", lambda path=path: _inference(path, be.name, mode, image, settings),
+                    size_name="model", extra={"model": Path(path).name})
+    if "thread_scaling" in parts:
+        try:
+            _thread_scaling(be, rec, settings, tuple(threads))
+        except Exception as exc:  # noqa: BLE001 - setup failed: record it
+            rec.fail("thread_scaling", exc)
+    if "memory_timeline" in parts:
+        rec.run("memory_timeline", lambda: _workload_timeline(be, settings))

@@ -1,0 +1,244 @@
+"""`henn profile primitives`: the CKKS operations of paper 001 (Figs. 1-15) on one backend context.
+
+For every op: latency (timing rule of harness.Settings), throughput (slots per second), error
+against NumPy on inputs of 1 (as paper 001) and on seeded uniform [-1, 1] inputs, and the peak
+RSS over the timed calls. One "sizes" record per context gives the serialized bytes of a
+ciphertext (fresh, and at level 0), a plaintext and the keys (secret keys cannot be serialized).
+
+What is measured for key generation is chosen to keep the depth-19 sweep short: secret + public +
+relinearization keys together, and Galois keys for ONE step (the per-step cost; a set of k steps
+costs about k times that). The hoisted-rotation op needs keys for steps 1..hoisted_steps,
+generated once, untimed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from henn.ckks.values import EvaluationKeys
+from henn.errors import UnsupportedOperation
+from henn.profile.harness import Recorder, Settings, error_entry, throughput, time_call
+
+log = logging.getLogger(__name__)
+
+SCALAR = 0.75  # the constant of multiply_scalar
+OPS = ("encode", "encrypt", "decrypt", "decode", "add", "multiply_relin", "rescale", "multiply_plain",
+       "multiply_scalar", "rotate", "rotate_hoisted", "keygen_sk_pk_relin", "keygen_galois")
+
+
+class _Fixture:
+    """Inputs, keys and ciphertexts of one context, made on first use; a failure to make one is
+    remembered and re-raised for every op that needs it (so each of those records says why)."""
+
+    def __init__(self, be, settings: Settings):
+        self.be, self.settings = be, settings
+        rng = np.random.default_rng(settings.seed)
+        n = be.slots
+        self.inputs = {"ones": (np.ones(n), np.ones(n)),
+                       "random": (rng.uniform(-1, 1, n), rng.uniform(-1, 1, n))}
+        self.hoisted = list(range(1, settings.hoisted_steps + 1))
+        self._cache: dict[str, object] = {}
+
+    def get(self, name: str, make: Callable[[], object]):
+        if name not in self._cache:
+            try:
+                self._cache[name] = make()
+            except Exception as exc:  # noqa: BLE001 - remembered, re-raised per op
+                self._cache[name] = exc
+        value = self._cache[name]
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    def drop(self, name: str) -> None:
+        self._cache.pop(name, None)
+
+    # keys
+    @property
+    def sk(self):
+        return self.get("sk", self.be.generate_secret_key)
+
+    @property
+    def pk(self):
+        return self.get("pk", lambda: self.be.generate_public_key(self.sk))
+
+    @property
+    def rk(self):
+        return self.get("rk", lambda: self.be.generate_relin_key(self.sk))
+
+    @property
+    def ev(self):
+        return self.get("ev", lambda: self.be.evaluator(EvaluationKeys(self.pk, self.rk, None)))
+
+    @property
+    def ev_rot(self):
+        def make():
+            t0 = time.perf_counter()
+            gk = self.be.generate_galois_keys(self.sk, self.hoisted)
+            self.galois_set_s = time.perf_counter() - t0
+            return self.be.evaluator(EvaluationKeys(self.pk, self.rk, gk))
+        return self.get("ev_rot", make)
+
+    # encrypted inputs (random values: the timings)
+    def ct(self, which: int = 0, kind: str = "random"):
+        return self.get(f"ct{which}-{kind}", lambda: self.be.encrypt(self.inputs[kind][which], self.pk))
+
+    def dec(self, ct) -> np.ndarray:
+        return self.be.decrypt_decode(ct, self.sk)
+
+
+@dataclass(frozen=True)
+class _Op:
+    name: str
+    prepare: Callable[[_Fixture], Callable[[], object]]      # -> the timed call
+    check: Callable[[_Fixture, str], tuple] | None = None     # (fixture, input kind) -> (expected, got)
+    ops_per_call: int = 1
+    warmup: int | None = None                                 # None: settings.warmup
+    check_inputs: tuple[str, ...] = ("ones", "random")
+    counts_throughput: bool = True
+
+
+def _product(fx: _Fixture):
+    return fx.get("product", lambda: fx.ev.multiply(fx.ct(0), fx.ct(1)))
+
+
+def _plain_operand(fx: _Fixture, kind: str = "random"):
+    """y encoded at ct's level with scale q_level (rescale restores the scale exactly)."""
+    be = fx.be
+    return fx.get(f"pt1-{kind}", lambda: be.encode(fx.inputs[kind][1], scale=float(be.prime(be.max_level))))
+
+
+def _roundtrip(fx, kind):
+    x = fx.inputs[kind][0]
+    return x, fx.dec(fx.be.encrypt(x, fx.pk))
+
+
+def _binary(fn, expect):
+    """check of a ct-ct op: fn(ev, ct_x, ct_y) -> ct; expect(x, y) -> values."""
+    def check(fx, kind):
+        x, y = fx.inputs[kind]
+        return expect(x, y), fx.dec(fn(fx, fx.ct(0, kind), fx.ct(1, kind)))
+    return check
+
+
+def _keygen_galois(fx: _Fixture):
+    def call():
+        fx._cache["gk1"] = fx.be.generate_galois_keys(fx.sk, [1])
+    return call
+
+
+def _hoisted_check(fx, kind):
+    x = fx.inputs[kind][0]
+    rots = fx.ev_rot.rotate_hoisted(fx.ct(0, kind), fx.hoisted)
+    return (np.concatenate([np.roll(x, -s) for s in fx.hoisted]),
+            np.concatenate([fx.dec(rots[s]) for s in fx.hoisted]))
+
+
+def _ops(settings: Settings) -> list[_Op]:
+    mul_check = _binary(lambda fx, a, b: fx.ev.rescale(fx.ev.multiply(a, b)), lambda x, y: x * y)
+    return [
+        _Op("encode", lambda fx: lambda: fx.be.encode(fx.inputs["random"][0]),
+            lambda fx, k: (fx.inputs[k][0], fx.be.decode(fx.be.encode(fx.inputs[k][0])))),
+        _Op("encrypt", lambda fx: (lambda pt: lambda: fx.be.encrypt(pt, fx.pk))(fx.be.encode(fx.inputs["random"][0])),
+            _roundtrip),
+        _Op("decrypt", lambda fx: (lambda ct: lambda: fx.be.decrypt(ct, fx.sk))(fx.ct(0)), _roundtrip),
+        _Op("decode", lambda fx: (lambda pt: lambda: fx.be.decode(pt))(fx.be.decrypt(fx.ct(0), fx.sk))),
+        _Op("add", lambda fx: lambda: fx.ev.add(fx.ct(0), fx.ct(1)),
+            _binary(lambda fx, a, b: fx.ev.add(a, b), lambda x, y: x + y)),
+        _Op("multiply_relin", lambda fx: lambda: fx.ev.multiply(fx.ct(0), fx.ct(1)), mul_check),
+        _Op("rescale", lambda fx: (lambda p: lambda: fx.ev.rescale(p))(_product(fx)), mul_check),
+        _Op("multiply_plain", lambda fx: lambda: fx.ev.multiply(fx.ct(0), _plain_operand(fx)),
+            lambda fx, k: (fx.inputs[k][0] * fx.inputs[k][1],
+                           fx.dec(fx.ev.rescale(fx.ev.multiply(fx.ct(0, k), _plain_operand(fx, k)))))),
+        _Op("multiply_scalar", lambda fx: lambda: fx.ev.multiply(fx.ct(0), SCALAR),
+            lambda fx, k: (SCALAR * fx.inputs[k][0], fx.dec(fx.ev.rescale(fx.ev.multiply(fx.ct(0, k), SCALAR))))),
+        _Op("rotate", lambda fx: (lambda ev: lambda: ev.rotate(fx.ct(0), 1))(fx.ev_rot),
+            lambda fx, k: (np.roll(fx.inputs[k][0], -1), fx.dec(fx.ev_rot.rotate(fx.ct(0, k), 1)))),
+        _Op("rotate_hoisted", lambda fx: (lambda ev: lambda: ev.rotate_hoisted(fx.ct(0), fx.hoisted))(fx.ev_rot),
+            _hoisted_check, ops_per_call=settings.hoisted_steps, check_inputs=("random",)),
+        # keys: the setup already ran the code once, so no warm-up (saves seconds at depth 19)
+        _Op("keygen_sk_pk_relin", lambda fx: lambda: fx.be.generate_keys(relin=True), warmup=0,
+            counts_throughput=False),
+        _Op("keygen_galois", _keygen_galois, warmup=0, counts_throughput=False),
+    ]
+
+
+def _measure(op: _Op, fx: _Fixture, settings: Settings) -> dict:
+    if op.name in ("encode", "decode") and getattr(fx.be, "deferred_encoding", False):
+        raise UnsupportedOperation(f"the {fx.be.name} backend has no separate encoding step (its library encodes "
+                                   "inside encrypt and the plaintext operations): nothing to time")
+    fused = getattr(fx.be, "fused_rescale", False)
+    if op.name == "rescale" and fused:
+        raise UnsupportedOperation(f"the {fx.be.name} backend rescales inside every multiplication: its "
+                                   "multiply latencies include the rescale")
+    call = op.prepare(fx)
+    kinds = op.check_inputs if op.check else ()
+    errors = [error_entry(kind, *op.check(fx, kind)) for kind in kinds]
+    # the error checks ran the op already (untimed, on other inputs): they count as warm-up calls
+    warmup = settings.warmup if op.warmup is None else op.warmup
+    latency, memory = time_call(call, settings, warmup=max(0, warmup - len(kinds)))
+    latency["warmup"] = max(warmup, len(kinds))
+    extra = {"ops_per_call": op.ops_per_call}
+    if fused and op.name.startswith("multiply"):
+        extra["includes_rescale"] = True
+    if op.name in ("rotate", "rotate_hoisted"):
+        extra["galois_keygen_s"] = {"steps": len(fx.hoisted), "seconds": getattr(fx, "galois_set_s", None)}
+    if op.name == "rotate_hoisted":
+        extra["steps"] = list(fx.hoisted)
+        extra["native_hoisting"] = type(fx.be)._rotate_hoisted is not _base_rotate_hoisted()
+    if op.name == "keygen_galois":
+        extra["steps"] = [1]
+    tp = throughput(fx.be.slots, latency, op.ops_per_call) if op.counts_throughput else None
+    return {"latency": latency, "throughput": tp, "error": errors, "memory": memory, "extra": extra}
+
+
+def _base_rotate_hoisted():
+    from henn.ckks.backend import Backend
+
+    return Backend._rotate_hoisted
+
+
+def _level0(fx: _Fixture):
+    if getattr(fx.be, "lazy_drop_level", False):
+        raise UnsupportedOperation(f"the {fx.be.name} backend drops levels lazily: no level-0 ciphertext to measure")
+    return fx.ev.drop_to_level(fx.ct(0), 0)
+
+
+def _sizes(fx: _Fixture) -> dict:
+    be = fx.be
+    items = {
+        "ciphertext_bytes": lambda: be.serialize(fx.ct(0)),
+        "ciphertext_level0_bytes": lambda: be.serialize(_level0(fx)),
+        "plaintext_bytes": lambda: be.serialize(be.encode(fx.inputs["random"][0])),
+        "public_key_bytes": lambda: be.serialize(fx.pk),
+        "relin_key_bytes": lambda: be.serialize(fx.rk),
+        "galois_key_bytes_per_step": lambda: be.serialize(fx.get("gk1", lambda: be.generate_galois_keys(fx.sk, [1]))),
+    }
+    sizes, problems = {}, {}
+    for name, make in items.items():
+        try:
+            sizes[name] = len(make())
+        except Exception as exc:  # noqa: BLE001 - reported in extra, the others still count
+            problems[name] = f"{type(exc).__name__}: {exc}"
+    if not sizes:
+        raise RuntimeError("no object could be serialized: " + "; ".join(f"{k}: {v}" for k, v in problems.items()))
+    return {"sizes": sizes, "extra": {"failed": problems} if problems else {}}
+
+
+def run(be, rec: Recorder, settings: Settings, ops: tuple[str, ...] | None = None) -> None:
+    """Measure every primitive (or those named in `ops`) on the open backend `be`."""
+    fx = _Fixture(be, settings)
+    wanted = set(OPS if ops is None else ops)
+    for op in _ops(settings):
+        if op.name not in wanted:
+            continue
+        if op.name == "keygen_sk_pk_relin":
+            fx.drop("ev_rot")  # free the hoisted-rotation keys before the key-generation peaks
+        rec.run(op.name, lambda op=op: _measure(op, fx, settings))
+    if "sizes" in wanted or ops is None:
+        rec.run("sizes", lambda: _sizes(fx))

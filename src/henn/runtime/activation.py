@@ -1,0 +1,29 @@
+"""Encrypted evaluation of a polynomial activation's core (forms of approximate_activations):
+identity u, square u^2, cubic u (u^2 + inner), quartic (u^2 + inner)^2 + tcoef u, with u = x + shift.
+Additions of constants are free; the quartic's tcoef * u uses the level its branch has to spare
+and is encoded at the scale that lands it exactly on the scale of (u^2 + inner)^2."""
+
+from __future__ import annotations
+
+from henn.ckks.values import Ciphertext
+
+
+def act_core(ev, x: Ciphertext, attrs: dict) -> Ciphertext:
+    form = attrs["form"]
+    u = ev.add(x, attrs["shift"]) if attrs["shift"] else x
+    if form == "identity":
+        return u
+    sq = ev.rescale(ev.square(u))
+    if form == "square":
+        return sq
+    v = ev.add(sq, attrs["inner"]) if attrs["inner"] else sq
+    if form == "cubic":
+        return ev.rescale(ev.multiply(v, ev.drop_level(u, 1)))
+    h = ev.rescale(ev.square(v))
+    if attrs["tcoef"]:
+        q = ev.backend.prime(u.level)
+        sigma = h.scale * q / u.scale
+        t = ev.rescale(ev.multiply(u, attrs["tcoef"], scale=sigma))
+        t = ev.drop_to_level(t, h.level)
+        h = ev.add(h, t)
+    return h

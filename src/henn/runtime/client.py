@@ -1,0 +1,103 @@
+"""The client: the only holder of the secret key. Generates keys, packs and encrypts images,
+decrypts and unpacks logits. It hands the server public EvaluationKeys only."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from henn.ckks.values import Ciphertext, EvaluationKeys
+from henn.compiler.program import Program
+from henn.errors import InputError
+from henn.runtime.parallel import Parallel
+
+
+class Client:
+    def __init__(self, program: Program, backend, *, threads: int | None = None):
+        self.program, self.backend = program, backend
+        self.pool = Parallel.for_backend(backend, threads)
+        self._sk = None
+        self.keys: EvaluationKeys | None = None
+        self.seconds = {"keygen": 0.0, "encode": 0.0, "encrypt": 0.0, "decrypt": 0.0}
+
+    def generate_keys(self) -> EvaluationKeys:
+        """Create the secret key (kept here) and return the public evaluation keys for the server."""
+        t0 = time.perf_counter()
+        self._sk, self.keys = self.backend.generate_keys(rotations=self.program.rotation_steps,
+                                                         relin=self.program.relin)
+        self.seconds["keygen"] = time.perf_counter() - t0
+        return self.keys
+
+    # ---- packing -----------------------------------------------------------------------------
+    def batches(self, n_images: int) -> list[range]:
+        """Images per ciphertext set: up to `slots` in batch mode, one in single mode."""
+        per = self.backend.slots if self.program.mode == "batch" else 1
+        return [range(i, min(i + per, n_images)) for i in range(0, n_images, per)]
+
+    def pack(self, images: np.ndarray) -> list[np.ndarray]:
+        """Slot vectors of one ciphertext set (batch: up to `slots` images; single: one image)."""
+        x = np.asarray(images, dtype=np.float64).reshape(len(images), -1)
+        slots = self.backend.slots
+        if self.program.mode == "batch":
+            if len(x) > slots:
+                raise InputError(f"a batch holds at most {slots} images, got {len(x)}: split it (Client.batches)")
+            return list(x.T)
+        if len(x) != 1:
+            raise InputError("single mode packs one image per ciphertext set")
+        pack, flat = self.program.input_pack, x[0]
+        if pack["kind"] == "taps":
+            idx = pack["index"]
+            vecs = np.where(idx >= 0, flat[np.maximum(idx, 0)], 0.0)
+        else:
+            elem = pack["elem"]
+            vecs = np.where(elem >= 0, flat[np.maximum(elem, 0)], 0.0)[None]
+        return [np.tile(v, slots // len(v)) for v in vecs]
+
+    def encrypt(self, images: np.ndarray) -> list[Ciphertext]:
+        self._need_keys()
+        vecs = self.pack(images)
+        be, level = self.backend, self.program.input_level
+        t0 = time.perf_counter()
+        pts = self.pool.map(lambda v: be.encode(v, level=level), vecs)
+        t1 = time.perf_counter()
+        cts = self.pool.map(lambda pt: be.encrypt(pt, self.keys.public), pts)
+        t2 = time.perf_counter()
+        self.seconds["encode"] += t1 - t0
+        self.seconds["encrypt"] += t2 - t1
+        return cts
+
+    def decrypt(self, cts: list[Ciphertext], n_images: int) -> np.ndarray:
+        """Logits (n_images, *output_shape) of one ciphertext set."""
+        self._need_keys()
+        t0 = time.perf_counter()
+        vecs = self.pool.map(lambda ct: self.backend.decrypt_decode(ct, self._sk), cts)
+        self.seconds["decrypt"] += time.perf_counter() - t0
+        p = self.program
+        if p.mode == "batch":
+            out = np.stack(vecs, axis=1)[:n_images]
+        else:
+            elem = p.output_elem
+            out = np.zeros((1, p.n_outputs))
+            used = np.nonzero(elem >= 0)[0][::-1]
+            out[0, elem[used]] = vecs[0][used]
+        out = out * p.output_gain
+        if p.output_offset is not None:
+            out = out + np.asarray(p.output_offset).reshape(1, -1)
+        return out.reshape((len(out),) + tuple(p.output_shape))
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def reset_timings(self) -> None:
+        for k in ("encode", "encrypt", "decrypt"):
+            self.seconds[k] = 0.0
+
+    def _need_keys(self) -> None:
+        if self._sk is None:
+            raise InputError("the client has no keys yet: call generate_keys() first")
+
+    @property
+    def n_inputs(self) -> int:
+        return math.prod(self.program.input_shape)

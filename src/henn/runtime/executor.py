@@ -1,0 +1,156 @@
+"""The executor: walks a Program's steps on a Backend with public evaluation keys only.
+
+Plaintext weights are encoded once (`prepare`) at the level where each step uses them, with scale
+q_level so that the step's single rescale returns the input's scale; biases are encoded lazily at
+the scale the product actually has (cached). Independent ciphertext operations (rows of a batch
+layer, giant steps of a BSGS transform, activations of many ciphertexts) run on a Parallel pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import numpy as np
+
+from henn.ckks.values import Ciphertext, EvaluationKeys
+from henn.compiler.program import Program, Step
+from henn.errors import InputError
+from henn.runtime.activation import act_core
+from henn.runtime.parallel import Parallel
+
+log = logging.getLogger(__name__)
+
+
+class Executor:
+    def __init__(self, program: Program, backend, keys: EvaluationKeys, *, threads: int | None = None):
+        self.program, self.backend = program, backend
+        self.ev = backend.evaluator(keys)
+        self.pool = Parallel.for_backend(backend, threads)
+        self._plain: dict[int, object] = {}
+        self._bias: dict[tuple, object] = {}
+        self._lock = threading.Lock()
+        self.step_seconds: dict[str, float] = {}
+        self.prepared = False
+
+    # ---- setup -----------------------------------------------------------------------------
+    def prepare(self) -> float:
+        """Encode every weight plaintext; returns the seconds it took."""
+        t0 = time.perf_counter()
+        for i, step in enumerate(self.program.steps):
+            if step.kind == "taps":
+                self._plain[i] = self.pool.map(lambda v, s=step: self._encode_weights(v, s), step.arrays["weight"])
+            elif step.kind == "diag":
+                self._plain[i] = self.pool.map(lambda v, s=step: self._encode_weights(v, s), step.arrays["diags"])
+        self.prepared = True
+        return time.perf_counter() - t0
+
+    def _tile(self, vec: np.ndarray) -> np.ndarray:
+        reps = self.backend.slots // len(vec)
+        return np.tile(vec, reps)
+
+    def _encode_weights(self, vec: np.ndarray, step: Step):
+        return self.backend.encode(self._tile(vec), level=step.level, scale=float(self.backend.prime(step.level)))
+
+    def _bias_plain(self, i: int, vec: np.ndarray, ct: Ciphertext):
+        key = (i, ct.level, ct.scale)
+        with self._lock:
+            pt = self._bias.get(key)
+        if pt is None:
+            pt = self.backend.encode(self._tile(vec), level=ct.level, scale=ct.scale)
+            with self._lock:
+                self._bias[key] = pt
+        return pt
+
+    # ---- evaluation ------------------------------------------------------------------------
+    def run(self, value: list[Ciphertext]) -> list[Ciphertext]:
+        if not self.prepared:
+            self.prepare()
+        self._check_input(value)
+        for i, step in enumerate(self.program.steps):
+            t0 = time.perf_counter()
+            value = getattr(self, f"_{step.kind}")(i, step, value)
+            dt = time.perf_counter() - t0
+            self.step_seconds[step.name] = self.step_seconds.get(step.name, 0.0) + dt
+            log.debug("%s %s: %.3f s", step.kind, step.name, dt)
+        return value
+
+    def _check_input(self, value) -> None:
+        want = self.program.depth
+        for ct in value:
+            if not isinstance(ct, Ciphertext):
+                raise InputError(f"the server evaluates Ciphertexts, got {type(ct).__name__}")
+            if ct.level != want:
+                raise InputError(f"input ciphertext at level {ct.level}, the program expects level {want}: encrypt "
+                                 "with the Client of this program")
+
+    def _linear_batch(self, i: int, step: Step, value):
+        a = step.arrays
+        indptr, indices, data, bias = a["indptr"], a["indices"], a["data"], a["bias"]
+
+        def rows(rng):
+            out = []
+            for r in rng:
+                lo, hi = indptr[r], indptr[r + 1]
+                ct = self.ev.linear_combination([value[k] for k in indices[lo:hi]], data[lo:hi])
+                if bias[r]:
+                    ct = self.ev.add(ct, float(bias[r]))
+                out.append(self.ev.rescale(ct) if step.rescale else ct)
+            return out
+
+        return [ct for part in self.pool.map(rows, self.pool.chunks(len(indptr) - 1)) for ct in part]
+
+    def _sum_batch(self, i: int, step: Step, value):
+        indptr, indices = step.arrays["indptr"], step.arrays["indices"]
+        return [self.ev.add_many(value[k] for k in indices[indptr[r]:indptr[r + 1]]) for r in range(len(indptr) - 1)]
+
+    def _act(self, i: int, step: Step, value):
+        def apply(rng):
+            return [act_core(self.ev, value[k], step.attrs) for k in rng]
+
+        return [ct for part in self.pool.map(apply, self.pool.chunks(len(value))) for ct in part]
+
+    def _taps(self, i: int, step: Step, value):
+        pts = self._plain[i]
+        if len(value) != len(pts):
+            raise InputError(f"layer {step.name!r} expects {len(pts)} input ciphertexts (one per kernel tap), got "
+                             f"{len(value)}: pack the input with this program's Client")
+
+        def part(rng):
+            return self.ev.add_many(self.ev.multiply(value[t], pts[t]) for t in rng)
+
+        acc = self.ev.add_many(self.pool.map(part, self.pool.chunks(len(pts))))
+        if step.rescale:
+            acc = self.ev.rescale(acc)
+        period = step.attrs["period"]
+        for k in range(int(step.attrs["blocks"]).bit_length() - 1):  # sum the blocks of taps
+            acc = self.ev.add(acc, self.ev.rotate(acc, period << k))
+        return [self.ev.add(acc, self._bias_plain(i, step.arrays["bias"], acc))]
+
+    def _diag(self, i: int, step: Step, value):
+        (x,) = value
+        pts, pairs = self._plain[i], step.arrays["steps"]
+        babies = sorted({int(b) for b in pairs[:, 1]})
+        rot = self.ev.rotate_hoisted(x, babies)
+        groups: dict[int, list[int]] = {}
+        for k, (g, _) in enumerate(pairs):
+            groups.setdefault(int(g), []).append(k)
+
+        def giant(g):
+            inner = self.ev.add_many(self.ev.multiply(rot[int(pairs[k, 1])], pts[k]) for k in groups[g])
+            return self.ev.rotate(inner, g) if g else inner
+
+        y = self.ev.add_many(self.pool.map(giant, sorted(groups)))
+        if step.attrs["strategy"] != "hybrid":
+            y = self.ev.add(y, self._bias_plain(i, step.arrays["bias"], y))
+            return [self.ev.rescale(y) if step.rescale else y]
+        if step.rescale:
+            y = self.ev.rescale(y)
+        block = step.attrs["block"]
+        for k in range(step.attrs["rotsum"]):
+            y = self.ev.add(y, self.ev.rotate(y, block << k))
+        return [self.ev.add(y, self._bias_plain(i, step.arrays["bias"], y))]
+
+    def close(self) -> None:
+        self.pool.close()

@@ -1,0 +1,53 @@
+"""Coarse-grained parallelism over independent ciphertext operations.
+
+Backends whose calls release the GIL (lattigo through ctypes, plain/NumPy) get a thread pool;
+SEAL's binding holds the GIL for every call, so it runs single-threaded (threads would only add
+overhead).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+DEFAULT_THREADS = 2
+GIL_HOLDING_BACKENDS = ("seal",)
+
+
+def releases_gil(backend) -> bool:
+    return bool(getattr(backend, "releases_gil", backend.name not in GIL_HOLDING_BACKENDS))
+
+
+def default_threads() -> int:
+    env = os.environ.get("HENN_THREADS")
+    return max(1, int(env)) if env else min(DEFAULT_THREADS, os.cpu_count() or 1)
+
+
+class Parallel:
+    """`map(fn, items)` over a shared pool (in order), or a plain loop with one worker."""
+
+    def __init__(self, workers: int):
+        self.workers = max(1, int(workers))
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="henn") if self.workers > 1 else None
+
+    @classmethod
+    def for_backend(cls, backend, threads: int | None = None) -> Parallel:
+        n = default_threads() if threads is None else threads
+        return cls(n if releases_gil(backend) else 1)
+
+    def map(self, fn, items) -> list:
+        items = list(items)
+        if self._pool is None or len(items) < 2:
+            return [fn(x) for x in items]
+        return list(self._pool.map(fn, items))
+
+    def chunks(self, n: int) -> list[range]:
+        """Split range(n) into about 4 pieces per worker (load balance without per-item overhead)."""
+        k = max(1, min(n, self.workers * 4 if self.workers > 1 else 1))
+        bounds = [round(i * n / k) for i in range(k + 1)]
+        return [range(bounds[i], bounds[i + 1]) for i in range(k) if bounds[i] < bounds[i + 1]]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None

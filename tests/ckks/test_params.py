@@ -1,0 +1,191 @@
+"""Parameters: validation of every literal field, the security gate, presets."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from henn.ckks import presets
+from henn.ckks.params import Parameters, ParametersLiteral
+from henn.ckks.primes import ntt_primes
+from henn.errors import ParameterError, SecurityError
+
+GOOD = ParametersLiteral(log_n=14, log_q=(60, 40, 40, 40), log_p=(60,), log_scale=40)
+PRIMES = ntt_primes((60, 40, 40, 40, 60), 14)
+PINNED = dataclasses.replace(GOOD, q=tuple(PRIMES[:4]), p=(PRIMES[4],))
+
+
+def test_valid_literal_and_derived_quantities():
+    p = Parameters.from_literal(GOOD, name="mine")
+    assert (p.n, p.slots, p.max_level, p.depth) == (16384, 8192, 3, 3)
+    assert p.default_scale == 2.0 ** 40
+    assert p.log_qp == 60 + 3 * 40 + 60
+    assert p.security_ok and not p.insecure and p.name == "mine"
+    assert p.literal() == GOOD
+    assert "N=2^14" in p.describe() and "depth=3" in p.describe() and "INSECURE" not in p.describe()
+
+
+def test_pinned_primes_give_exact_log_qp_and_distinct_fingerprint():
+    p = Parameters.from_literal(PINNED)
+    assert p.q == PINNED.q and p.p == PINNED.p
+    assert p.log_qp == pytest.approx(sum(math.log2(x) for x in PRIMES)) and p.log_qp < 280
+    assert p.fingerprint() != Parameters.from_literal(GOOD).fingerprint()
+    assert p.fingerprint() == Parameters.from_literal(PINNED).fingerprint()  # stable
+    other = ntt_primes((60, 40, 40, 40, 60), 14, exclude=PRIMES)
+    assert Parameters.from_literal(GOOD).with_primes(tuple(other[:4]), (other[4],)).fingerprint() != p.fingerprint()
+    assert Parameters.from_literal(GOOD).with_primes(PINNED.q, PINNED.p) == p
+
+
+def test_dict_round_trip():
+    for lit in (GOOD, PINNED):
+        d = lit.to_dict()
+        assert isinstance(d["log_q"], list)
+        assert ParametersLiteral.from_dict(d) == lit
+        assert Parameters.from_literal(d) == Parameters.from_literal(lit)
+
+
+# field changes -> a fragment of the message that names the problem
+BAD_FIELDS = {
+    "log_n_small": ({"log_n": 9}, "log_n"),
+    "log_n_large": ({"log_n": 18}, "log_n"),
+    "log_n_float": ({"log_n": 14.0}, "log_n"),
+    "log_n_str": ({"log_n": "14"}, "log_n"),
+    "log_n_none": ({"log_n": None}, "log_n"),
+    "log_q_empty": ({"log_q": ()}, "log_q is empty"),
+    "log_q_none": ({"log_q": None}, "log_q"),
+    "log_q_int": ({"log_q": 40}, "log_q"),
+    "log_q_too_big": ({"log_q": (61, 40)}, "log_q entry 61"),
+    "log_q_too_small": ({"log_q": (60, 19)}, "log_q entry 19"),
+    "log_q_float": ({"log_q": (60, 40.0)}, "log_q entry 40.0"),
+    "log_q_str": ({"log_q": (60, "40")}, "log_q entry"),
+    "log_p_empty": ({"log_p": ()}, "log_p is empty"),
+    "log_p_int": ({"log_p": 60}, "log_p"),
+    "log_p_too_big": ({"log_p": (62,)}, "log_p entry 62"),
+    "log_p_too_small": ({"log_p": (50,)}, "special prime"),
+    "log_scale_small": ({"log_scale": 9}, "log_scale"),
+    "log_scale_large": ({"log_scale": 61}, "log_scale"),
+    "log_scale_float": ({"log_scale": 40.5}, "log_scale"),
+    "log_scale_not_below_q0": ({"log_q": (40, 40), "log_scale": 40}, "first prime"),
+    "secret": ({"secret": "gaussian"}, "secret"),
+    "secret_none": ({"secret": None}, "secret"),
+    "q_without_p": ({"q": PINNED.q}, "pin both"),
+    "p_without_q": ({"p": PINNED.p}, "pin both"),
+    "q_not_tuple": ({"q": 5, "p": PINNED.p}, "q = 5"),
+    "q_wrong_count": ({"q": PINNED.q[:3], "p": PINNED.p}, "q has 3 primes"),
+    "p_wrong_count": ({"q": PINNED.q, "p": PINNED.p * 2}, "p has 2 primes"),
+    "q_not_1_mod_2n": ({"q": (PINNED.q[0] - 2,) + PINNED.q[1:], "p": PINNED.p}, "1 mod 2N"),
+    "q_composite": ({"q": PINNED.q[:3] + (PINNED.q[3] - 2 ** 15 * 3,), "p": PINNED.p}, "not a 40-bit prime"),
+    "q_bit_size": ({"q": PINNED.q[:3] + (PRIMES[0],), "p": PINNED.p}, "not a 40-bit prime"),
+    "q_not_integer": ({"q": PINNED.q[:3] + (float(PINNED.q[3]),), "p": PINNED.p}, "not an integer"),
+    "q_str": ({"q": PINNED.q[:3] + ("abc",), "p": PINNED.p}, "not an integer"),
+    "q_duplicate": ({"q": PINNED.q[:3] + (PINNED.q[2],), "p": PINNED.p}, "distinct"),
+    "q_p_shared": ({"q": PINNED.q, "p": (PINNED.q[0],)}, "distinct"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FIELDS))
+def test_bad_field_raises_parameter_error(case):
+    changes, fragment = BAD_FIELDS[case]
+    lit = dataclasses.replace(GOOD, **changes)
+    with pytest.raises(ParameterError) as info:
+        Parameters.from_literal(lit)
+    assert not isinstance(info.value, SecurityError), "a malformed literal is not a security problem"
+    if fragment:
+        assert fragment in str(info.value)
+    assert str(info.value).startswith("invalid parameters:")
+    with pytest.raises(ParameterError):  # the dict form gives the same error
+        Parameters.from_literal({k: v for k, v in dataclasses.asdict(lit).items()})
+
+
+def test_composite_case_is_really_composite():
+    from henn.ckks.primes import is_prime
+
+    x = BAD_FIELDS["q_composite"][0]["q"][3]
+    assert x % (2 << 14) == 1 and x.bit_length() == 40 and not is_prime(x)
+
+
+@pytest.mark.parametrize("bad", [{"log_n": 14}, {"log_q": [60, 40]}, {**GOOD.to_dict(), "depth": 3},
+                                 {**GOOD.to_dict(), "scale": 40}])
+def test_bad_dict_raises_parameter_error(bad):
+    with pytest.raises(ParameterError, match="fields"):
+        Parameters.from_literal(bad)
+
+
+@pytest.mark.parametrize("bad", ["n14", None, 14, (14, (60, 40))])
+def test_not_a_literal(bad):
+    with pytest.raises(ParameterError):
+        Parameters.from_literal(bad)
+
+
+def test_parameters_cannot_be_built_directly():
+    with pytest.raises(ParameterError, match="from_literal"):
+        Parameters(14, (60, 40), (60,), 40, None, None, "ternary")
+
+
+def test_parameters_are_immutable():
+    p = Parameters.from_literal(GOOD)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.log_n = 15
+
+
+# ---- the security gate ---------------------------------------------------------------------
+INSECURE = {
+    "small_ring": ParametersLiteral(11, (50, 36, 36, 36, 36), (50,), 36),
+    "one_bit_over": ParametersLiteral(14, (60,) + (40,) * 7 + (39,), (60,), 40),  # 439 > 438
+    "n13_big_chain": ParametersLiteral(13, (60, 40, 40, 40), (60,), 40),
+}
+
+
+@pytest.mark.parametrize("case", list(INSECURE))
+def test_insecure_literal_refused(case):
+    lit = INSECURE[case]
+    with pytest.raises(SecurityError, match="128-bit") as info:
+        Parameters.from_literal(lit)
+    assert "insecure_" in str(info.value)  # the message says where insecure sets come from
+    assert isinstance(info.value, ParameterError)
+
+
+def test_security_bound_is_inclusive():
+    at = ParametersLiteral(14, (60,) + (40,) * 7 + (37,), (61,), 40)  # 60 + 280 + 37 + 61 = 438
+    assert Parameters.from_literal(at).log_qp == 438
+    small = ParametersLiteral(11, (30,), (24,), 20)  # 54 bits at N = 2^11 is allowed ...
+    with pytest.raises(ParameterError, match="special prime"):  # ... but p < q is not
+        Parameters.from_literal(small)
+    assert Parameters.from_literal(ParametersLiteral(11, (27,), (27,), 20)).log_qp == 54
+    with pytest.raises(SecurityError):
+        Parameters.from_literal(ParametersLiteral(11, (27,), (28,), 20))
+
+
+def test_insecure_names_reserved_for_presets():
+    with pytest.raises(SecurityError, match="presets"):
+        Parameters.from_literal(GOOD, name="insecure_mine")
+    with pytest.raises(SecurityError):
+        Parameters.from_literal(INSECURE["small_ring"], name="insecure_short_d4")
+
+
+def test_presets():
+    assert {"insecure_short_d4", "insecure_short_d2", "n14-d5", "mnist-n14-d7"} <= set(presets.names())
+    for name in presets.names():
+        p = presets.get(name)
+        assert p.name == name
+        assert p.insecure == name.startswith("insecure_")
+        assert p.security_ok != p.insecure, f"{name}: insecure flag disagrees with the security check"
+        assert ("INSECURE" in p.describe()) == p.insecure
+    short = presets.get("insecure_short_d4")
+    assert (short.log_n, short.depth, short.log_scale) == (11, 4, 36)
+    main = presets.get("n14-d5")
+    assert (main.log_n, main.depth, main.log_scale, main.log_q, main.log_p) == (14, 5, 40, (60,) + (40,) * 5, (60,))
+    mnist = presets.get("mnist-n14-d7")  # paper 000 Table 5: N = 16384, scale 2^30, level 7
+    assert (mnist.log_n, mnist.depth, mnist.log_scale) == (14, 7, 30)
+    # the same literal through from_literal is refused
+    with pytest.raises(SecurityError):
+        Parameters.from_literal(short.literal())
+
+
+def test_preset_errors():
+    with pytest.raises(ParameterError, match="unknown preset"):
+        presets.get("nope")
+    with pytest.raises(ParameterError, match="exists"):
+        presets.register("n14-d5", GOOD)

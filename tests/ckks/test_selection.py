@@ -1,0 +1,140 @@
+"""Automatic parameter selection: fixed mode (one pinned chain for every backend) and library
+mode (each backend's own recommendation)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from henn.ckks import security
+from henn.ckks.backends import backend_class
+from henn.ckks.primes import is_prime
+from henn.ckks.selection import DEFAULT_LOG_SCALE, INTEGER_BITS, fixed_literal, select_parameters
+from henn.errors import BackendError, ParameterError
+
+BACKENDS = ["plain", "seal", "lattigo"]
+DEPTHS = list(range(1, 20))
+
+
+def check_pinned_chain(p, depth, log_scale):
+    assert p.q is not None and p.p is not None
+    assert len(p.q) == depth + 1 and p.depth == depth and p.max_level == depth
+    primes = p.q + p.p
+    assert len(set(primes)) == len(primes)
+    for x, b in zip(primes, p.log_q + p.log_p):
+        assert x.bit_length() == b and x % (2 * p.n) == 1 and is_prime(x)
+    assert p.log_q == (min(60, log_scale + INTEGER_BITS),) + (log_scale,) * depth and p.log_p == (60,)
+    # every rescale divides by a prime within 2^-10 of the scale: the scale stays near 2^log_scale
+    # (small primes = 1 mod 2N are sparse, so only from 30 bits on)
+    if log_scale >= 30:
+        assert all(abs(math.log2(q) - log_scale) < 2 ** -10 for q in p.q[1:])
+
+
+def check_smallest_secure_ring(p):
+    assert p.security_ok and not p.insecure
+    assert p.log_qp <= security.max_log_qp(p.log_n)
+    if p.log_n > 10:
+        assert p.log_qp > security.max_log_qp(p.log_n - 1), "a smaller ring would have been secure"
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_fixed_mode_every_depth(depth):
+    p = select_parameters(depth, mode="fixed")
+    check_pinned_chain(p, depth, DEFAULT_LOG_SCALE)
+    check_smallest_secure_ring(p)
+    assert p.name == f"fixed-shared-d{depth}"
+
+
+@pytest.mark.parametrize("depth", [1, 5, 12])
+def test_fixed_mode_identical_for_every_backend(depth):
+    ref = select_parameters(depth, mode="fixed", backend="plain")
+    for name in BACKENDS[1:]:
+        p = select_parameters(depth, mode="fixed", backend=name)
+        assert (p.q, p.p, p.log_n, p.log_scale) == (ref.q, ref.p, ref.log_n, ref.log_scale)
+        assert p.fingerprint() == ref.fingerprint()
+
+
+def test_fixed_mode_pins_known_primes():
+    """Pinned: changing the prime search would silently change every fixed-mode result."""
+    p = select_parameters(2, mode="fixed")
+    assert p.log_n == 13
+    assert p.q[0] == next(x for x in range((1 << 60) + 1 - 2 * 8192, 1 << 59, -2 * 8192) if is_prime(x))
+    assert p.q[1] > p.q[2] and p.q[1].bit_length() == 40
+
+
+@pytest.mark.parametrize("log_scale", [20, 30, 45, 59])
+def test_fixed_mode_log_scale(log_scale):
+    p = select_parameters(3, mode="fixed", log_scale=log_scale)
+    check_pinned_chain(p, 3, log_scale)
+    assert p.log_scale == log_scale
+
+
+@pytest.mark.parametrize("slots", [1, 4096, 8192, 16384, 65536])
+def test_fixed_mode_slots(slots):
+    p = select_parameters(2, mode="fixed", slots=slots)
+    assert p.slots >= slots
+    if slots > 4096:
+        assert p.slots == slots  # the smallest ring with that many slots (depth 2 needs only 2^13)
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_library_mode_plain_every_depth(depth):
+    p = select_parameters(depth, backend="plain")
+    assert p.depth == depth and p.name == f"library-plain-d{depth}"
+    check_smallest_secure_ring(p)
+    check_pinned_chain(p, depth, DEFAULT_LOG_SCALE)
+
+
+def test_library_mode_plain_matches_fixed_literal():
+    for depth in (1, 7):
+        assert select_parameters(depth, backend="plain").literal() == fixed_literal(depth)
+    assert fixed_literal(3, pin_primes=False).q is None
+
+
+@pytest.mark.parametrize("name", BACKENDS[1:])
+@pytest.mark.parametrize("depth", [1, 5, 10, 19])
+def test_library_mode_other_backends(name, depth):
+    try:
+        cls = backend_class(name)
+    except BackendError as exc:
+        pytest.fail(f"backend {name!r} cannot be loaded: {exc}", pytrace=False)
+    ok, info = cls.available()
+    if not ok:
+        pytest.fail(f"backend {name!r} is not available: {info}", pytrace=False)
+    p = select_parameters(depth, backend=name)
+    assert p.depth == depth
+    assert p.security_ok and not p.insecure
+    assert security.is_secure(p.log_n, p.log_qp)
+    p = select_parameters(depth, backend=name, slots=16384)
+    assert p.depth == depth and p.security_ok and p.slots >= 16384
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "3", None])
+def test_bad_depth(bad):
+    for mode in ("fixed", "library"):
+        with pytest.raises(ParameterError, match="depth"):
+            select_parameters(bad, mode=mode)
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.0, "8"])
+def test_bad_slots(bad):
+    with pytest.raises(ParameterError, match="slots"):
+        select_parameters(2, mode="fixed", slots=bad)
+
+
+def test_selection_errors():
+    with pytest.raises(ParameterError, match="mode"):
+        select_parameters(2, mode="fastest")
+    with pytest.raises(ParameterError, match="depth 100"):
+        select_parameters(100, mode="fixed")
+    with pytest.raises(ParameterError, match="log_scale"):
+        select_parameters(2, mode="fixed", log_scale=60)
+    with pytest.raises(ParameterError, match="log_scale"):
+        select_parameters(2, mode="fixed", log_scale=10)
+    with pytest.raises(ParameterError):
+        select_parameters(2, mode="fixed", slots=1 << 17)
+    with pytest.raises(ParameterError, match="2\\^17"):  # too few 20-bit primes = 1 mod 2^18
+        select_parameters(3, mode="fixed", slots=1 << 16, log_scale=20)
+    with pytest.raises(BackendError, match="unknown backend"):
+        select_parameters(2, backend="nope")

@@ -1,0 +1,69 @@
+"""torch.fx frontend (torch is an optional extra: these tests skip without it)."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+from henn.errors import UnsupportedOperation  # noqa: E402
+from henn.frontend import load_model  # noqa: E402
+from henn.ir import interpret  # noqa: E402
+from henn.passes import CompileOptions, run_pipeline  # noqa: E402
+
+
+def _randomize_bn(model, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    for m in model.modules():
+        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.2)
+            m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+    return model.eval()
+
+
+@pytest.mark.parametrize("name,act,shape", [("mnist-cnn", "swish-rg7-deg4", (1, 28, 28)),
+                                            ("cifar-cnn", "square", (3, 32, 32))])
+def test_paper_models_trace_exactly(name, act, shape):
+    from henn.training.models import build_model
+
+    torch.manual_seed(0)
+    model = _randomize_bn(build_model(name, act))
+    g = load_model(model, shape)
+    assert [n.op for n in g.nodes].count("poly") == (2 if name == "mnist-cnn" else 3)
+    x = torch.rand((2,) + shape, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = model(x).double().numpy()
+    np.testing.assert_allclose(interpret.run(g, x.numpy()), want, rtol=1e-4, atol=1e-4)
+
+
+class _Functional(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3, padding=1)
+        self.fc = nn.Linear(2 * 3 * 3, 4)
+
+    def forward(self, x):
+        y = self.conv(x)
+        y = y * y
+        y = torch.nn.functional.avg_pool2d(y, 2)
+        return self.fc(y.view(y.size(0), -1))
+
+
+def test_functional_style_model(rng):
+    torch.manual_seed(0)
+    model = _Functional().eval()
+    g = load_model(model, (1, 6, 6))
+    assert [n.op for n in g.nodes] == ["conv2d", "poly", "avgpool", "flatten", "linear"]
+    x = rng.uniform(0, 1, (2, 1, 6, 6)).astype(np.float32)
+    with torch.no_grad():
+        want = model(torch.from_numpy(x)).double().numpy()
+    np.testing.assert_allclose(interpret.run(g, x), want, rtol=1e-5, atol=1e-5)
+
+
+def test_unsupported_torch_layers():
+    relu = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8, 2))
+    with pytest.raises(UnsupportedOperation, match="relu activation"):
+        run_pipeline(load_model(relu, (1, 4, 4)), CompileOptions(mode="batch"))
+    maxpool = nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(2, 2))
+    with pytest.raises(UnsupportedOperation, match=r"'1' \(MaxPool2d\).*average pooling"):
+        load_model(maxpool, (1, 4, 4))

@@ -1,0 +1,115 @@
+"""Unit tests of single passes: activation forms, folding, thresholds, depth, parameter checks."""
+
+import numpy as np
+import pytest
+
+from henn.ckks import presets
+from henn.errors import LevelError, UnsupportedOperation
+from henn.frontend import load_model
+from henn.frontend.onnx_build import build_cnn, cifar_layers, mnist_layers
+from henn.ir import interpret
+from henn.ir.graph import Graph, Node, Value
+from henn.passes import CompileOptions, run_pipeline
+from henn.passes.approximate_activations import decompose
+from henn.passes.threshold_coeffs import EPS_DEFAULT, EPS_DEG4
+
+
+@pytest.mark.parametrize("coeffs", [(0.3,), (0.1, -2.0), (0.24, 0.5, 0.1), (0.0, 0.0, 1.0), (1.0, -0.5, 0.2, 0.05),
+                                    (0.1773, 0.5, 0.128, 0.0, -0.001328), (0.2, 0.1, -0.3, 0.02, 0.004)])
+def test_forms_reproduce_the_polynomial(coeffs, rng):
+    form = decompose(coeffs)
+    x = rng.uniform(-7, 7, 200)
+    got = interpret.poly(form, x)
+    np.testing.assert_allclose(got, np.polynomial.polynomial.polyval(x, coeffs), rtol=1e-9, atol=1e-9)
+    assert form["levels"] == {1: 0, 2: 0, 3: 1, 4: 2, 5: 2}[len(coeffs)]
+
+
+def test_degree_above_four_is_refused():
+    with pytest.raises(UnsupportedOperation, match="degree-5.*up to 4"):
+        decompose((0, 1, 0, 1, 0, 1), "act7")
+
+
+@pytest.mark.parametrize("act,depth", [("square", 5), ("swish-rg5-deg2", 5), ("swish-rg7-deg4", 7)])
+def test_mnist_depth_matches_paper_table5(act, depth):
+    g = run_pipeline(load_model(build_cnn(mnist_layers(act), seed=0)), CompileOptions(mode="single"))
+    assert g.meta["depth"] == depth
+    assert g.meta["params"].log_n == 14 and g.meta["params"].max_level == depth
+    assert not g.meta["params"].insecure
+    rescales = [n.attrs["rescale"] for n in g.nodes if n.op in ("conv2d", "linear")]
+    assert rescales == [True, True, False]  # one rescale per linear layer, none after the last
+
+
+@pytest.mark.parametrize("act,depth", [("square", 7), ("swish-rg7-deg4", 10)])
+def test_cifar_depth_with_fused_head(act, depth):
+    g = run_pipeline(load_model(build_cnn(cifar_layers(act, (2, 2, 2), 4), (3, 32, 32))),
+                     CompileOptions(mode="batch"))
+    assert g.meta["depth"] == depth  # paper 000: 8 / 11 with an unfused 2048-256-10 head
+    assert sum(n.op == "linear" for n in g.nodes) == 1
+    assert all(n.op != "avgpool" for n in g.nodes)
+
+
+def test_threshold_eps_follows_the_paper(rng):
+    for act, eps in (("square", EPS_DEFAULT), ("swish-rg7-deg4", EPS_DEG4)):
+        model = build_cnn(mnist_layers(act), seed=0)
+        g = run_pipeline(load_model(model), CompileOptions(mode="batch"), until="threshold_coeffs")
+        assert g.meta["threshold_eps"] == eps
+        for n in g.nodes:
+            if n.op in ("conv2d", "linear"):
+                limit = eps * abs(n.attrs.get("folded_gain", 1.0))
+                assert np.all(np.abs(n.params["weight"]) >= limit * (1 - 1e-12))
+
+
+def test_zero_weights_become_plus_eps():
+    model = build_cnn(mnist_layers("square"), seed=0)
+    g = load_model(model)
+    g.nodes[0].params["weight"][0, 0, 0, :3] = [0.0, -1e-9, 1e-9]
+    g = run_pipeline(g, CompileOptions(mode="batch"), until="threshold_coeffs")
+    assert list(g.nodes[0].params["weight"][0, 0, 0, :3]) == [1e-7, -1e-7, 1e-7]
+
+
+def test_activation_output_affine_reaches_the_client(rng):
+    model = build_cnn([("conv", 2, 3, 1, 0), ("poly", "swish-rg5-deg2"), ("avgpool", 2)], (1, 6, 6), seed=3)
+    g0 = load_model(model)
+    g = run_pipeline(g0, CompileOptions(mode="batch"))
+    assert g.meta["output_gain"] == pytest.approx(0.1 / 4)
+    x = rng.uniform(0, 1, (2, 1, 6, 6))
+    np.testing.assert_allclose(interpret.run(g, x), interpret.run(g0, x), rtol=1e-9)
+
+
+def test_padded_conv_after_activation_gets_a_full_bias_map(rng):
+    layers = [("conv", 2, 3, 1, 0), ("poly", "swish-rg5-deg2"), ("conv", 3, 3, 1, 1), ("flatten",), ("gemm", 2)]
+    g0 = load_model(build_cnn(layers, (1, 6, 6), seed=4))
+    g = run_pipeline(g0, CompileOptions(mode="batch"))
+    assert g.nodes[2].params["bias"].shape == (3, 4, 4)  # the offset meets zero padding at the border
+    x = rng.uniform(0, 1, (2, 1, 6, 6))
+    np.testing.assert_allclose(interpret.run(g, x), interpret.run(g0, x), rtol=1e-7, atol=1e-9)
+
+
+def test_explicit_parameters_too_shallow():
+    model = build_cnn(mnist_layers("swish-rg7-deg4"), seed=0)
+    with pytest.raises(LevelError, match="needs depth 7 but the given parameters allow 4"):
+        run_pipeline(load_model(model), CompileOptions(mode="batch", params=presets.get("insecure_short_d4")))
+
+
+def test_branches_are_refused():
+    w = np.ones((2, 2))
+    values = {k: Value(k, (2,)) for k in ("x", "a", "b")}
+    nodes = [Node("linear", "l1", ["x"], "a", {}, {"weight": w, "bias": np.zeros(2)}),
+             Node("linear", "l2", ["a"], "b", {}, {"weight": w, "bias": np.zeros(2)})]
+    g = Graph("x", "b", nodes, values).verify()
+    g.nodes[1].inputs = ["x"]  # x feeds both layers; a is dead
+    g.output = "b"
+    with pytest.raises(UnsupportedOperation, match="several layers"):
+        run_pipeline(g, CompileOptions(mode="batch"))
+
+
+def test_single_mode_keys_are_exactly_the_plan_steps():
+    g = run_pipeline(load_model(build_cnn(mnist_layers("square"), seed=0)), CompileOptions(mode="single"))
+    conv2, fc = [n for n in g.nodes if n.op in ("conv2d", "linear")][1:]
+    steps = set(conv2.attrs["packing"]["baby"]) | set(conv2.attrs["packing"]["giant"]) \
+        | set(fc.attrs["packing"]["baby"]) | set(fc.attrs["packing"]["giant"]) | {16 << i for i in range(7)} \
+        | {2048, 4096}  # hybrid rotate-and-sum (stride 16) and the block sum of the client taps
+    assert set(g.meta["rotation_steps"]) == steps - {0}
+    assert conv2.attrs["packing"]["ndiag"] == 128 and conv2.attrs["packing"]["rotations"] <= 22
+    batch = run_pipeline(load_model(build_cnn(mnist_layers("square"), seed=0)), CompileOptions(mode="batch"))
+    assert batch.meta["rotation_steps"] == ()

@@ -1,0 +1,51 @@
+"""Golden tests: the exact IR after every pass on tiny hand-built ONNX graphs.
+
+Regenerate after an intended change with HENN_REGEN_GOLDEN=1 and review the diff.
+"""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from henn.ckks import ParametersLiteral, presets
+from henn.frontend import load_model
+from henn.frontend.onnx_build import build_cnn
+from henn.ir import interpret
+from henn.passes import PASSES, CompileOptions
+
+GOLDEN = Path(__file__).parent / "golden"
+TINY = [("conv", 2, 3, 1, 0), ("bn",), ("poly", "swish-rg5-deg2"), ("avgpool", 2), ("flatten",), ("gemm", 3)]
+DEG4 = [("conv", 2, 2, 2, 0), ("bn",), ("poly", "swish-rg7-deg4"), ("conv", 3, 2, 1, 0), ("bn",),
+        ("poly", "square"), ("flatten",), ("gemm", 4), ("gemm", 2)]
+CASES = {
+    "tiny_single": (TINY, (1, 6, 6), "single"),
+    "tiny_batch": (TINY, (1, 6, 6), "batch"),
+    "deg4_single": (DEG4, (1, 6, 6), "single"),
+}
+
+
+def _params():
+    name = "insecure_golden_n11_d6"
+    if name not in presets.names():
+        presets.register(name, ParametersLiteral(11, (50,) + (36,) * 6, (50,), 36))
+    return presets.get(name)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_ir_after_each_pass(case):
+    layers, shape, mode = CASES[case]
+    g = load_model(build_cnn(layers, shape, seed=0))
+    opts = CompileOptions(mode=mode, params=_params())
+    x = np.random.default_rng(5).uniform(0, 1, (3,) + shape)
+    ref = interpret.run(g, x)
+    for i, (name, fn) in enumerate(PASSES):
+        g = fn(g, opts).verify()
+        path = GOLDEN / case / f"{i:02d}_{name}.txt"
+        if os.environ.get("HENN_REGEN_GOLDEN") == "1":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(g.dump() + "\n")
+        assert g.dump() + "\n" == path.read_text(), f"IR after {name} differs from {path}"
+        # every pass keeps the function (thresholding moves weights by at most 1e-6)
+        np.testing.assert_allclose(interpret.run(g, x), ref, atol=1e-5, err_msg=name)

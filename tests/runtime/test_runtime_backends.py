@@ -1,0 +1,77 @@
+"""End to end on the real CKKS libraries (SEAL, Lattigo): encrypted logits match the plaintext model.
+
+Skipped where a library is missing, except in CI (CI set), where every backend must run.
+"""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import henn
+from henn.ckks import ParametersLiteral, available, presets
+from henn.frontend.onnx_build import build_cnn, mnist_layers
+
+BACKENDS = ("seal", "lattigo")
+ZOO = Path(henn.__file__).parent / "zoo"
+
+
+def need(backend: str) -> None:
+    ok, why = available().get(backend, (False, "unknown backend"))
+    if not ok:
+        if os.environ.get("CI"):
+            pytest.fail(f"backend {backend} must be available in CI: {why}")
+        pytest.skip(f"{backend} not available: {why}")
+
+
+def short_params(depth: int, log_n: int):
+    name = f"insecure_rtb_n{log_n}_d{depth}"
+    if name not in presets.names():
+        presets.register(name, ParametersLiteral(log_n, (50,) + (36,) * depth, (50,), 36))
+    return presets.get(name)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_single_mode_mnist_architecture(backend, rng):
+    need(backend)
+    model = build_cnn(mnist_layers("swish-rg7-deg4"), seed=21)
+    with henn.compile(model, backend=backend, mode="single", params=short_params(7, 12)) as cm:
+        x = rng.uniform(0, 1, (2, 1, 28, 28))
+        ref = cm.reference(x)
+        enc = cm.run(x)
+        assert np.max(np.abs(enc - ref)) < 1e-3 and (enc.argmax(1) == ref.argmax(1)).all()
+        assert set(cm.timings) >= {"encode", "encrypt", "evaluate", "decrypt"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_mode_small_cnn(backend, rng):
+    need(backend)
+    layers = [("conv", 2, 3, 2, 0), ("bn",), ("poly", "swish-rg5-deg2"), ("conv", 3, 2, 1, 0), ("bn",),
+              ("poly", "square"), ("flatten",), ("gemm", 4)]
+    with henn.compile(build_cnn(layers, (1, 8, 8), seed=3), backend=backend, mode="batch",
+                      params=short_params(5, 11)) as cm:
+        x = rng.uniform(0, 1, (6, 1, 8, 8))
+        ref = cm.reference(x)
+        enc = cm.run(x)
+        assert np.max(np.abs(enc - ref)) < 1e-3 * max(1, np.abs(ref).max())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_zoo_mnist_on_embedded_digits(backend):
+    """The committed model at real (128-bit, N = 2^14) parameters on 8 real digits."""
+    need(backend)
+    path = ZOO / "mnist-cnn_swish-rg7-deg4.onnx"
+    if not path.is_file():
+        pytest.skip(f"{path.name} not in the zoo yet")
+    from henn.datasets import load_embedded_mnist
+
+    images, labels = load_embedded_mnist()
+    x = images[:8]
+    with henn.compile(str(path), backend=backend, mode="single") as cm:
+        assert cm.depth == 7 and cm.params.log_n == 14 and not cm.params.insecure
+        ref = cm.reference(x)
+        enc = cm.run(x)
+    assert np.max(np.abs(enc - ref)) < 1e-2  # logits are O(10): the error is < 0.1 % of their range
+    assert (enc.argmax(1) == ref.argmax(1)).all()
+    assert (ref.argmax(1) == labels[:8]).mean() >= 0.75

@@ -1,0 +1,84 @@
+"""End to end on the plain backend with its CKKS noise model: both packings, client/server split."""
+
+import numpy as np
+import pytest
+
+from henn.ckks import ParametersLiteral, open_backend, presets
+from henn.compiler.driver import compile_model
+from henn.errors import InputError
+from henn.frontend.onnx_build import build_cnn, cifar_layers, mnist_layers
+from henn.ir import interpret
+from henn.passes import CompileOptions
+from henn.runtime import Client, Server
+
+
+def short_params(depth: int, log_n: int = 11):
+    name = f"insecure_rt_n{log_n}_d{depth}"
+    if name not in presets.names():
+        presets.register(name, ParametersLiteral(log_n, (50,) + (36,) * depth, (50,), 36))
+    return presets.get(name)
+
+
+def run_encrypted(program, x, noise=True, threads=2):
+    be = open_backend("plain", program.params, noise=noise, seed=1)
+    client = Client(program, be)
+    server = Server(program, be, client.generate_keys(), threads=threads)
+    outs = []
+    for r in client.batches(len(x)):
+        outs.append(client.decrypt(server.evaluate(client.encrypt(x[r.start:r.stop])), len(r)))
+    server.close()
+    return np.concatenate(outs).reshape(len(x), -1)
+
+
+@pytest.mark.parametrize("mode", ["batch", "single"])
+@pytest.mark.parametrize("act", ["square", "swish-rg5-deg2", "swish-rg7-deg4"])
+def test_mnist_shaped_three_way(mode, act, rng):
+    layers = mnist_layers(act)
+    layers[0], layers[3] = ("conv", 2, 5, 2, 0), ("conv", 4, 5, 2, 0)  # small channels, MNIST shapes
+    c = compile_model(build_cnn(layers, seed=11), None,
+                      CompileOptions(mode=mode, params=short_params(7, 12)))
+    x = rng.uniform(0, 1, (3, 1, 28, 28))
+    ref = interpret.run(c.reference, x)
+    clear = run_encrypted(c.program, x, noise=False)
+    np.testing.assert_allclose(clear, ref, atol=1e-8)  # compiled program in cleartext == model
+    enc = run_encrypted(c.program, x)
+    assert np.max(np.abs(enc - ref)) < 1e-3 * max(1.0, np.abs(ref).max())
+    assert (enc.argmax(1) == ref.argmax(1)).all()
+
+
+def test_cifar_shaped_batch(rng):
+    model = build_cnn(cifar_layers("swish-rg5-deg2", (2, 3, 2), 8), (3, 32, 32), seed=5)
+    c = compile_model(model, None, CompileOptions(mode="batch", params=short_params(7)))
+    assert c.program.depth == 7
+    x = rng.uniform(0, 1, (5, 3, 32, 32))
+    ref = interpret.run(c.reference, x)
+    enc = run_encrypted(c.program, x)
+    assert np.max(np.abs(enc - ref)) < 1e-3 * max(1.0, np.abs(ref).max())
+
+
+def test_batch_mode_splits_into_sets_of_slots(rng):
+    model = build_cnn([("conv", 2, 3, 2, 0), ("poly", "square"), ("flatten",), ("gemm", 3)], (1, 7, 7), seed=2)
+    c = compile_model(model, None, CompileOptions(mode="batch", params=short_params(3, 10)))
+    x = rng.uniform(0, 1, (c.program.params.slots + 3, 1, 7, 7))
+    be = open_backend("plain", c.program.params)
+    assert [len(r) for r in Client(c.program, be).batches(len(x))] == [c.program.params.slots, 3]
+    np.testing.assert_allclose(run_encrypted(c.program, x, noise=False), interpret.run(c.reference, x), atol=1e-9)
+
+
+def test_server_takes_public_keys_only():
+    c = compile_model(build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="single"))
+    be = open_backend("plain", c.program.params)
+    client = Client(c.program, be)
+    keys = client.generate_keys()
+    with pytest.raises(InputError, match="never a secret key"):
+        Server(c.program, be, client._sk)
+    partial = be.generate_keys(rotations=c.program.rotation_steps[:3])[1]
+    with pytest.raises(InputError, match="lack rotation steps"):
+        Server(c.program, be, partial)
+    assert keys.steps == frozenset(c.program.rotation_steps)  # exactly the steps the program needs
+
+
+def test_client_refuses_work_without_keys():
+    c = compile_model(build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="single"))
+    with pytest.raises(InputError, match="generate_keys"):
+        Client(c.program, open_backend("plain", c.program.params)).encrypt(np.zeros((1, 1, 28, 28)))

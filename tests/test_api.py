@@ -1,0 +1,92 @@
+"""henn.compile / CompiledModel.run and `henn infer`: the user-facing API and its errors."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+import henn
+from henn.ckks import presets
+from henn.cli import main
+from henn.errors import InputError, LevelError, UnsupportedOperation
+from henn.frontend.onnx_build import build_cnn, mnist_layers
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("zoo") / "mnist.onnx"
+    onnx.save(build_cnn(mnist_layers("swish-rg7-deg4"), seed=1), str(path))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def compiled(model_path):
+    with henn.compile(model_path, (1, 28, 28), backend="plain", mode="single") as cm:
+        yield cm
+
+
+def test_compile_and_three_way_check(compiled, rng):
+    assert compiled.depth == 7 and compiled.params.log_n == 14 and len(compiled.rotation_steps) > 0
+    x = rng.uniform(0, 1, (2, 1, 28, 28))
+    ref = compiled.reference(x)
+    clear = compiled.run(x, encrypted=False)
+    enc = compiled.run(x)
+    np.testing.assert_allclose(clear, ref, atol=1e-8)
+    assert np.max(np.abs(enc - ref)) < 1e-4 and enc.shape == (2, 10)
+    assert {"encode", "encrypt", "evaluate", "decrypt", "total"} <= set(compiled.timings)
+    assert compiled.timings["images"] == 2 and compiled.timings["encrypted"]
+
+
+def test_bad_images(compiled, rng):
+    with pytest.raises(InputError, match=r"expected images of shape \(B, 1, 28, 28\), got \(2, 1, 27, 28\)"):
+        compiled.run(np.zeros((2, 1, 27, 28)))
+    with pytest.raises(InputError, match=r"expected images of shape"):
+        compiled.run(np.zeros((1, 28, 28)))
+    x = rng.uniform(0, 1, (2, 1, 28, 28))
+    x[1, 0, 3, 4] = np.nan
+    with pytest.raises(InputError, match=r"image 1 contains NaN.*\(0, 3, 4\)"):
+        compiled.run(x)
+    with pytest.raises(InputError, match=r"layer 'poly2'.*fitted range \[-7, 7\].*activation_check=False"):
+        compiled.run(rng.uniform(0, 1, (1, 1, 28, 28)) * 100)
+
+
+def test_activation_check_can_be_disabled(model_path, rng):
+    cm = henn.compile(model_path, backend="plain", mode="single", activation_check=False)
+    out = cm.run(rng.uniform(0, 1, (1, 1, 28, 28)) * 100, encrypted=False)
+    assert out.shape == (1, 10)
+
+
+def test_unsupported_layers(tmp_path):
+    for layers, what in (([("conv", 2, 3, 1, 0), ("relu",), ("flatten",), ("gemm", 2)], "relu activation"),
+                         ([("conv", 2, 3, 1, 0), ("poly", "square"), ("maxpool", 2), ("flatten",), ("gemm", 2)],
+                          "MaxPool")):
+        path = tmp_path / "m.onnx"
+        onnx.save(build_cnn(layers, (1, 6, 6)), str(path))
+        with pytest.raises(UnsupportedOperation, match=what):
+            henn.compile(str(path), backend="plain")
+
+
+def test_model_too_deep_for_given_parameters(model_path):
+    with pytest.raises(LevelError, match="needs depth 7 .* allow 4 .*depth >= 7"):
+        henn.compile(model_path, backend="plain", params=presets.get("insecure_short_d4"))
+
+
+def test_not_a_model():
+    with pytest.raises(InputError, match="give a path to an .onnx file or a torch.nn.Module"):
+        henn.compile(42)
+
+
+def test_cli_infer(model_path, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["infer", "--weights", model_path, "--backend", "plain", "--images", "3", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "accuracy" in text and "latency" in text and "peak RSS" in text
+    r = json.loads(out.read_text())
+    assert r["images"] == 3 and r["agreement"] == 1.0 and r["depth"] == 7 and r["max_logit_error"] < 1e-3
+    assert set(r["per_image_seconds"]) == {"encode", "encrypt", "evaluate", "decrypt"}
+
+
+def test_cli_infer_missing_model(tmp_path, capsys):
+    assert main(["infer", "--weights", str(tmp_path / "none.onnx"), "--images", "1"]) == 2
+    assert "henn train" in capsys.readouterr().err

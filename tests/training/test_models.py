@@ -1,0 +1,155 @@
+"""Zoo ONNX files (torch-free) and the torch models / ONNX export (skipped without torch)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from henn import datasets
+from henn.activations import ACTIVATIONS
+from henn.errors import InputError
+
+_spec = importlib.util.spec_from_file_location(
+    "henn_test_onnx_reference", Path(__file__).with_name("onnx_reference.py"))
+onnx_reference = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(onnx_reference)
+
+ZOO = Path(__file__).resolve().parents[2] / "src" / "henn" / "zoo"
+DATA = datasets.default_data_dir()
+EXPECTED_OPS = {
+    "mnist-cnn": ["Conv", "BatchNormalization", "Poly", "Conv", "BatchNormalization", "Poly",
+                  "Flatten", "Gemm"],
+    "cifar-cnn": ["Conv", "BatchNormalization", "Poly", "AveragePool"] * 1
+    + ["Conv", "BatchNormalization", "Poly", "AveragePool"] * 2 + ["Flatten", "Gemm", "Gemm"],
+}
+ZOO_MODELS = [(m, a) for m in EXPECTED_OPS for a in ACTIVATIONS]
+
+
+def _zoo(model, act):
+    path = ZOO / f"{model}_{act}.onnx"
+    if not path.exists():
+        pytest.skip(f"{path.name} not trained yet")
+    return onnx.load(str(path)), json.loads(path.with_suffix(".json").read_text())
+
+
+@pytest.mark.parametrize("model,act", ZOO_MODELS)
+def test_zoo_graph_and_metadata(model, act):
+    proto, meta = _zoo(model, act)
+    onnx.checker.check_model(proto)
+    assert [n.op_type for n in proto.graph.node] == EXPECTED_OPS[model]
+    polys = [n for n in proto.graph.node if n.op_type == "Poly"]
+    assert all(n.domain == "henn" for n in polys)
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in polys[0].attribute}
+    assert attrs["name"].decode() == act
+    np.testing.assert_allclose(attrs["coefficients"], ACTIVATIONS[act].coefficients, rtol=1e-6)
+    assert ("range" in attrs) == (ACTIVATIONS[act].fitted_range is not None)
+    assert meta["model"] == model and meta["activation"] == act
+    assert len(meta["max_abs_preactivation"]["train"]) == len(polys)
+    if model == "mnist-cnn":
+        assert meta["holdout_matched"] == 5000
+        assert meta["accuracies"]["mnist_embedded_5k"] >= 0.98
+        assert meta["accuracies"]["mnist_test_10k"] >= 0.98
+    else:
+        assert meta["accuracies"]["cifar_val_5k"] >= 0.6
+
+
+@pytest.mark.parametrize("act", list(ACTIVATIONS))
+def test_zoo_mnist_numpy_reference_accuracy(act):
+    """The ONNX graph alone (numpy evaluator) classifies the embedded digits as recorded."""
+    proto, meta = _zoo("mnist-cnn", act)
+    x, y = datasets.load_embedded_mnist()
+    acc = float((onnx_reference.run(proto, x[::5]).argmax(1) == y[::5]).mean())  # 1000 digits
+    assert abs(acc - meta["accuracies"]["mnist_embedded_5k"]) < 0.015
+
+
+@pytest.mark.skipif(DATA is None, reason="no dataset folder")
+def test_zoo_cifar_numpy_reference_runs():
+    proto, meta = _zoo("cifar-cnn", "swish-rg7-deg4")
+    x, y = datasets.load_cifar10(DATA, "test")
+    acc = float((onnx_reference.run(proto, x[:200]).argmax(1) == y[:200]).mean())
+    assert abs(acc - meta["accuracies"]["cifar_test_1000"]) < 0.1
+
+
+# ---- torch-specific -------------------------------------------------------------------------
+
+def _randomize_bn(model, torch):
+    g = torch.Generator().manual_seed(0)
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
+            m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+            m.weight.data.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+            m.bias.data.copy_(torch.randn(m.num_features, generator=g) * 0.1)
+
+
+@pytest.mark.parametrize("model_name", ["mnist-cnn", "cifar-cnn"])
+@pytest.mark.parametrize("act", ["square", "swish-rg7-deg4"])
+def test_export_matches_torch(tmp_path, model_name, act):
+    torch = pytest.importorskip("torch")
+    from henn.training.models import INPUT_SHAPES, build_model, export_onnx
+
+    torch.manual_seed(0)
+    model = build_model(model_name, act).eval()
+    _randomize_bn(model, torch)
+    path = tmp_path / "m.onnx"
+    export_onnx(model, model_name, path, {"henn.model": model_name})
+    proto = onnx.load(str(path))
+    assert [n.op_type for n in proto.graph.node] == EXPECTED_OPS[model_name]
+    if model_name == "mnist-cnn":
+        x = datasets.load_embedded_mnist()[0][:8]
+    else:
+        x = np.random.default_rng(0).random((4, *INPUT_SHAPES[model_name]), dtype=np.float32)
+    with torch.no_grad():
+        want = model(torch.from_numpy(x)).numpy()
+    got = onnx_reference.run(proto, x)
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+
+
+def test_polyact_matches_table():
+    torch = pytest.importorskip("torch")
+    from henn.training.models import PolyAct
+
+    x = np.linspace(-8, 8, 101)
+    for act in ACTIVATIONS.values():
+        got = PolyAct(act)(torch.tensor(x, dtype=torch.float64)).numpy()
+        np.testing.assert_allclose(got, act(x), rtol=1e-6, atol=1e-6)
+
+
+def test_build_model_rejects_unknown_names():
+    pytest.importorskip("torch")
+    from henn.training.models import build_model
+
+    with pytest.raises(InputError, match="unknown model"):
+        build_model("resnet", "square")
+    with pytest.raises(InputError, match="unknown activation"):
+        build_model("mnist-cnn", "relu")
+
+
+def test_shapes():
+    torch = pytest.importorskip("torch")
+    from henn.training.models import CifarCNN, build_model
+
+    assert build_model("mnist-cnn", "square")(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    assert build_model("cifar-cnn", "square")(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+    hidden = CifarCNN(ACTIVATIONS["square"], hidden_activation=True)
+    assert sum(1 for m in hidden.classifier if m.__class__.__name__ == "PolyAct") == 1
+
+
+def test_train_command_reports_missing_data(tmp_path):
+    pytest.importorskip("torch")
+    import argparse
+
+    from henn.training.cli import add_train_command
+
+    parser = argparse.ArgumentParser()
+    add_train_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["train", "--model", "mnist-cnn", "--activation", "square",
+                              "--data-dir", str(tmp_path), "--out", str(tmp_path / "m.onnx")])
+    with pytest.raises(InputError, match="missing.*--data-dir"):
+        args.handler(args)
+    assert (tmp_path / "m.log").exists()
