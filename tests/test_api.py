@@ -90,3 +90,23 @@ def test_cli_infer(model_path, tmp_path, capsys):
 def test_cli_infer_missing_model(tmp_path, capsys):
     assert main(["infer", "--weights", str(tmp_path / "none.onnx"), "--images", "1"]) == 2
     assert "henn train" in capsys.readouterr().err
+
+
+def test_cifar_single_mode_is_refused_with_a_hint():
+    from henn.frontend.onnx_build import cifar_layers
+
+    with pytest.raises(UnsupportedOperation, match="32768 slots per image.*mode='batch'"):
+        henn.compile(build_cnn(cifar_layers("square"), (3, 32, 32)), backend="plain", mode="single")
+
+
+def test_activation_check_uses_training_maxima(tmp_path, rng):
+    path = tmp_path / "m.onnx"
+    onnx.save(build_cnn(mnist_layers("swish-rg7-deg4"), seed=1), str(path))
+    x = rng.uniform(0, 1, (1, 1, 28, 28)) * 10
+    cm = henn.compile(str(path), backend="plain")
+    with pytest.raises(InputError, match="fitted range"):
+        cm.check_input(x)
+    path.with_suffix(".json").write_text(json.dumps({"max_abs_preactivation": {"train": [500.0, 500.0]}}))
+    cm = henn.compile(str(path), backend="plain")
+    assert cm.observed_preactivation == [500.0, 500.0]
+    cm.check_input(x)  # the model saw pre-activations this large in training: accepted

@@ -12,11 +12,15 @@ server gets the public evaluation keys only.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
 import time
+from pathlib import Path
 
 import numpy as np
+import psutil
 from tqdm import tqdm
 
 from henn.ckks import open_backend
@@ -25,10 +29,14 @@ from henn.errors import InputError
 from henn.ir import interpret
 from henn.passes import CompileOptions
 from henn.runtime import Client, Server
+from henn.runtime.server import check_memory
 
 log = logging.getLogger(__name__)
 
-ACTIVATION_RANGE_SLACK = 1.5  # pre-activations beyond 1.5x the fitted range's half-width are "far outside"
+# "far outside" an activation's fitted range: beyond 1.5x its half-width from its centre, and beyond 1.25x the
+# largest |pre-activation| seen on the training set when the model's .json metadata records it
+ACTIVATION_RANGE_SLACK = 1.5
+OBSERVED_SLACK = 1.25
 
 
 def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "single",  # noqa: A001
@@ -42,7 +50,21 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     an activation's fitted range (checked on the client, in cleartext, before encrypting).
     """
     options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params)
-    return CompiledModel(compile_model(model, input_shape, options), backend, activation_check, threads)
+    cm = CompiledModel(compile_model(model, input_shape, options), backend, activation_check, threads)
+    cm.observed_preactivation = _observed_preactivation(model)
+    return cm
+
+
+def _observed_preactivation(model) -> list[float] | None:
+    """Per activation layer, the largest |pre-activation| on the training set (zoo .json next to the .onnx)."""
+    if not isinstance(model, (str, os.PathLike)):
+        return None
+    meta = Path(model).with_suffix(".json")
+    try:
+        values = json.loads(meta.read_text())["max_abs_preactivation"]["train"]
+        return [float(v) for v in values]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 class CompiledModel:
@@ -54,6 +76,7 @@ class CompiledModel:
         self.activation_check = activation_check
         self.threads = threads
         self.timings: dict[str, float] = {}
+        self.observed_preactivation: list[float] | None = None
         self._sessions: dict[bool, tuple] = {}
 
     # ---- facts -------------------------------------------------------------------------------
@@ -126,12 +149,18 @@ class CompiledModel:
         return x
 
     def _check_ranges(self, x: np.ndarray) -> None:
+        polys = [n.name for n in self.compiled.checked.nodes if n.op == "poly"]
+        seen = self.observed_preactivation if self.observed_preactivation and \
+            len(self.observed_preactivation) == len(polys) else [0.0] * len(polys)
+        observed = dict(zip(polys, seen))
+
         def hook(node, inp, out):
             rng = node.attrs.get("range") if node.op == "poly" else None
             if not rng:
                 return
             lo, hi = rng
-            mid, half = (lo + hi) / 2, (hi - lo) / 2 * ACTIVATION_RANGE_SLACK
+            mid = (lo + hi) / 2
+            half = max((hi - lo) / 2 * ACTIVATION_RANGE_SLACK, observed[node.name] * OBSERVED_SLACK)
             dev = np.abs(inp.reshape(len(inp), -1) - mid).max(axis=1)
             if np.any(dev > half):
                 i = int(np.argmax(dev > half))
@@ -148,6 +177,7 @@ class CompiledModel:
             name = self.backend_name if encrypted else "plain"
             opts = {"noise": True} if (encrypted and name == "plain") else {}
             backend = open_backend(name, self.params, **opts)
+            check_memory(self.program, backend, psutil.virtual_memory().available)
             client = Client(self.program, backend, threads=self.threads)
             keys = client.generate_keys()
             server = Server(self.program, backend, keys, threads=self.threads)

@@ -369,6 +369,17 @@ def case_drop_level_add(c, x, y):
     return x + y, r
 
 
+def case_linear_combination(c, x, y):
+    cx, cy = _fresh(c, x, y)
+    w = [0.5, -0.25, 0.0, 1.0]
+    m = c.ev.linear_combination([cx, cy, cx, cy], w)
+    q = c.be.prime(c.top)
+    assert (m.level, m.scale) == (c.top, c.scale * q)
+    r = c.ev.rescale(m)
+    assert (r.level, r.scale) == (c.top - 1, c.scale)
+    return 0.5 * x + 0.75 * y, r
+
+
 OP_CASES = {
     "add": ("add", case_add),
     "sub": ("add", case_sub),
@@ -390,6 +401,7 @@ OP_CASES = {
     "conjugate": ("rotate", case_conjugate),
     "conjugate_level0": ("rotate", case_conjugate_low),
     "drop_level_add": ("mul", case_drop_level_add),
+    "linear_combination": ("mul", case_linear_combination),
 }
 
 
@@ -701,6 +713,11 @@ ERROR_CASES = {
                                 lambda c, v: c.be.encode(np.full(8, 2.0 ** 30), level=0)),
     "scalar_too_large_add": (InputError, "overflow", lambda c, v: c.ev.add(v.ct, 1e80)),
     "scalar_too_large_mul": (InputError, "overflow", lambda c, v: c.ev.multiply(v.ct, -1e80)),
+    "weight_too_large": (InputError, "overflow", lambda c, v: c.ev.linear_combination([v.ct, v.ct], [1.0, 1e80])),
+    "weight_nan": (InputError, "NaN", lambda c, v: c.ev.linear_combination([v.ct, v.ct], [1.0, np.nan])),
+    "weights_count": (InputError, "weight", lambda c, v: c.ev.linear_combination([v.ct, v.ct], [1.0])),
+    "lincomb_level_mismatch": (LevelError, "levels", lambda c, v: c.ev.linear_combination([v.ct, v.low], [1, 1])),
+    "lincomb_scale_mismatch": (ScaleError, "scale", lambda c, v: c.ev.linear_combination([v.ct, v.half], [1, 1])),
     "scalar_not_a_number": (InputError, None, lambda c, v: c.ev.add(v.ct, "1")),
     "scalar_bool": (InputError, None, lambda c, v: c.ev.multiply(v.ct, True)),
     "foreign_ct_add": (InputError, FOREIGN, lambda c, v: c.ev.add(v.ct, v.f_ct)),

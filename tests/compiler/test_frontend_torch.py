@@ -67,3 +67,36 @@ def test_unsupported_torch_layers():
     maxpool = nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(2, 2))
     with pytest.raises(UnsupportedOperation, match=r"'1' \(MaxPool2d\).*average pooling"):
         load_model(maxpool, (1, 4, 4))
+
+
+def test_compile_torch_module_end_to_end():
+    import henn
+    from henn.training.models import build_model
+
+    torch.manual_seed(1)
+    model = _randomize_bn(build_model("mnist-cnn", "swish-rg5-deg2"), seed=2)
+    x = torch.rand((2, 1, 28, 28), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want = model(x).double().numpy()
+    with henn.compile(model, (1, 28, 28), backend="plain", mode="single") as cm:
+        assert cm.depth == 5
+        np.testing.assert_allclose(cm.run(x.numpy()), want, atol=1e-3)
+
+
+def test_torch_onnx_export_with_view(tmp_path, rng):
+    """torch.onnx exports x.view(x.size(0), -1) as Shape/Gather/Unsqueeze/Concat/Reshape: folded to a flatten."""
+    import warnings
+
+    torch.manual_seed(0)
+    model = _Functional().eval()
+    path = tmp_path / "f.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.zeros(1, 1, 6, 6),), str(path), dynamo=False, input_names=["x"],
+                          dynamic_axes={"x": {0: "b"}}, opset_version=17)
+    g = load_model(str(path))
+    assert [n.op for n in g.nodes] == ["conv2d", "poly", "avgpool", "flatten", "linear"]
+    x = rng.uniform(0, 1, (2, 1, 6, 6)).astype(np.float32)
+    with torch.no_grad():
+        want = model(torch.from_numpy(x)).double().numpy()
+    np.testing.assert_allclose(interpret.run(g, x), want, rtol=1e-5, atol=1e-5)

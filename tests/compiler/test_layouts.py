@@ -48,8 +48,8 @@ def _simulate(program: Program, x: np.ndarray) -> np.ndarray:
             (v,) = vecs
             d = np.tile(step.arrays["diags"], (1, _Slots.slots // step.attrs["period"]))
             y = sum(np.roll(d[k] * np.roll(v, -b), -g) for k, (g, b) in enumerate(step.arrays["steps"]))
-            for k in range(step.attrs["rotsum"]):
-                y = y + np.roll(y, -(step.attrs["block"] << k))
+            for k in range(step.attrs["fold"]):
+                y = y + np.roll(y, -(step.attrs["fold_stride"] << k))
             vecs = [y + np.tile(step.arrays["bias"], _Slots.slots // len(step.arrays["bias"]))]
         else:
             from henn.ir.interpret import core

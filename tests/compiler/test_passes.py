@@ -105,11 +105,25 @@ def test_branches_are_refused():
 
 def test_single_mode_keys_are_exactly_the_plan_steps():
     g = run_pipeline(load_model(build_cnn(mnist_layers("square"), seed=0)), CompileOptions(mode="single"))
-    conv2, fc = [n for n in g.nodes if n.op in ("conv2d", "linear")][1:]
-    steps = set(conv2.attrs["packing"]["baby"]) | set(conv2.attrs["packing"]["giant"]) \
-        | set(fc.attrs["packing"]["baby"]) | set(fc.attrs["packing"]["giant"]) | {16 << i for i in range(7)} \
-        | {2048, 4096}  # hybrid rotate-and-sum (stride 16) and the block sum of the client taps
+    steps = {2048, 4096}  # the block sum of the client's taps
+    for n in g.nodes:
+        plan = n.attrs.get("packing")
+        if plan is not None and plan["strategy"] != "taps":
+            steps |= set(plan["baby"]) | set(plan["giant"]) | {plan["fold_stride"] << i for i in range(plan["fold"])}
     assert set(g.meta["rotation_steps"]) == steps - {0}
-    assert conv2.attrs["packing"]["ndiag"] == 128 and conv2.attrs["packing"]["rotations"] <= 22
+    conv2 = [n for n in g.nodes if n.op == "conv2d"][1]
+    assert conv2.attrs["packing"]["blocks"] == 2 and conv2.attrs["packing"]["ndiag"] == 64  # 128 diagonals / 2
+    assert len(g.meta["rotation_steps"]) <= 32
     batch = run_pipeline(load_model(build_cnn(mnist_layers("square"), seed=0)), CompileOptions(mode="batch"))
     assert batch.meta["rotation_steps"] == ()
+
+
+def test_fused_head_keeps_the_folded_gain(rng):
+    layers = [("conv", 2, 3, 1, 1), ("poly", "swish-rg7-deg4"), ("avgpool", 2), ("flatten",), ("gemm", 6),
+              ("gemm", 3)]
+    g0 = load_model(build_cnn(layers, (1, 4, 4), seed=9))
+    g = run_pipeline(g0, CompileOptions(mode="batch"), until="threshold_coeffs")
+    head = g.nodes[-1]
+    assert head.op == "linear" and head.attrs["folded_gain"] == pytest.approx(-0.001328 / 4)
+    x = rng.uniform(0, 1, (3, 1, 4, 4))
+    np.testing.assert_allclose(interpret.run(g, x), interpret.run(g0, x), atol=1e-7)

@@ -82,3 +82,16 @@ def test_client_refuses_work_without_keys():
     c = compile_model(build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="single"))
     with pytest.raises(InputError, match="generate_keys"):
         Client(c.program, open_backend("plain", c.program.params)).encrypt(np.zeros((1, 1, 28, 28)))
+
+
+def test_memory_guard_refuses_oversized_batches():
+    from henn.errors import UnsupportedOperation
+    from henn.runtime.server import check_memory, ciphertext_bytes
+
+    c = compile_model(build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="batch"))
+    be = open_backend("plain", c.program.params)
+    need = ciphertext_bytes(c.program, be)
+    assert need == (800 + 800) * 16 * 8192  # the second activation: 800 in, 800 out, complex slots
+    check_memory(c.program, be, need)
+    with pytest.raises(UnsupportedOperation, match="GiB of ciphertexts"):
+        check_memory(c.program, be, need - 1)

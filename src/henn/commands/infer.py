@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import resource
-import sys
 import time
 from pathlib import Path
 
@@ -77,13 +76,13 @@ def run(args) -> int:
     cm = henn.compile(str(weights), INPUT_SHAPES[args.model], backend=args.backend, mode=args.mode,
                       log_scale=args.log_scale, threads=args.threads)
     compile_s = time.perf_counter() - t0
-    print(f"model     {weights.name if hasattr(weights, 'name') else weights} ({args.mode} packing, {args.backend})")
+    print(f"model     {Path(weights).name} ({args.mode} packing, {args.backend})")
     print(f"data      {len(images)} images: {source}")
     print(f"compiled  depth {cm.depth}, {len(cm.rotation_steps)} rotation keys, {cm.params.describe()} "
           f"({compile_s:.2f} s)")
     ref = cm.reference(images)
     with cm:
-        enc = cm.run(images, progress=sys.stderr.isatty())
+        enc = cm.run(images, progress=True)
         t = dict(cm.timings)
     result = summarize(args, cm, images, labels, ref, enc, t, compile_s)
     report(result)

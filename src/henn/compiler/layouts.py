@@ -13,6 +13,8 @@ A linear map in this setting is a set of weighted "diagonals": (slot, delta, w) 
   direct    out slot r (or o*Np'+p after an expanded input) = sum over diagonals, BSGS rotations.
   hybrid    for few outputs m: m' = pow2(m) diagonals over the whole period, then a rotate-and-sum
             with stride m' folds the P/m' partial sums (output period m').
+  blocked   direct/expanded spread over the R = slots/P replicas of the input block: R times fewer
+            distinct rotations, then a rotate-and-sum with stride P + P/R (output valid in block 0).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from henn.compiler import matrices
 from henn.errors import UnsupportedOperation
 
 MAX_TAPS = 64            # most client ciphertexts per image for the taps strategy
-MAX_PERIOD = 1 << 15     # largest block (slots of N = 2^16)
+MAX_PERIOD = 1 << 13     # largest block in single mode: one ciphertext of N = 2^14
 HOISTED_COST = 0.65      # a hoisted baby-step rotation costs ~65% of a plain one (FACTS.md, Lattigo)
 
 
@@ -92,8 +94,9 @@ def segment_matrix(nodes, in_shape):
     return m.tocsr(), (np.zeros(m.shape[0]) if bias is None else bias), shape
 
 
-def diagonal_triples(strategy: str, in_layout: dict, mat, conv=None, in_shape=None):
-    """(slot, delta, weight, period, out_layout) of the `strategy` ("direct", "hybrid", "expanded")."""
+def diagonal_triples(strategy: str, in_layout: dict, mat, conv=None, in_shape=None, blocks: int = 1):
+    """(slot, delta, weight, period, out_layout) of the `strategy` ("direct", "hybrid", "expanded"),
+    spread over `blocks` replicas of the input block (see blocked)."""
     if strategy == "expanded":
         cols, wts = matrices.conv_taps(conv, in_shape)
         o_ch, n_pos, np2 = wts.shape[0], in_layout["npos"], in_layout["npos2"]
@@ -104,19 +107,42 @@ def diagonal_triples(strategy: str, in_layout: dict, mat, conv=None, in_shape=No
         elem = np.full(period, -1, np.int64)
         elem[(np.arange(o_ch)[:, None] * np2 + np.arange(n_pos)).reshape(-1)] = np.arange(o_ch * n_pos)
         out = {"kind": "natural" if np2 == n_pos else "strided", "period": period, "elem": elem}
-        return out_slot, (in_slot - out_slot) % period, wts[o[keep], j[keep]], period, out
-    coo = mat.tocoo()
-    pos = positions(in_layout, mat.shape[1])
-    in_slot = pos[coo.col]
-    if np.any(in_slot < 0):
-        raise AssertionError("layout lacks an element the next layer reads")
-    m = mat.shape[0]
-    if strategy == "direct":
-        period = max(in_layout["period"], pow2(m))
-        return coo.row, (in_slot - coo.row) % period, coo.data, period, natural_with_period(m, period)
-    block, period = pow2(m), in_layout["period"]
-    delta = (in_slot - coo.row) % block
-    return (in_slot - delta) % period, delta, coo.data, period, natural(m)
+        triples = out_slot, (in_slot - out_slot) % period, wts[o[keep], j[keep]], period, out
+    else:
+        coo = mat.tocoo()
+        pos = positions(in_layout, mat.shape[1])
+        in_slot = pos[coo.col]
+        if np.any(in_slot < 0):
+            raise AssertionError("layout lacks an element the next layer reads")
+        m = mat.shape[0]
+        if strategy == "direct":
+            period = max(in_layout["period"], pow2(m))
+            triples = coo.row, (in_slot - coo.row) % period, coo.data, period, natural_with_period(m, period)
+        else:
+            block, period = pow2(m), in_layout["period"]
+            delta = (in_slot - coo.row) % block
+            triples = (in_slot - delta) % period, delta, coo.data, period, natural(m)
+    out = blocked(*triples, blocks) if blocks > 1 else triples
+    if out is None:
+        raise AssertionError(f"{blocks} blocks do not apply to this layer")
+    return out
+
+
+def blocked(slot, delta, w, period, out, blocks: int):
+    """Spread the diagonals over `blocks` copies of a P-periodic input (P = period, K = P / blocks):
+    block r takes the diagonals r*K <= delta < (r+1)*K with the common rotation delta - r*K and writes
+    output i at position i + r*K of its block; a rotate-and-sum with stride P + K adds the blocks into
+    block 0. Fewer distinct rotations for log2(blocks) extra ones; valid only while every used output
+    slot is below K (no block overflows into the next). Returns None where it does not apply."""
+    k = period // blocks
+    used = int(np.max(np.nonzero(out["elem"] >= 0)[0])) + 1 if np.any(out["elem"] >= 0) else 0
+    if k < 1 or used > k:
+        return None
+    r = delta // k
+    slot2 = r * period + slot + r * k
+    elem = np.full(period * blocks, -1, np.int64)
+    elem[:period] = out["elem"]
+    return slot2, delta - r * k, w, period * blocks, {"kind": "block0", "period": period * blocks, "elem": elem}
 
 
 def natural_with_period(m: int, period: int) -> dict:
@@ -141,13 +167,17 @@ def bsgs(deltas, period: int) -> dict:
             break
     _, n1, b, g = best
     return {"unit": unit, "n1": n1, "baby": tuple(int(x) * unit for x in b), "giant": tuple(int(x) * unit for x in g),
-            "rotations": int(np.count_nonzero(b) + np.count_nonzero(g)), "ndiag": len(d)}
+            "rotations": int(np.count_nonzero(b) + np.count_nonzero(g)), "ndiag": len(d),
+            "cost": round(float(best[0]), 2)}
 
 
-def plan_segment(in_layout: dict, nodes, in_shape) -> tuple[dict, dict]:
-    """Cheapest of direct / hybrid / expanded for a segment: (packing attrs, output layout)."""
-    mat, _, out_shape = segment_matrix(nodes, in_shape)
+def plan_segment(in_layout: dict, nodes, in_shape, max_slots: int = MAX_PERIOD) -> tuple[dict, dict]:
+    """Cheapest of direct / hybrid / expanded (blocked within max_slots) for a segment:
+    (packing attrs, output layout)."""
     lin = [n for n in nodes if n.op in ("conv2d", "linear")]
+    check_fits(lin[0].name if lin else nodes[0].name, max(in_layout["period"], pow2(math.prod(in_shape))))
+    mat, _, out_shape = segment_matrix(nodes, in_shape)
+    check_fits(lin[0].name if lin else nodes[0].name, pow2(mat.shape[0]))
     options = ["direct"]
     if pow2(mat.shape[0]) <= in_layout["period"]:
         options.append("hybrid")
@@ -155,19 +185,32 @@ def plan_segment(in_layout: dict, nodes, in_shape) -> tuple[dict, dict]:
         options = ["expanded"]
     best = None
     for strategy in options:
-        _, delta, _, period, out = diagonal_triples(strategy, in_layout, mat, lin[0] if lin else None, in_shape)
-        if period > MAX_PERIOD:
-            continue
-        plan = bsgs(delta, period)
-        rotsum = int(math.log2(period // out["period"])) if strategy == "hybrid" else 0
-        plan.update(strategy=strategy, period=period, rotsum=rotsum, block=out["period"])
-        key = (plan["rotations"] + rotsum, plan["ndiag"])
-        if best is None or key < best[0]:
-            best = (key, plan, out)
+        base = diagonal_triples(strategy, in_layout, mat, lin[0] if lin else None, in_shape)
+        max_blocks = 1 if strategy == "hybrid" else max(1, min(max_slots, MAX_PERIOD) // base[3])
+        for blocks in (1 << b for b in range(max_blocks.bit_length())):
+            spread = blocked(*base, blocks) if blocks > 1 else base
+            if spread is None:
+                break
+            _, delta, _, period, out = spread
+            plan = bsgs(delta, period)
+            fold = int(math.log2(period // out["period"])) if strategy == "hybrid" else int(math.log2(blocks))
+            stride = out["period"] if strategy == "hybrid" else base[3] + base[3] // blocks
+            plan.update(strategy=strategy, blocks=blocks, period=period, fold=fold, fold_stride=stride,
+                        block=out["period"])
+            # hoisted baby steps are cheaper; a blocked output costs the next layer about `fold` more rotations
+            cost = plan["cost"] + fold * (2 if blocks > 1 else 1)
+            if best is None or (cost, plan["ndiag"]) < best[0]:
+                best = ((cost, plan["ndiag"]), plan, out)
     if best is None:
-        raise UnsupportedOperation(f"layer {lin[0].name if lin else nodes[0].name!r} does not fit one ciphertext in "
-                                   f"single mode (more than {MAX_PERIOD} slots): use mode='batch'")
+        check_fits(lin[0].name if lin else nodes[0].name, MAX_PERIOD + 1)
     return best[1], best[2]
+
+
+def check_fits(layer: str, period: int) -> None:
+    if period > MAX_PERIOD:
+        raise UnsupportedOperation(f"layer {layer!r} needs {period} slots per image in single mode, more than one "
+                                   f"ciphertext of N = 2^14 holds ({MAX_PERIOD}): single mode covers MNIST-sized "
+                                   "models; compile this one with mode='batch'")
 
 
 def taps_blocks(ntaps: int, period: int, slots: int) -> int:
@@ -191,6 +234,5 @@ def rotation_steps(plan: dict, slots: int) -> set[int]:
         blocks = taps_blocks(plan["ntaps"], plan["period"], slots)
         return {plan["period"] << i for i in range(int(math.log2(blocks)))}
     steps = set(plan.get("baby", ())) | set(plan.get("giant", ()))
-    block = plan.get("block", 0)
-    steps |= {block << i for i in range(plan.get("rotsum", 0))}
+    steps |= {plan["fold_stride"] << i for i in range(plan["fold"])}
     return steps - {0}

@@ -58,7 +58,8 @@ def _segment_step(g: Graph, seg, main, shape, pack) -> Step:
                     {"weight": layouts.blocked_taps(weight, blocks), "bias": bias})
     in_layout = g.values[seg[0].inputs[0]].meta["layout"]
     mat, bias, _ = layouts.segment_matrix(seg, shape)
-    slot, delta, w, period, out = layouts.diagonal_triples(plan["strategy"], in_layout, mat, main, shape)
+    slot, delta, w, period, out = layouts.diagonal_triples(plan["strategy"], in_layout, mat, main, shape,
+                                                           plan["blocks"])
     unit, n1 = plan["unit"], plan["n1"]
     j = delta // unit
     baby, giant = (j % n1) * unit, (j - j % n1) * unit
@@ -72,5 +73,5 @@ def _segment_step(g: Graph, seg, main, shape, pack) -> Step:
     used = out["elem"] >= 0
     bias_vec[used] = bias[out["elem"][used]]
     return Step("diag", main.name, level, main.attrs["rescale"],
-                {"period": period, "block": out["period"], "rotsum": plan["rotsum"], "strategy": plan["strategy"]},
+                {"period": period, "fold": plan["fold"], "fold_stride": plan["fold_stride"]},
                 {"diags": diags, "steps": np.array(keys, np.int64).reshape(-1, 2), "bias": bias_vec})

@@ -134,6 +134,9 @@ class _Builder:
         if all(i in self.consts or i == "" for i in node.input) and node.input:
             self._fold_constant(node, op, a, layer)
             return
+        if op == "Shape":  # x.size(...) in torch exports: static except the batch axis (taken as 1)
+            self.consts[node.output[0]] = np.array((1,) + self.values[self._src(node.input[0], layer)].shape, float)
+            return
         if op in _SKIP or (op in _SOFTMAX and trailing):
             if op in _SOFTMAX:
                 log.info("dropping trailing %s %r: henn returns logits", op, layer)
@@ -154,13 +157,23 @@ class _Builder:
         handler(node, a, layer, src)
 
     def _fold_constant(self, node, op, a, layer) -> None:
-        if op in _SKIP:
-            self.consts[node.output[0]] = self.consts[node.input[0]]
-        elif op in ("Transpose",):
-            self.consts[node.output[0]] = np.transpose(self.consts[node.input[0]], a.get("perm"))
+        c = [self.consts[i] if i else None for i in node.input]
+        if op in _SKIP + ("Cast",):
+            out = c[0]
+        elif op == "Transpose":
+            out = np.transpose(c[0], a.get("perm"))
+        elif op == "Gather":
+            out = np.take(c[0], c[1].astype(np.int64), axis=a.get("axis", 0))
+        elif op in ("Unsqueeze", "Squeeze"):
+            axes = a.get("axes", None if len(c) < 2 or c[1] is None else c[1].astype(np.int64).tolist())
+            out = np.expand_dims(c[0], tuple(axes)) if op == "Unsqueeze" else np.squeeze(c[0], None if axes is None
+                                                                                       else tuple(axes))
+        elif op == "Concat":
+            out = np.concatenate([np.atleast_1d(x) for x in c], axis=a.get("axis", 0))
         else:
             raise UnsupportedOperation(f"layer {layer!r} ({op}) computes on constants only; fold it before export "
                                        "(e.g. onnx-simplifier or do_constant_folding=True for that part)")
+        self.consts[node.output[0]] = np.asarray(out, dtype=np.float64)
 
     def _op_Conv(self, node, a, layer, src) -> None:
         w = self._const(node.input[1], layer)

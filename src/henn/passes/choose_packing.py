@@ -6,8 +6,10 @@ batch   every ciphertext holds one scalar (pixel / activation) of up to `slots` 
 single  one image per ciphertext set (latency). The chain is cut at activations into segments,
         each with at most one Conv/Gemm (plus sum-pools/flattens before it). The first segment,
         if it is a Conv, uses the client-packed `taps` strategy and lays its output out as the next
-        Conv's im2col; later segments use the cheapest generalized-diagonal plan (henn.compiler.
-        layouts). Node attrs `packing` hold each plan; value meta `layout` the slot layouts.
+        Conv's im2col; later segments use the cheapest generalized-diagonal plan (direct, hybrid,
+        expanded, optionally blocked over the input's replicas; henn.compiler.layouts), within the
+        slots of explicit parameters or of one N = 2^14 ciphertext. Node attrs `packing` hold each
+        plan; value meta `layout` the slot layouts (None for values folded into the next layer).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def run(graph: Graph, options) -> Graph:
     if options.mode == "batch":
         g.meta["min_slots"] = 1
         return g
-    _plan_single(g)
+    _plan_single(g, options.params.slots if options.params is not None else layouts.MAX_PERIOD)
     return g
 
 
@@ -47,7 +49,7 @@ def segments(g: Graph) -> list[list]:
     return out
 
 
-def _plan_single(g: Graph) -> None:
+def _plan_single(g: Graph, max_slots: int) -> None:
     segs = segments(g)
     layout, shape = None, g.input_shape
     max_period = 1
@@ -72,9 +74,11 @@ def _plan_single(g: Graph) -> None:
         main = lin[0]
         if i == 0 and seg[0] is main and main.op == "conv2d" and \
                 main.params["weight"][0].size <= layouts.MAX_TAPS:
+            layouts.check_fits(main.name, layouts.pow2(math.prod(g.shape(main.output))))
             nxt = _next_conv(segs, i)
-            out = layouts.expanded(nxt, g.shape(main.output)) if nxt is not None else \
-                layouts.natural(math.prod(g.shape(main.output)))
+            out = layouts.expanded(nxt, g.shape(main.output)) if nxt is not None else None
+            if out is None or out["period"] > layouts.MAX_PERIOD:
+                out = layouts.natural(math.prod(g.shape(main.output)))
             ntaps = main.params["weight"][0].size
             main.attrs["packing"] = {"strategy": "taps", "period": out["period"], "ntaps": ntaps, "rotations": 0}
             g.values[g.input].meta["layout"] = {"kind": "taps", "period": out["period"], "ntaps": ntaps}
@@ -82,7 +86,7 @@ def _plan_single(g: Graph) -> None:
             if layout is None:
                 layout = layouts.natural(math.prod(shape))
                 g.values[g.input].meta["layout"] = layout
-            plan, out = layouts.plan_segment(layout, seg, shape)
+            plan, out = layouts.plan_segment(layout, seg, shape, max_slots)
             main.attrs["packing"] = plan
         after, virtual = False, False
         for n in seg:  # ops before the Conv/Gemm are composed into it: their values never exist alone

@@ -18,6 +18,9 @@ def run(graph: Graph, options=None) -> Graph:
                 w1, b1 = prev.params["weight"], prev.params["bias"]
                 w2, b2 = n.params["weight"], n.params["bias"]
                 n.params["weight"], n.params["bias"] = w2 @ w1, w2 @ b1 + b2
+                gain = prev.attrs.get("folded_gain", 1.0) * n.attrs.get("folded_gain", 1.0)
+                if gain != 1.0:  # threshold_coeffs compares eps with the layers' own coefficients
+                    n.attrs["folded_gain"] = gain
                 n.name = f"{prev.name}+{n.name}"
                 g.remove_node(prev)
                 changed = True

@@ -1,5 +1,10 @@
 """The pass pipeline, in order. Each pass is `run(graph, options) -> graph` (pure); the graph is
-verified after every pass."""
+verified after every pass.
+
+fuse_linear (Gemm after Gemm) is an addition to the passes of the design; select_params runs before
+collect_keys because a few rotation steps (the block sum of the client's taps) depend on the number
+of slots, and packing never changes the depth, so nothing before it depends on the parameters.
+"""
 
 from __future__ import annotations
 

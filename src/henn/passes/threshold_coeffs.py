@@ -3,8 +3,8 @@
 Every Conv/Gemm weight w with |w| < eps becomes eps (w >= 0) or -eps (w < 0), eps = 1e-6 when the
 model has a degree-4 activation and 1e-7 otherwise (paper 000, section 4.5); options.threshold_eps
 overrides it (0 disables). A factor merge_act_pool folded into a layer (attr folded_gain) scales
-eps alike, so that the layer's original coefficients are what is compared. Zero plaintext factors make some libraries (SEAL) produce
-"transparent" ciphertexts; tiny ones add nothing but encoding noise.
+eps alike, so that the layer's original coefficients are what is compared. Zero plaintext factors
+make some libraries (SEAL) produce "transparent" ciphertexts; tiny ones add only encoding noise.
 """
 
 from __future__ import annotations

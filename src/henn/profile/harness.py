@@ -189,7 +189,8 @@ class Recorder:
 SuiteBody = Callable[[object, Recorder, Settings], None]
 
 
-def run_config(suite: str, cfg: Config, body: SuiteBody, settings: Settings, log_level: int | None = None) -> list[dict]:
+def run_config(suite: str, cfg: Config, body: SuiteBody, settings: Settings,
+               log_level: int | None = None) -> list[dict]:
     """The records of one configuration: open its backend, run `body`, close. In the sweep this runs
     in a fresh process (log_level set) so that library memory pools and crashes stay there."""
     if log_level is not None:

@@ -98,10 +98,10 @@ class RssSampler:
         self._t0 = 0.0
 
     def __enter__(self):
-        self._t0 = time.monotonic()
         if not (self.use_process and self._start_process()):
             self.method = "thread"
             self._thread = threading.Thread(target=self._sample_here, name="henn-rss-sampler", daemon=True)
+            self._t0 = time.monotonic()
             self._thread.start()
         return self
 
@@ -132,7 +132,8 @@ class RssSampler:
             self._proc.wait()
             self._proc = None
             return False
-        self._samples.append((time.monotonic(), current_rss()))
+        self._t0 = time.monotonic()  # time 0: the sampler runs, the workload starts now
+        self._samples.append((self._t0, current_rss()))
         return True
 
     def _stop_process(self) -> None:

@@ -3,9 +3,12 @@
 On each backend context (library or fixed parameters of the given depth):
 
 - inference: every zoo model (src/henn/zoo/mnist-cnn_*.onnx, or the files given) compiled with
-  `henn.compile(model, input_shape, backend=, mode=)` and run on one MNIST test image, its RSS
-  sampled every ~10 ms during the run (paper 000 Figs. 3-4). While the compiler or the models are
-  missing, these records say so (status "failed") and the rest still runs.
+  `henn.compile(model, input_shape, backend=, threads=)` (mode fixed: recompiled with the shared
+  fixed parameters of the depth it needs) for each thread count, and run on one MNIST test image:
+  the cold first run (key generation, weight encoding, inference) with its RSS sampled every
+  ~10 ms (paper 000 Figs. 3-4), then warm runs for the latency; error = logits against the
+  imported model in cleartext. While the compiler or the models are missing, these records say
+  so (status "failed") and the rest still runs.
 - thread_scaling: a fixed batch of independent tasks (multiply + relinearize, rescale, rotate)
   run from 1 and from 2 (or --threads) Python threads; the speed-up shows whether the library
   releases the GIL (Lattigo does, seal-python does not).
@@ -23,10 +26,11 @@ from pathlib import Path
 import numpy as np
 
 import henn
+from henn.ckks import select_parameters
 from henn.ckks.params import Parameters
 from henn.errors import UnsupportedOperation
 from henn.profile import results
-from henn.profile.harness import Recorder, Settings, summarize, throughput, time_call
+from henn.profile.harness import Recorder, Settings, error_entry, summarize, throughput, time_call
 from henn.profile.memory import RssSampler
 
 log = logging.getLogger(__name__)
@@ -103,50 +107,64 @@ def _workload_timeline(be, settings: Settings) -> dict:
 
 # ---- compiled models ---------------------------------------------------------------------------
 def _compiler():
-    fn = getattr(henn, "compile", None)
-    if fn is None:
-        try:
-            from henn import runtime  # noqa: F401 - the compiler may register henn.compile on import
-        except ImportError:
-            pass
-        fn = getattr(henn, "compile", None)
-    if fn is None:
-        raise UnsupportedOperation("henn.compile is not available in this installation (the compiler/runtime "
-                                   "is missing): update henn, then re-run `henn profile model`")
-    return fn
+    try:
+        return henn.compile  # lazy: imports the compiler
+    except (AttributeError, ImportError) as exc:
+        raise UnsupportedOperation(f"henn.compile is not available in this installation ({exc}): install the "
+                                   "compiler's dependencies (pip install -e .), then re-run `henn profile model`"
+                                   ) from None
 
 
 def _timings(compiled) -> dict | None:
-    for name in ("last_timings", "timings", "last_run_timings"):
-        value = getattr(compiled, name, None)
-        value = value() if callable(value) else value
-        if isinstance(value, dict):
-            return {str(k): (float(v) if isinstance(v, (int, float)) else str(v)) for k, v in value.items()}
+    value = getattr(compiled, "timings", None)
+    if isinstance(value, dict):
+        return {str(k): (v if isinstance(v, (bool, int, float)) else str(v)) for k, v in value.items()}
     return None
 
 
-def _inference(path: Path, backend: str, mode: str, image: np.ndarray, settings: Settings) -> dict:
+def _compile(path: Path, backend: str, mode: str, threads: int | None):
+    """henn.compile with the compiler's own parameters (mode library) or the shared fixed set of
+    the depth it needs (mode fixed)."""
     compile_fn = _compiler()
+    cm = compile_fn(str(path), MNIST_SHAPE, backend=backend, threads=threads)
+    if mode == "fixed":
+        fixed = select_parameters(cm.depth, backend=backend, mode="fixed", slots=cm.params.slots)
+        cm = compile_fn(str(path), MNIST_SHAPE, backend=backend, threads=threads, params=fixed)
+    return cm
+
+
+def _inference(path: Path, backend: str, mode: str, image: np.ndarray, settings: Settings,
+               threads: int | None) -> dict:
+    """Compile, then one cold run (key generation, weight encoding, inference) under the RSS
+    sampler (the timeline), then min_repeats timed warm runs (the latency)."""
     t0 = time.perf_counter()
-    compiled = compile_fn(str(path), MNIST_SHAPE, backend=backend, mode=mode)
+    cm = _compile(path, backend, mode, threads)
     compile_s = time.perf_counter() - t0
-    samples, timeline, peak, method, out = [], None, 0, None, None
-    for i in range(max(1, settings.min_repeats)):
+    batch = image[None]
+    try:
         with RssSampler(SAMPLE_INTERVAL) as sampler:
             t0 = time.perf_counter()
-            out = compiled.run(image)
+            cm.run(batch)
+            first_s = time.perf_counter() - t0
+        first = _timings(cm)
+        samples, out = [], None
+        for _ in range(max(1, settings.min_repeats)):
+            t0 = time.perf_counter()
+            out = cm.run(batch)
             samples.append(time.perf_counter() - t0)
-        if i == 0:
-            timeline, method = sampler.timeline(), sampler.method
-        peak = max(peak, sampler.peak())
-    extra = {"model": path.name, "compile_s": compile_s, "timings": _timings(compiled)}
-    try:
-        extra["prediction"] = int(np.argmax(np.asarray(out)))
-    except (TypeError, ValueError):
-        pass
-    result = {"latency": summarize(samples, 0), "extra": extra,
-              "memory": {"peak_rss_bytes": peak, "method": method, "timeline": timeline}}
-    params = getattr(compiled, "params", None)
+        extra = {"model": path.name, "compile_s": compile_s, "first_run_s": first_s, "first_run_timings": first,
+                 "timings": _timings(cm), "prediction": int(np.argmax(np.asarray(out)))}
+        errors = []
+        reference = getattr(cm, "reference", None)
+        if callable(reference):  # logits against the imported model in cleartext
+            errors.append(error_entry("image", np.asarray(reference(batch)), np.asarray(out)))
+    finally:
+        close = getattr(cm, "close", None)
+        if callable(close):
+            close()
+    result = {"latency": summarize(samples, 1), "error": errors, "extra": extra, "threads": threads,
+              "memory": {"peak_rss_bytes": sampler.peak(), "method": sampler.method, "timeline": sampler.timeline()}}
+    params = getattr(cm, "params", None)
     if isinstance(params, Parameters):  # the parameters the compiler chose for this network
         result.update(params=results.params_dict(params), depth=params.depth)
     return result
@@ -163,8 +181,9 @@ def run(be, rec: Recorder, settings: Settings, *, models: list[Path] | None = No
         image = mnist_image(settings.seed) if paths else None
         mode = rec.cfg.mode if rec.cfg.mode in ("library", "fixed") else "library"
         for path in paths:
-            rec.run("inference", lambda path=path: _inference(path, be.name, mode, image, settings),
-                    size_name="model", extra={"model": Path(path).name})
+            for k in threads:  # the runtime's own thread option: paper 001 Figs. 26-30
+                rec.run("inference", lambda path=Path(path), k=k: _inference(path, be.name, mode, image, settings, k),
+                        threads=k, extra={"model": Path(path).name})
     if "thread_scaling" in parts:
         try:
             _thread_scaling(be, rec, settings, tuple(threads))

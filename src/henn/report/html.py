@@ -23,7 +23,8 @@ def table(t: Table) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in t.rows)
     note = f"<p>{html.escape(t.note)}</p>" if t.note else ""
-    return f"<table><caption>{html.escape(t.title)}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
+    return (f"<table><caption>{html.escape(t.title)}</caption><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>{note}")
 
 
 def write(report: Report, out_dir: Path) -> Path:

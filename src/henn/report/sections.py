@@ -81,9 +81,9 @@ def parameters_table(records) -> Table:
 # ---- primitives ---------------------------------------------------------------------------------
 def primitives_section(records) -> Section | None:
     recs = [r for r in records if r["suite"] == "primitives"]
-    if not recs:
-        return None
     ok = _ok(recs)
+    if not ok:  # nothing measured: the failures section says why
+        return None
     ops = _ops_present([r for r in ok if r["op"] in PRIMITIVE_OPS or r.get("latency")], PRIMITIVE_OPS)
     sec = Section("Primitive operations", [
         "Each library at each multiplicative depth: with its own parameter choice (mode `library`, solid lines) "
@@ -96,7 +96,8 @@ def primitives_section(records) -> Section | None:
                                    ylabel="latency (ms)", title="Latency"))
     tp_ops = [op for op in ops if not op.startswith("keygen")]
     sec.figure("primitives_throughput", "Throughput against depth (slot-operations per second, log scale).",
-               figures.line_panels(ok, tp_ops, panel_of=lambda r: r["op"], x_of=depth_of, y_of=lambda r: r["throughput"],
+               figures.line_panels(ok, tp_ops, panel_of=lambda r: r["op"], x_of=depth_of,
+                                   y_of=lambda r: r["throughput"],
                                    ylabel="slot-ops / s", title="Throughput"))
     err_ops = [op for op in ops if any(_err(r) is not None for r in ok if r["op"] == op)]
     sec.figure("primitives_error_bits", "Bits of precision against depth (-log2 of the max absolute error), "
@@ -109,27 +110,32 @@ def primitives_section(records) -> Section | None:
                                    title="Relative error (inputs of 1)"))
     sizes = _ok(recs, op="sizes")
     kinds = [k for k in SIZE_KINDS if any(k in (r["sizes"] or {}) for r in sizes)]
-    pseudo = [{**r, "op": k, "_v": r["sizes"][k] / MB} for r in sizes for k in kinds if k in r["sizes"]]
+    labels = [_size_label(k) for k in kinds]
+    pseudo = [{**r, "op": _size_label(k), "_v": r["sizes"][k] / MB} for r in sizes for k in kinds if k in r["sizes"]]
     sec.figure("primitives_sizes", "Serialized sizes against depth (MiB, log scale).",
-               figures.line_panels(pseudo, kinds, panel_of=lambda r: r["op"], x_of=depth_of, y_of=lambda r: r["_v"],
+               figures.line_panels(pseudo, labels, panel_of=lambda r: r["op"], x_of=depth_of, y_of=lambda r: r["_v"],
                                    ylabel="MiB", title="Ciphertext and key sizes"))
     mem_ops = [op for op in ("keygen_sk_pk_relin", "keygen_galois", "rotate_hoisted", "multiply_relin") if op in ops]
-    sec.figure("primitives_memory", "Peak memory: increase of the resident set's high-water mark over the timed "
-               "calls (MiB).",
+    sec.figure("primitives_memory", "Peak memory: the resident set's high-water mark during the timed calls "
+               "(MiB; each configuration runs in a fresh process, so this includes its keys and ciphertexts).",
                figures.line_panels(ok, mem_ops, panel_of=lambda r: r["op"], x_of=depth_of,
-                                   y_of=lambda r: (r["memory"] or {}).get("peak_delta_bytes", 0) / MB or None,
-                                   ylabel="MiB", title="Peak memory increase"))
+                                   y_of=lambda r: (r["memory"] or {}).get("peak_rss_bytes", 0) / MB or None,
+                                   ylabel="MiB", title="Peak resident memory"))
     sec.tables.append(parameters_table(recs))
     for backend, mode in _configs(ok):
         mine = [r for r in ok if r["backend"] == backend and (r["mode"] or "") == mode]
         sec.tables.append(_depth_table(f"{backend} ({mode}): median latency (ms)", mine, ops, _ms))
         sec.tables.append(_depth_table(f"{backend} ({mode}): bits of precision (random inputs)", mine, err_ops, _err))
     if sizes:
-        sec.tables.append(Table("Serialized sizes (MiB)", ["backend", "mode", "depth"] + kinds,
+        sec.tables.append(Table("Serialized sizes (MiB)", ["backend", "mode", "depth"] + labels,
                                 [[r["backend"], r["mode"] or "", str(r["depth"])]
                                  + [fmt((r["sizes"] or {}).get(k, 0) / MB) if k in (r["sizes"] or {}) else "–"
                                     for k in kinds] for r in sorted(sizes, key=_order)]))
     return sec
+
+
+def _size_label(kind: str) -> str:
+    return kind.removesuffix("_bytes").replace("_", " ")
 
 
 def _order(r):
@@ -151,9 +157,9 @@ def _kernel_series(r):
 
 def kernels_section(records) -> Section | None:
     recs = [r for r in records if r["suite"] == "kernels"]
-    if not recs:
-        return None
     ok = _ok(recs)
+    if not ok:  # nothing measured: the failures section says why
+        return None
     sec = Section("Kernels", [
         "Dot product (multiply, then log2 n rotate-and-add steps), linear transformation y = M x (n × n, "
         "diagonal method with baby-step giant-step), the logistic function's least-squares polynomial on [-8, 8] "
@@ -191,28 +197,41 @@ def kernels_section(records) -> Section | None:
 # ---- model --------------------------------------------------------------------------------------
 def model_section(records) -> Section | None:
     recs = [r for r in records if r["suite"] == "model"]
-    if not recs:
-        return None
     ok = _ok(recs)
+    if not ok:  # nothing measured: the failures section says why
+        return None
     sec = Section("Models, threads and memory", [
         "Inference of the compiled zoo CNNs, a fixed batch of independent tasks (multiply + relinearize, "
         "rescale, rotate) from 1 and 2 Python threads (a speed-up needs a library that releases the GIL), "
         "and the resident memory sampled every ~10 ms by a separate process (paper 000 Figs. 3-4)."])
-    scaling = defaultdict(dict)
-    for r in _ok(recs, op="thread_scaling"):
-        if r["extra"].get("speedup") is not None:
-            scaling[f"{figures.series_label(r)} d{r['depth']}"][f"{r['threads']} thread(s)"] = r["extra"]["speedup"]
-    sec.figure("model_threads", "Thread scaling: speed-up over the first thread count.",
-               figures.bars(scaling, ylabel="speed-up", title="Thread scaling"))
+    sec.figure("model_threads", "Thread scaling: speed-up over the smallest thread count (Python threads for the "
+               "task batch, the runtime's threads option for inference).",
+               figures.bars(_speedups(ok), ylabel="speed-up", title="Thread scaling"))
     sec.figure("model_memory", "Resident memory over time during each run.", figures.timeline(ok))
     rows = [[r["op"], r["backend"], r["mode"] or "", str(r["depth"]), r["extra"].get("model") or "",
              fmt(r["threads"]), fmt(r["latency"]["median"] if r.get("latency") else None),
-             fmt(r["throughput"]), fmt(r["extra"].get("speedup")),
+             fmt(r["extra"].get("first_run_s")), fmt(_err(r, "image")), fmt(r["throughput"]),
              fmt(((r["memory"] or {}).get("peak_rss_bytes") or 0) / MB or None)]
-            for r in sorted(ok, key=lambda r: (r["op"],) + _order(r) + (r["threads"] or 0,))]
+            for r in sorted(ok, key=lambda r: (r["op"],) + _order(r) + (r["extra"].get("model") or "",
+                                                                         r["threads"] or 0))]
     sec.tables.append(Table("Runs", ["op", "backend", "mode", "depth", "model", "threads", "median (s)",
-                                     "slot-ops/s", "speed-up", "peak RSS (MiB)"], rows))
+                                     "cold first run (s)", "bits (logits)", "slot-ops/s", "peak RSS (MiB)"], rows))
     return sec
+
+
+def _speedups(ok) -> dict[str, dict[str, float]]:
+    """label -> {"k thread(s)": speed-up over the smallest k} for thread scaling and inference records."""
+    groups = defaultdict(dict)
+    for r in ok:
+        if r["op"] in ("thread_scaling", "inference") and r["threads"] and r.get("latency"):
+            what = r["extra"].get("model", "").removesuffix(".onnx") or "task batch"
+            groups[f"{figures.series_label(r)}: {what}"][r["threads"]] = r["latency"]["median"]
+    out = {}
+    for label, by_threads in groups.items():
+        if len(by_threads) > 1:
+            base = by_threads[min(by_threads)]
+            out[label] = {f"{k} thread(s)": base / v for k, v in sorted(by_threads.items())}
+    return out
 
 
 # ---- failures -----------------------------------------------------------------------------------

@@ -142,14 +142,11 @@ class Executor:
             return self.ev.rotate(inner, g) if g else inner
 
         y = self.ev.add_many(self.pool.map(giant, sorted(groups)))
-        if step.attrs["strategy"] != "hybrid":
-            y = self.ev.add(y, self._bias_plain(i, step.arrays["bias"], y))
-            return [self.ev.rescale(y) if step.rescale else y]
         if step.rescale:
             y = self.ev.rescale(y)
-        block = step.attrs["block"]
-        for k in range(step.attrs["rotsum"]):
-            y = self.ev.add(y, self.ev.rotate(y, block << k))
+        stride = step.attrs["fold_stride"]
+        for k in range(step.attrs["fold"]):  # hybrid / blocked plans: add the partial sums together
+            y = self.ev.add(y, self.ev.rotate(y, stride << k))
         return [self.ev.add(y, self._bias_plain(i, step.arrays["bias"], y))]
 
     def close(self) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 from henn.ckks.values import Ciphertext, EvaluationKeys, SecretKey
 from henn.compiler.program import Program
-from henn.errors import InputError
+from henn.errors import InputError, UnsupportedOperation
 from henn.runtime.executor import Executor
 
 
@@ -33,3 +34,24 @@ class Server:
 
     def close(self) -> None:
         self.executor.close()
+
+
+def ciphertext_bytes(program: Program, backend) -> int:
+    """Rough peak memory of the ciphertexts alive during one evaluation (input + output of a step)."""
+    n = backend.params.n
+    per = 16 * n // 2 if backend.name == "plain" else 16 * n  # plain: complex slots; else 2 polys x 8 B / limb
+    count, level, peak = math.prod(program.input_shape) if program.mode == "batch" else 8, program.depth, 0
+    for step in program.steps:
+        out = len(step.arrays["indptr"]) - 1 if "indptr" in step.arrays else count
+        limbs = 1 if backend.name == "plain" else level + 1
+        peak = max(peak, (count + out) * per * limbs)
+        count, level = out, level - 1 if step.rescale else level
+    return peak
+
+
+def check_memory(program: Program, backend, available: int) -> None:
+    need = ciphertext_bytes(program, backend)
+    if need > available:
+        raise UnsupportedOperation(f"{program.mode} packing of this model holds about {need / 2**30:.1f} GiB of "
+                                   f"ciphertexts at once, more than the {available / 2**30:.1f} GiB available: "
+                                   "use a smaller model or ring, or single mode where it applies")

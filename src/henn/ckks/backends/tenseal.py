@@ -31,7 +31,6 @@ TenSEAL wraps its own copy of Microsoft SEAL (4.x). Where its API differs from h
 
 from __future__ import annotations
 
-import math
 import struct
 
 import numpy as np
