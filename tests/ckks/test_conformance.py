@@ -380,6 +380,24 @@ def case_linear_combination(c, x, y):
     return 0.5 * x + 0.75 * y, r
 
 
+def case_linear_combinations(c, x, y):
+    """Several rows at once (zeros, negatives, an all-zero row): each equals linear_combination."""
+    cx, cy = _fresh(c, x, y)
+    W = np.array([[0.5, -0.25, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [-1.5, 0.0, 2.0, 0.125]])
+    outs = c.ev.linear_combinations([cx, cy, cx, cy], W)
+    q = c.be.prime(c.top)
+    assert len(outs) == 3
+    assert all((m.level, m.scale, m.degree) == (c.top, c.scale * q, 1) for m in outs)
+    rs = [c.ev.rescale(m) for m in outs]
+    assert all((r.level, r.scale) == (c.top - 1, c.scale) for r in rs)
+    single = c.ev.rescale(c.ev.linear_combination([cx, cy, cx, cy], W[2]))
+    c.check("mul", c.dec(single), c.dec(rs[2]))
+    c.check("mul", np.zeros(c.slots), c.dec(rs[1]))
+    c.check("mul", 0.5 * x + 0.125 * y, c.dec(rs[2]))
+    assert c.ev.linear_combinations([cx, cy], np.zeros((0, 2))) == []
+    return 0.5 * x + 0.75 * y, rs[0]
+
+
 OP_CASES = {
     "add": ("add", case_add),
     "sub": ("add", case_sub),
@@ -402,6 +420,7 @@ OP_CASES = {
     "conjugate_level0": ("rotate", case_conjugate_low),
     "drop_level_add": ("mul", case_drop_level_add),
     "linear_combination": ("mul", case_linear_combination),
+    "linear_combinations": ("mul", case_linear_combinations),
 }
 
 
@@ -610,7 +629,8 @@ def test_deserialize_rejects_other_parameters(ctx):
 
 # ---- errors: raised before the library is called -----------------------------------------------------
 RAW_METHODS = sorted({m for m in Backend.__abstractmethods__ if m.startswith("_") and m != "_open"}
-                     | {"_rotate_hoisted", "_add_scalar", "_mul_scalar", "_linear_combination"})
+                     | {"_rotate_hoisted", "_add_scalar", "_mul_scalar", "_linear_combination",
+                        "_linear_combinations"})
 
 
 @contextlib.contextmanager
@@ -718,6 +738,18 @@ ERROR_CASES = {
     "weights_count": (InputError, "weight", lambda c, v: c.ev.linear_combination([v.ct, v.ct], [1.0])),
     "lincomb_level_mismatch": (LevelError, "levels", lambda c, v: c.ev.linear_combination([v.ct, v.low], [1, 1])),
     "lincomb_scale_mismatch": (ScaleError, "scale", lambda c, v: c.ev.linear_combination([v.ct, v.half], [1, 1])),
+    "weights_shape": (InputError, "matrix", lambda c, v: c.ev.linear_combinations([v.ct, v.ct], [1.0, 2.0])),
+    "weights_columns": (InputError, "matrix", lambda c, v: c.ev.linear_combinations([v.ct, v.ct], [[1.0]])),
+    "weights_matrix_nan": (InputError, "NaN", lambda c, v: c.ev.linear_combinations([v.ct], [[1.0], [np.inf]])),
+    "weights_matrix_too_large": (InputError, "overflow",
+                                 lambda c, v: c.ev.linear_combinations([v.ct], [[1.0], [1e80]])),
+    "lincombs_level_mismatch": (LevelError, "levels",
+                                lambda c, v: c.ev.linear_combinations([v.ct, v.low], [[1, 1]])),
+    "lincombs_scale_mismatch": (ScaleError, "scale",
+                                lambda c, v: c.ev.linear_combinations([v.ct, v.half], [[1, 1]])),
+    "lincombs_degree2": (InputError, "relinearize", lambda c, v: c.ev.linear_combinations([v.ct, v.deg2], [[1, 1]])),
+    "lincombs_scale_overflow": (ScaleError, "product scale",
+                                lambda c, v: c.ev.linear_combinations([v.zero], [[0.5]])),
     "scalar_not_a_number": (InputError, None, lambda c, v: c.ev.add(v.ct, "1")),
     "scalar_bool": (InputError, None, lambda c, v: c.ev.multiply(v.ct, True)),
     "foreign_ct_add": (InputError, FOREIGN, lambda c, v: c.ev.add(v.ct, v.f_ct)),

@@ -138,6 +138,18 @@ class Backend(ABC):
             acc = term if acc is None else self._add(acc, term)
         return acc if acc is not None else self._mul_scalar(cts[0], 0j, level, scale)
 
+    def _linear_combinations(self, cts: list[Any], weight_matrix: np.ndarray, level: int, scale: float) -> list[Any]:
+        """One linear combination per row of the (m, len(cts)) matrix; zeros skipped. Only the
+        inputs a row uses are handed to `_linear_combination` (sparse rows stay cheap)."""
+        out = []
+        for row in weight_matrix:
+            nz = np.flatnonzero(row)
+            if nz.size == 0:
+                out.append(self._linear_combination(cts[:1], np.zeros(1), level, scale))
+            else:
+                out.append(self._linear_combination([cts[i] for i in nz], row[nz], level, scale))
+        return out
+
     def close(self) -> None:
         """Release library resources early (optional; garbage collection does it too)."""
 

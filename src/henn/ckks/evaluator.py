@@ -93,6 +93,34 @@ class Evaluator:
         raw = be._linear_combination([c.raw for c in cts], w, first.level, s)
         return Ciphertext(raw, first.level, out_scale, be.name)
 
+    def linear_combinations(self, cts: list[Ciphertext], weights, *, scale: float | None = None) -> list[Ciphertext]:
+        """[sum_i W[o, i] * cts[i] for each row o of W] (an (m, len(cts)) real matrix), NOT rescaled.
+
+        The checks and semantics of `linear_combination`, for m outputs at once: zero weights are
+        skipped (sparse rows are cheap); backends may fuse and parallelize it.
+        """
+        cts = list(cts)
+        w = np.asarray(weights, dtype=np.float64)
+        if not cts or w.ndim != 2 or w.shape[1] != len(cts):
+            raise InputError(f"linear_combinations needs an (outputs, {len(cts)}) weight matrix, got shape {w.shape}")
+        if not np.all(np.isfinite(w)):
+            raise InputError("linear_combinations weights contain NaN or infinity")
+        first = self._ct(cts[0], "linear_combinations", degree1=True)
+        for c in cts[1:]:
+            c = self._ct(c, "linear_combinations", degree1=True)
+            self._same_level("linear_combinations", first, c)
+            self._same_scale("linear_combinations", first, c.scale)
+        be = self.backend
+        s = float(be.prime(first.level)) if scale is None else be._check_scale(scale)
+        if w.shape[0] == 0:
+            return []
+        self._scalar_fits("linear_combinations", float(np.max(np.abs(w))), s, first.level)
+        nonzero = w != 0  # each output takes the scale of its first term, as linear_combination's would
+        firsts = np.where(nonzero.any(axis=1), nonzero.argmax(axis=1), 0)
+        scales = [self._product_scale("linear_combinations", cts[int(f)], s) for f in firsts]
+        raws = be._linear_combinations([c.raw for c in cts], w, first.level, s)
+        return [Ciphertext(raw, first.level, sc, be.name) for raw, sc in zip(raws, scales)]
+
     def square(self, a: Ciphertext, *, relinearize: bool = True) -> Ciphertext:
         return self.multiply(a, a, relinearize=relinearize)
 

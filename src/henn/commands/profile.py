@@ -88,6 +88,12 @@ def _command(args) -> str:
     return shlex.join(parts)
 
 
+def _known(flag: str, given, known) -> None:
+    unknown = sorted(set(given or ()) - set(known))
+    if unknown:
+        raise InputError(f"{flag}: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
+
+
 def default_backends() -> list[str]:
     found = [n for n, (ok, _) in backends.available().items() if ok and n != "plain"]
     if not found:
@@ -106,6 +112,8 @@ def run(args) -> int:
     if not depths and not args.preset:
         raise InputError("nothing to profile: give --depths (e.g. 1-19) or --preset NAME")
     configs = harness.configurations(names, args.modes, depths, args.preset)
+    _known("--ops", getattr(args, "ops", None), primitives.OPS + ("sizes",))
+    _known("--kernels", getattr(args, "kernels", None), kernels.KERNELS)
     if args.suite == "primitives":
         body = partial(primitives.run, ops=tuple(args.ops) if args.ops else None)
     elif args.suite == "kernels":

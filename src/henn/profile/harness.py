@@ -219,7 +219,8 @@ def sweep(suite: str, configs: list[Config], body: SuiteBody, settings: Settings
 
     Returns (records, interrupted). With `isolate` (default) each configuration runs in its own
     process (spawned; `body` must be picklable: a module-level function or a functools.partial of
-    one): SEAL's memory pool never returns memory, so one process for 19 depths would grow to
+    one; a script calling this needs the usual `if __name__ == "__main__":` guard of spawned
+    multiprocessing): SEAL's memory pool never returns memory, so one process for 19 depths would grow to
     many GiB and inflate every later peak-memory figure, and a crash inside a library ends only
     that configuration. A configuration whose parameters cannot be chosen, whose backend cannot be
     opened or whose process dies yields a failed record and the sweep goes on; Ctrl-C stops it
@@ -252,12 +253,23 @@ def sweep(suite: str, configs: list[Config], body: SuiteBody, settings: Settings
                            "lost: re-run it alone with --no-isolate -v to see where"))
     except KeyboardInterrupt:
         log.warning("interrupted: keeping the %d records measured so far", len(out))
+        _stop(pool)
+        pool = None
         return out, True
     finally:
         bar.close()
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
     return out, False
+
+
+def _stop(pool) -> None:
+    """End the worker of an interrupted sweep now (it may be inside a long library call)."""
+    if pool is None:
+        return
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):  # no public API for this
+        proc.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _close(be) -> None:

@@ -117,22 +117,26 @@ def _legend(axes):
 
 
 def timeline(records: list[dict], title: str = "resident memory over time") -> bytes | None:
-    """RSS (MiB) against seconds, one line per record with a memory timeline."""
+    """RSS (MiB) against seconds: one panel per backend, one line per run with a memory timeline."""
     recs = [r for r in records if ((r.get("memory") or {}).get("timeline") or {}).get("t_s")]
     if not recs:
         return None
-    fig, ax = plt.subplots(figsize=(8, 3.6))
-    for rec in recs:
-        tl = rec["memory"]["timeline"]
-        what = rec["extra"].get("model") or rec["op"]
-        style = COLORS.style(rec)
-        ax.plot(tl["t_s"], [b / MB for b in tl["rss_bytes"]], label=f"{series_label(rec)} d{rec['depth']}: {what}",
-                color=style["color"], linestyle=style["linestyle"], linewidth=1.2)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("RSS (MiB)")
-    ax.set_title(title, fontsize=11)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
+    backends = sorted({r["backend"] for r in recs})
+    fig, axes = _grid(len(backends), ncols=2, size=(6.0, 3.4))
+    for ax, backend in zip(axes, backends):
+        for rec in (r for r in recs if r["backend"] == backend):
+            tl = rec["memory"]["timeline"]
+            what = (rec["extra"].get("model") or rec["op"]).removesuffix(".onnx")
+            threads = f", {rec['threads']} thr" if rec.get("threads") else ""
+            ax.plot(tl["t_s"], [b / MB for b in tl["rss_bytes"]], linewidth=1.2,
+                    label=f"{what} ({rec['mode']} d{rec['depth']}{threads})")
+        ax.set_title(backend, fontsize=10)
+        ax.set_xlabel("time (s)", fontsize=8)
+        ax.set_ylabel("RSS (MiB)", fontsize=8)
+        ax.tick_params(which="both", labelsize=7)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return _png(fig)
 
@@ -149,7 +153,7 @@ def bars(groups: dict[str, dict[str, float]], *, ylabel: str, title: str, logy: 
         xs = [j + i * width for j in range(len(groups))]
         ax.bar(xs, [groups[g].get(name, 0) for g in groups], width, label=name)
     ax.set_xticks([j + width * (len(bar_names) - 1) / 2 for j in range(len(groups))])
-    ax.set_xticklabels(list(groups), fontsize=8)
+    ax.set_xticklabels(list(groups), fontsize=7, rotation=25, ha="right")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=11)
     if logy:

@@ -2,8 +2,10 @@
 
 Plaintext weights are encoded once (`prepare`) at the level where each step uses them, with scale
 q_level so that the step's single rescale returns the input's scale; biases are encoded lazily at
-the scale the product actually has (cached). Independent ciphertext operations (rows of a batch
-layer, giant steps of a BSGS transform, activations of many ciphertexts) run on a Parallel pool.
+the scale the product actually has (cached). A batch layer's weighted sums go to the backend in
+blocks of rows (`Evaluator.linear_combinations`: lattigo fuses and parallelizes them in Go); other
+independent ciphertext operations (bias and rescale of those rows, giant steps of a BSGS transform,
+activations of many ciphertexts) run on a Parallel pool.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Executor:
         self.pool = Parallel.for_backend(backend, threads)
         self._plain: dict[int, object] = {}
         self._bias: dict[tuple, object] = {}
+        self._dense: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
         self.step_seconds: dict[str, float] = {}
         self.prepared = False
@@ -85,21 +88,48 @@ class Executor:
                 raise InputError(f"input ciphertext at level {ct.level}, the program expects level {want}: encrypt "
                                  "with the Client of this program")
 
+    LINEAR_ROWS_PER_CALL = 256  # outputs per fused call: bounds the unrescaled outputs held at once
+
     def _linear_batch(self, i: int, step: Step, value):
+        """All rows of the layer through `linear_combinations` (one fused, internally parallel call
+        per block of rows where the backend has one), then bias and rescale on the pool."""
         a = step.arrays
-        indptr, indices, data, bias = a["indptr"], a["indices"], a["data"], a["bias"]
+        indptr, bias = a["indptr"], a["bias"]
+        dense = self._dense_weights(i, step, len(value))
 
-        def rows(rng):
-            out = []
-            for r in rng:
-                lo, hi = indptr[r], indptr[r + 1]
-                ct = self.ev.linear_combination([value[k] for k in indices[lo:hi]], data[lo:hi])
-                if bias[r]:
-                    ct = self.ev.add(ct, float(bias[r]))
-                out.append(self.ev.rescale(ct) if step.rescale else ct)
-            return out
+        def finish(ct, r):
+            if bias[r]:
+                ct = self.ev.add(ct, float(bias[r]))
+            return self.ev.rescale(ct) if step.rescale else ct
 
-        return [ct for part in self.pool.map(rows, self.pool.chunks(len(indptr) - 1)) for ct in part]
+        out = []
+        n, per = len(indptr) - 1, self.LINEAR_ROWS_PER_CALL
+        for lo in range(0, n, per):
+            rows = range(lo, min(n, lo + per))
+            cts = self.ev.linear_combinations(value, dense[rows.start:rows.stop])
+            out.extend(ct for part in self.pool.map(lambda rng: [finish(cts[r - lo], r) for r in rng],
+                                                   self._split(rows)) for ct in part)
+        return out
+
+    def _split(self, rows: range) -> list[range]:
+        return [range(rows.start + r.start, rows.start + r.stop) for r in self.pool.chunks(len(rows))]
+
+    def _dense_weights(self, i: int, step: Step, n_inputs: int) -> np.ndarray:
+        """The step's CSR rows as an (outputs, inputs) matrix, built once."""
+        with self._lock:
+            w = self._dense.get(i)
+        if w is None or w.shape[1] != n_inputs:
+            a = step.arrays
+            indptr, indices, data = a["indptr"], a["indices"], a["data"]
+            if len(indices) and int(indices.max()) >= n_inputs:
+                raise InputError(f"layer {step.name!r} reads input {int(indices.max())} of {n_inputs}: pack the "
+                                 "input with this program's Client")
+            w = np.zeros((len(indptr) - 1, n_inputs))
+            rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+            np.add.at(w, (rows, indices), data)  # duplicates (if any) add up, as the term-wise sum would
+            with self._lock:
+                self._dense[i] = w
+        return w
 
     def _sum_batch(self, i: int, step: Step, value):
         indptr, indices = step.arrays["indptr"], step.arrays["indices"]

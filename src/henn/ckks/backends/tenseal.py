@@ -77,6 +77,16 @@ class _Plain:
         self.values, self.level, self.scale = values, level, scale
 
 
+def _call(op: str, fn, *args):
+    """A TenSEAL call; its ValueError/RuntimeError becomes a BackendError that says what to do."""
+    try:
+        return fn(*args)
+    except (ValueError, RuntimeError, TypeError) as exc:
+        raise BackendError(f"TenSEAL failed in {op}: {exc}. Its automatic rescaling resets the scale to the "
+                           "nominal 2^log_scale and cannot follow every scale henn plans (e.g. polynomial "
+                           "evaluation with adjusted scales); use fewer levels per step or another backend") from None
+
+
 def _unsupported(what: str, why: str):
     raise UnsupportedOperation(f"the tenseal backend cannot {what}: {why}")
 
@@ -193,13 +203,14 @@ class TensealBackend(Backend):
     def _encrypt(self, pt, pk):
         if pt.level != self.max_level:
             _unsupported(f"encrypt at level {pt.level}", "TenSEAL encrypts at the top of the modulus chain only")
-        return _Ct(ts._ts_cpp.CKKSVector(pk.data, pt.values.tolist(), float(pt.scale)), pk)
+        return _Ct(_call("encrypt", ts._ts_cpp.CKKSVector, pk.data, pt.values.tolist(), float(pt.scale)), pk)
 
     def _decrypt(self, ct, sk):
         if ct.ctx is not sk:
             raise InputError("this ciphertext was encrypted under the keys of another generate_keys call: decrypt "
                              "it with that call's secret key (TenSEAL keeps keys per context)")
-        return _Plain(np.asarray(ct.vec.decrypt(sk.data.secret_key()), dtype=np.float64), None, None)
+        values = _call("decrypt", ct.vec.decrypt, sk.data.secret_key())
+        return _Plain(np.asarray(values, dtype=np.float64), None, None)
 
     # ---- arithmetic --------------------------------------------------------------------------
     @staticmethod
@@ -212,23 +223,23 @@ class TensealBackend(Backend):
 
     def _add(self, a, b):
         self._same("add", a, b)
-        return _Ct(a.vec.add(b.vec), a.ctx, a.pending)
+        return _Ct(_call("add", a.vec.add, b.vec), a.ctx, a.pending)
 
     def _sub(self, a, b):
         self._same("sub", a, b)
-        return _Ct(a.vec.sub(b.vec), a.ctx, a.pending)
+        return _Ct(_call("sub", a.vec.sub, b.vec), a.ctx, a.pending)
 
     def _add_plain(self, a, pt):
-        return _Ct(a.vec.add_plain(pt.values.tolist()), a.ctx, a.pending)
+        return _Ct(_call("add_plain", a.vec.add_plain, pt.values.tolist()), a.ctx, a.pending)
 
     def _sub_plain(self, a, pt):
-        return _Ct(a.vec.sub_plain(pt.values.tolist()), a.ctx, a.pending)
+        return _Ct(_call("sub_plain", a.vec.sub_plain, pt.values.tolist()), a.ctx, a.pending)
 
     def _add_scalar(self, a, c, level, scale):
-        return _Ct(a.vec.add_plain(self._real(c)), a.ctx, a.pending)
+        return _Ct(_call("add_plain", a.vec.add_plain, self._real(c)), a.ctx, a.pending)
 
     def _negate(self, a):
-        return _Ct(a.vec.neg(), a.ctx, a.pending)
+        return _Ct(_call("neg", a.vec.neg), a.ctx, a.pending)
 
     def _product(self, a: _Ct, rk, op: str) -> None:
         if rk is None:
@@ -242,19 +253,19 @@ class TensealBackend(Backend):
     def _mul(self, a, b, rk):
         self._product(a, rk, "multiply")
         self._same("multiply", a, b)
-        return _Ct(a.vec.mul(b.vec), a.ctx, 1)
+        return _Ct(_call("mul", a.vec.mul, b.vec), a.ctx, 1)
 
     def _square(self, a, rk):
         self._product(a, rk, "square")
-        return _Ct(a.vec.square(), a.ctx, 1)
+        return _Ct(_call("square", a.vec.square), a.ctx, 1)
 
     def _mul_plain(self, a, pt):
         self._product(a, a.ctx, "multiply by a plaintext")
-        return _Ct(a.vec.mul_plain(pt.values.tolist()), a.ctx, 1)
+        return _Ct(_call("mul_plain", a.vec.mul_plain, pt.values.tolist()), a.ctx, 1)
 
     def _mul_scalar(self, a, c, level, scale):
         self._product(a, a.ctx, "multiply by a scalar")
-        return _Ct(a.vec.mul_plain(self._real(c)), a.ctx, 1)
+        return _Ct(_call("mul_plain", a.vec.mul_plain, self._real(c)), a.ctx, 1)
 
     def _relinearize(self, a, rk):
         _unsupported("relinearize", "TenSEAL relinearizes inside every multiplication")

@@ -15,6 +15,9 @@ Notes on this library, as the bridge uses it:
 - Multiplying by a constant at scale q_level uses Lattigo's native constant product (it scales a
   non-integer constant by q_level); other scales, and integer constants (which Lattigo would
   scale by 1), multiply by the Gaussian integer round(c * scale) and set the scale.
+- `linear_combination(s)` run in one bridge call (go/fused.go): the sum of round(w * scale) * ct
+  accumulated on the RNS limbs in 128 bits, bit-identical to one constant product per term;
+  the batched form spreads tiles over GOMAXPROCS goroutines.
 - Rotations use Lattigo's Galois elements 5^k mod 2N (left rotation by k) and 2N - 1
   (conjugation); `rotate_hoisted` uses RotateHoistedNew (one decomposition for all steps).
 - The secret is uniform ternary (Xs = Ternary{P: 2/3}), the distribution of henn's security table.
@@ -245,6 +248,24 @@ class LattigoBackend(Backend):
 
     def _mul_scalar(self, a, c, level, scale):
         return self._new("henn_mul_scalar", a, float(c.real), float(c.imag), float(scale))
+
+    def _linear_combination(self, cts, weights, level, scale):
+        hs, w = self._lc_args(cts, weights)
+        return self._new("henn_linear_combination", hs, _doubles(w), len(cts), int(level), float(scale))
+
+    def _linear_combinations(self, cts, weight_matrix, level, scale):
+        hs, w = self._lc_args(cts, weight_matrix)
+        m = w.shape[0]
+        outs = (bridge.H * max(1, m))()
+        self._bridge.call("henn_linear_combinations", self._c(), hs, len(cts), _doubles(w), m, int(level),
+                          float(scale), outs)
+        return [bridge.Handle(self._bridge, outs[i]) for i in range(m)]
+
+    @staticmethod
+    def _lc_args(cts, weights):
+        """The handles as a C array and the weights as contiguous doubles (one fused Go call)."""
+        hs = (bridge.H * len(cts))(*[c.value for c in cts])
+        return hs, np.ascontiguousarray(weights, dtype=np.float64)
 
     # ---- serialization ---------------------------------------------------------------------------
     def _serialize(self, kind, raw):

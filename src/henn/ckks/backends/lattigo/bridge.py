@@ -30,6 +30,7 @@ OK, ERROR, PANIC, BAD_HANDLE, BAD_DATA = 0, 1, 2, 3, 4
 
 H = c_size_t  # uintptr_t: a handle
 OUT_H = POINTER(H)
+HANDLES = POINTER(H)  # an array of handles (inputs)
 DOUBLES = POINTER(c_double)
 INT64S = POINTER(c_int64)
 UINT64S = POINTER(c_uint64)
@@ -66,6 +67,8 @@ SIGNATURES: dict[str, tuple] = {
     "henn_conjugate": (H, H, H, OUT_H),
     "henn_add_scalar": (H, H, c_double, c_double, OUT_H),
     "henn_mul_scalar": (H, H, c_double, c_double, c_double, OUT_H),
+    "henn_linear_combination": (H, HANDLES, DOUBLES, c_int, c_int, c_double, OUT_H),
+    "henn_linear_combinations": (H, HANDLES, c_int, DOUBLES, c_int, c_int, c_double, OUT_H),
     "henn_metadata": (H, POINTER(c_int), DOUBLES, DOUBLES, POINTER(c_int)),
     "henn_marshal": (H, POINTER(c_void_p), POINTER(c_size_t)),
     "henn_unmarshal": (H, c_int, c_char_p, c_size_t, c_int, c_int, OUT_H),

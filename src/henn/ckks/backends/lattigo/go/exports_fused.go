@@ -1,0 +1,84 @@
+package main
+
+/*
+#include <stdint.h>
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Fused linear combinations (fused.go); conventions of exports.go.
+
+// ciphertexts resolves n ciphertext handles of context c.
+func ciphertexts(c *ctxObj, hs *C.uintptr_t, n C.int) ([]*ctObj, error) {
+	if n <= 0 || hs == nil {
+		return nil, fmt.Errorf("a linear combination needs at least one ciphertext, got %d", int(n))
+	}
+	raw := unsafe.Slice((*C.uintptr_t)(unsafe.Pointer(hs)), int(n))
+	out := make([]*ctObj, len(raw))
+	for i, h := range raw {
+		a, err := get[*ctObj](c, uintptr(h), "ciphertext")
+		if err != nil {
+			return nil, err
+		}
+		out[i] = a
+	}
+	return out, nil
+}
+
+//export henn_linear_combination
+func henn_linear_combination(ctxH C.uintptr_t, hs *C.uintptr_t, weights *C.double, n C.int, level C.int,
+	scale C.double, out *C.uintptr_t, errOut **C.char) C.int {
+	return result(ctxH, out, errOut, func(c *ctxObj) (any, error) {
+		in, err := ciphertexts(c, hs, n)
+		if err != nil {
+			return nil, err
+		}
+		w, err := floats(weights, n)
+		if err != nil {
+			return nil, err
+		}
+		res, err := c.linearCombinations(in, w, 1, int(level), float64(scale))
+		if err != nil {
+			return nil, err
+		}
+		return res[0], nil
+	})
+}
+
+// henn_linear_combinations: m outputs from the same k inputs; weights is the m x k matrix,
+// row-major; outs receives m handles.
+//
+//export henn_linear_combinations
+func henn_linear_combinations(ctxH C.uintptr_t, hs *C.uintptr_t, k C.int, weights *C.double, m C.int, level C.int,
+	scale C.double, outs *C.uintptr_t, errOut **C.char) C.int {
+	return call(errOut, func() error {
+		c, err := getCtx(uintptr(ctxH))
+		if err != nil {
+			return err
+		}
+		in, err := ciphertexts(c, hs, k)
+		if err != nil {
+			return err
+		}
+		if m < 0 || (m > 0 && outs == nil) || int64(m)*int64(k) > 1<<31-1 {
+			return fmt.Errorf("bad output count %d", int(m))
+		}
+		w, err := floats(weights, C.int(int(m)*int(k)))
+		if err != nil {
+			return err
+		}
+		res, err := c.linearCombinations(in, w, int(m), int(level), float64(scale))
+		if err != nil {
+			return err
+		}
+		slots := unsafe.Slice((*C.uintptr_t)(unsafe.Pointer(outs)), len(res))
+		for i, r := range res {
+			slots[i] = C.uintptr_t(newHandle(r))
+		}
+		return nil
+	})
+}

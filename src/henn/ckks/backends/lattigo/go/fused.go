@@ -1,0 +1,314 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/utils/bignum"
+)
+
+// Fused linear combinations: out[o] = sum_t W[o][t] * in[t] for real weights, each weight
+// encoded at `scale`, the result NOT rescaled (scale = in.Scale * scale).
+//
+// The result is bit-identical to the generic path (one mulScalar and one add per term): every
+// term is the ciphertext times the same integer M = round(w * scale) that mulScalar uses (with
+// Lattigo's own rounding when it takes the native constant path), and the sum is reduced
+// exactly modulo each prime. The work is done directly on the RNS limbs: for every prime q_j,
+// products x * (M mod q_j) are accumulated in 128 bits without reduction and reduced once per
+// coefficient (or every `chunk` terms, so that the accumulator cannot overflow).
+//
+// Multiplying by a constant is coefficient-wise in both the NTT and the coefficient domain
+// (for a real constant Lattigo's two half-ring multipliers coincide), so the domain flag of the
+// inputs is kept as is.
+
+// lcBlock: coefficients per tile. All inputs' slices of one tile (K * lcBlock * 8 bytes) should
+// stay in L2 while every output of the tile reads them.
+const lcBlock = 64
+
+// weightMultiplier returns M = round(w * scale) as mulScalar(a, w, scale) would multiply by it,
+// and the scale factor mulScalar gives the result.
+func (c *ctxObj) weightMultiplier(w, scale float64, level int) (*big.Int, rlwe.Scale) {
+	q := c.params.Q()[level]
+	atQ := math.Abs(scale/float64(q)-1) < 1e-15
+	if atQ && w != math.Trunc(w) {
+		// Lattigo's native constant product (Evaluator.Mul / bigComplexToRNSScalar): the
+		// constant at EncodingPrecision, times the exact prime, rounded half away from zero.
+		qs := rlwe.NewScale(q)
+		cst := bignum.ToComplex(w, c.params.EncodingPrecision())
+		r := new(big.Float).Mul(cst[0], &qs.Value)
+		if cst[0].Sign() > 0 {
+			r.Add(r, new(big.Float).SetFloat64(0.5))
+		} else if cst[0].Sign() < 0 {
+			r.Sub(r, new(big.Float).SetFloat64(0.5))
+		}
+		m, _ := r.Int(nil)
+		return m, qs
+	}
+	var s *big.Float
+	if atQ {
+		s = new(big.Float).SetUint64(q)
+	} else {
+		s = new(big.Float).SetFloat64(scale)
+	}
+	m, _ := roundScaled(w, s).Int(nil)
+	return m, rlwe.NewScale(s)
+}
+
+// lcPlan: the nonzero terms of every output in CSR form, with their multipliers per prime.
+type lcPlan struct {
+	level  int
+	indptr []int      // outputs+1
+	index  []int      // input of each term
+	mult   [][]uint64 // [prime][term]: M mod q_prime
+	chunk  []int      // per prime: terms that may be accumulated in 128 bits before a reduction
+	factor rlwe.Scale // scale factor of every term
+	first  []int      // per output: first input with a nonzero weight, -1 if none
+}
+
+// newLCPlan reads the m x k row-major weight matrix (zeros skipped).
+func (c *ctxObj) newLCPlan(weights []float64, m, k, level int, scale float64) (*lcPlan, error) {
+	if err := checkScale(scale); err != nil {
+		return nil, err
+	}
+	if err := c.checkLevel(level); err != nil {
+		return nil, err
+	}
+	if len(weights) != m*k {
+		return nil, fmt.Errorf("weight matrix has %d entries, expected %d x %d", len(weights), m, k)
+	}
+	p := &lcPlan{level: level, indptr: make([]int, m+1), first: make([]int, m)}
+	for o := 0; o < m; o++ {
+		p.first[o] = -1
+		for t, w := range weights[o*k : (o+1)*k] {
+			if math.IsNaN(w) || math.IsInf(w, 0) {
+				return nil, fmt.Errorf("weight [%d][%d] is %v", o, t, w)
+			}
+			if w != 0 {
+				if p.first[o] < 0 {
+					p.first[o] = t
+				}
+				p.index = append(p.index, t)
+			}
+		}
+		p.indptr[o+1] = len(p.index)
+	}
+	_, p.factor = c.weightMultiplier(0, scale, level)
+	moduli := c.params.Q()[:level+1]
+	p.mult = make([][]uint64, level+1)
+	for j := range p.mult {
+		p.mult[j] = make([]uint64, len(p.index))
+	}
+	// The multipliers (big-number rounding, ~1 us each) in parallel over outputs.
+	parallelFor(m, func(o int) {
+		row := weights[o*k : (o+1)*k]
+		r := new(big.Int)
+		for t := p.indptr[o]; t < p.indptr[o+1]; t++ {
+			mi, _ := c.weightMultiplier(row[p.index[t]], scale, level)
+			for j, q := range moduli {
+				p.mult[j][t] = r.Mod(mi, r.SetUint64(q)).Uint64() // Euclidean: in [0, q)
+			}
+		}
+	})
+	p.chunk = make([]int, level+1)
+	limit := new(big.Int).Lsh(big.NewInt(1), 128)
+	for j, q := range moduli {
+		// chunk * (q-1)^2 + (q-1) < 2^128: the partial sum, reduced to < q, plus chunk products.
+		qm := new(big.Int).SetUint64(q - 1)
+		room := new(big.Int).Sub(limit, big.NewInt(1))
+		room.Sub(room, qm)
+		room.Quo(room, qm.Mul(qm, qm))
+		if room.IsInt64() && room.Int64() < math.MaxInt32 {
+			p.chunk[j] = int(room.Int64())
+		} else {
+			p.chunk[j] = math.MaxInt32
+		}
+	}
+	return p, nil
+}
+
+// parallelFor runs f(0..n-1) on GOMAXPROCS goroutines.
+func parallelFor(n int, f func(i int)) {
+	workers := runtime.GOMAXPROCS(0)
+	if workers > n {
+		workers = n
+	}
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var panicked atomic.Value
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { // a goroutine's panic would kill the process: hand it to the caller
+				if r := recover(); r != nil {
+					panicked.CompareAndSwap(nil, fmt.Sprint(r))
+				}
+			}()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+	if r := panicked.Load(); r != nil {
+		panic(r)
+	}
+}
+
+// linearCombinations evaluates the m x len(in) weight matrix on the inputs (all degree 1, at
+// `level`, of equal scale: henn has checked it; checked again here).
+func (c *ctxObj) linearCombinations(in []*ctObj, weights []float64, m, level int, scale float64) ([]*ctObj, error) {
+	k := len(in)
+	if k == 0 || m < 0 {
+		return nil, fmt.Errorf("a linear combination needs at least one ciphertext")
+	}
+	for i, a := range in {
+		if a.ct.Degree() != 1 {
+			return nil, fmt.Errorf("ciphertext %d has degree %d: relinearize first", i, a.ct.Degree())
+		}
+		if a.ct.Level() != level {
+			return nil, fmt.Errorf("ciphertext %d is at level %d, not %d", i, a.ct.Level(), level)
+		}
+		if _, err := withScale(a.ct.El(), in[0].ct.Scale); err != nil {
+			return nil, fmt.Errorf("ciphertext %d: %w", i, err)
+		}
+		if a.ct.IsNTT != in[0].ct.IsNTT {
+			return nil, fmt.Errorf("ciphertexts are in different domains (NTT and coefficients)")
+		}
+	}
+	plan, err := c.newLCPlan(weights, m, k, level, scale)
+	if err != nil {
+		return nil, err
+	}
+	outs := make([]*ctObj, m)
+	for o := range outs {
+		src := in[0]
+		if plan.first[o] >= 0 { // the generic sum takes its scale from the first term
+			src = in[plan.first[o]]
+		}
+		ct := rlwe.NewCiphertext(c.params, 1, level)
+		meta := *src.ct.MetaData
+		meta.Scale = src.ct.Scale.Mul(plan.factor)
+		ct.MetaData = &meta
+		outs[o] = &ctObj{c: c, ct: ct}
+	}
+	c.accumulate(plan, in, outs)
+	return outs, nil
+}
+
+// accumulate fills the outputs, tile by tile: (polynomial, prime, block of lcBlock coefficients).
+func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj) {
+	n := c.params.N()
+	primes := p.level + 1
+	blocks := (n + lcBlock - 1) / lcBlock
+	perPoly := primes * blocks
+	ringQ := c.params.RingQ()
+	// base[poly][prime][input]: the input's limb
+	base := make([][][]unsafe.Pointer, 2)
+	for d := range base {
+		base[d] = make([][]unsafe.Pointer, primes)
+		for j := range base[d] {
+			base[d][j] = make([]unsafe.Pointer, len(in))
+			for i, a := range in {
+				limb := a.ct.Value[d].Coeffs[j]
+				if len(limb) != n {
+					panic(fmt.Sprintf("input %d limb %d has %d coefficients, expected %d", i, j, len(limb), n))
+				}
+				base[d][j][i] = unsafe.Pointer(&limb[0])
+			}
+		}
+	}
+	parallelFor(2*perPoly, func(tile int) {
+		d, rest := tile/perPoly, tile%perPoly
+		j, b := rest/blocks, rest%blocks
+		c0 := b * lcBlock
+		c1 := min(c0+lcBlock, n)
+		sub := ringQ.SubRings[j]
+		q, bred := sub.Modulus, sub.BRedConstant
+		r64 := ring.BRedAdd(1<<63, q, bred) // 2^64 mod q = 2 * (2^63 mod q)
+		r64 = ring.CRed(r64+r64, q)
+		ptrs := base[d][j]
+		mult := p.mult[j]
+		chunk := p.chunk[j]
+		var hi, lo [lcBlock]uint64
+		for o, out := range outs {
+			dst := out.ct.Value[d].Coeffs[j][c0:c1]
+			t0, t1 := p.indptr[o], p.indptr[o+1]
+			if t0 == t1 {
+				clear(dst)
+				continue
+			}
+			width := c1 - c0
+			clear(hi[:width])
+			clear(lo[:width])
+			for s := t0; s < t1; s += chunk {
+				e := min(s+chunk, t1)
+				if s > t0 { // reduce the partial sums to [0, q) before the next chunk
+					for x := 0; x < width; x++ {
+						lo[x] = reduce128(hi[x], lo[x], q, r64, bred)
+						hi[x] = 0
+					}
+				}
+				for t := s; t < e; t++ {
+					src := unsafe.Slice((*uint64)(unsafe.Add(ptrs[p.index[t]], c0*8)), width)
+					macc(hi[:width], lo[:width], src, mult[t])
+				}
+			}
+			for x := 0; x < width; x++ {
+				dst[x] = reduce128(hi[x], lo[x], q, r64, bred)
+			}
+		}
+	})
+}
+
+// macc: (hi, lo) += src * m, 128-bit, element-wise.
+func macc(hi, lo, src []uint64, m uint64) {
+	n := len(src)
+	hi, lo = hi[:n], lo[:n]
+	x := 0
+	for ; x+4 <= n; x += 4 {
+		h0, l0 := bits.Mul64(src[x], m)
+		h1, l1 := bits.Mul64(src[x+1], m)
+		h2, l2 := bits.Mul64(src[x+2], m)
+		h3, l3 := bits.Mul64(src[x+3], m)
+		var c0, c1, c2, c3 uint64
+		lo[x], c0 = bits.Add64(lo[x], l0, 0)
+		lo[x+1], c1 = bits.Add64(lo[x+1], l1, 0)
+		lo[x+2], c2 = bits.Add64(lo[x+2], l2, 0)
+		lo[x+3], c3 = bits.Add64(lo[x+3], l3, 0)
+		hi[x] += h0 + c0
+		hi[x+1] += h1 + c1
+		hi[x+2] += h2 + c2
+		hi[x+3] += h3 + c3
+	}
+	for ; x < n; x++ {
+		h, l := bits.Mul64(src[x], m)
+		var cy uint64
+		lo[x], cy = bits.Add64(lo[x], l, 0)
+		hi[x] += h + cy
+	}
+}
+
+// reduce128 returns (hi * 2^64 + lo) mod q, with r64 = 2^64 mod q.
+func reduce128(hi, lo, q, r64 uint64, bred [2]uint64) uint64 {
+	h := ring.BRedAdd(hi, q, bred)
+	return ring.CRed(ring.BRed(h, r64, q, bred)+ring.BRedAdd(lo, q, bred), q)
+}

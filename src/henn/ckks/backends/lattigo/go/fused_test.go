@@ -1,0 +1,170 @@
+package main
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+)
+
+// genericLC is the generic fallback: one mulScalar and one add per nonzero term.
+func genericLC(t *testing.T, c *ctxObj, in []*ctObj, w []float64, scale float64) *ctObj {
+	t.Helper()
+	var acc *ctObj
+	for i, a := range in {
+		if w[i] == 0 {
+			continue
+		}
+		term, err := c.mulScalar(a, w[i], 0, scale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if acc == nil {
+			acc = term
+		} else if acc, err = c.add(acc, term); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if acc == nil {
+		var err error
+		if acc, err = c.mulScalar(in[0], 0, 0, scale); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return acc
+}
+
+func sameCiphertext(t *testing.T, what string, got, want *rlwe.Ciphertext) {
+	t.Helper()
+	if got.Level() != want.Level() || got.Degree() != want.Degree() || got.IsNTT != want.IsNTT {
+		t.Fatalf("%s: level/degree/domain %d/%d/%v, want %d/%d/%v", what, got.Level(), got.Degree(), got.IsNTT,
+			want.Level(), want.Degree(), want.IsNTT)
+	}
+	if got.Scale.Cmp(want.Scale) != 0 {
+		t.Fatalf("%s: scale 2^%.6f, want 2^%.6f", what, got.Scale.Log2(), want.Scale.Log2())
+	}
+	for d := range want.Value {
+		for j := range want.Value[d].Coeffs {
+			for x, v := range want.Value[d].Coeffs[j] {
+				if got.Value[d].Coeffs[j][x] != v {
+					t.Fatalf("%s: poly %d limb %d coeff %d = %d, want %d", what, d, j, x, got.Value[d].Coeffs[j][x], v)
+				}
+			}
+		}
+	}
+}
+
+func TestLinearCombinationsMatchGeneric(t *testing.T) {
+	c := testCtx(t)
+	k := testKeys(t, c)
+	rng := rand.New(rand.NewSource(7))
+	s := math.Exp2(36)
+	top := c.params.MaxLevel()
+	base := make([]*ctObj, 6)
+	for i := range base {
+		base[i] = encryptConst(t, c, k, rng.Float64()*2-1, s)
+	}
+	for _, level := range []int{top, 2, 0} {
+		in := make([]*ctObj, len(base))
+		for i, a := range base {
+			var err error
+			if in[i], err = c.dropLevel(a, top-level); err != nil {
+				t.Fatal(err)
+			}
+		}
+		q := float64(c.params.Q()[level])
+		for _, scale := range []float64{q, 3.0e9, 1, 12345.678} {
+			m, kk := 4, len(in)
+			w := make([]float64, m*kk)
+			for i := range w {
+				switch rng.Intn(4) {
+				case 0: // zero: skipped
+				case 1:
+					w[i] = float64(rng.Intn(7) - 3) // integers, incl. negative
+				default:
+					w[i] = rng.NormFloat64()
+				}
+			}
+			for i := range w[3*kk:] { // the last row: all zero
+				w[3*kk+i] = 0
+			}
+			outs, err := c.linearCombinations(in, w, m, level, scale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for o := 0; o < m; o++ {
+				want := genericLC(t, c, in, w[o*kk:(o+1)*kk], scale)
+				sameCiphertext(t, "row", outs[o].ct, want.ct)
+			}
+			// The 128-bit accumulator's intermediate reductions, forced.
+			plan, err := c.newLCPlan(w, m, kk, level, scale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := range plan.chunk {
+				plan.chunk[j] = 1 + j%2
+			}
+			c.accumulate(plan, in, outs)
+			for o := 0; o < m; o++ {
+				sameCiphertext(t, "chunked row", outs[o].ct, genericLC(t, c, in, w[o*kk:(o+1)*kk], scale).ct)
+			}
+		}
+	}
+}
+
+func TestLinearCombinationsRejects(t *testing.T) {
+	c := testCtx(t)
+	k := testKeys(t, c)
+	s := math.Exp2(36)
+	a := encryptConst(t, c, k, 0.5, s)
+	low, _ := c.dropLevel(a, 1)
+	if _, err := c.linearCombinations([]*ctObj{a, low}, []float64{1, 1}, 1, a.ct.Level(), s); err == nil {
+		t.Fatal("mixed levels accepted")
+	}
+	if _, err := c.linearCombinations([]*ctObj{a}, []float64{1, 1}, 1, a.ct.Level(), s); err == nil {
+		t.Fatal("wrong weight count accepted")
+	}
+	if _, err := c.linearCombinations([]*ctObj{a}, []float64{math.NaN()}, 1, a.ct.Level(), s); err == nil {
+		t.Fatal("NaN weight accepted")
+	}
+	if _, err := c.linearCombinations([]*ctObj{a}, []float64{1}, 1, a.ct.Level(), 0.5); err == nil {
+		t.Fatal("scale < 1 accepted")
+	}
+	sq, err := c.mul(a, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.linearCombinations([]*ctObj{sq}, []float64{1}, 1, a.ct.Level(), s); err == nil {
+		t.Fatal("degree-2 input accepted")
+	}
+}
+
+func BenchmarkLinearCombinations(b *testing.B) {
+	c, err := newContext(14, nil, nil, []int{55, 45, 45, 45}, []int{61}, 45)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sk := c.genSecretKey()
+	pk := c.genPublicKey(sk)
+	n := c.params.MaxSlots()
+	re, im := make([]float64, n), make([]float64, n)
+	pt, _ := c.encode(re, im, c.params.MaxLevel(), math.Exp2(45))
+	const kk, m = 125, 32
+	in := make([]*ctObj, kk)
+	for i := range in {
+		in[i], _ = c.encrypt(pt, pk)
+	}
+	w := make([]float64, m*kk)
+	for i := range w {
+		w[i] = rand.NormFloat64()
+	}
+	q := float64(c.params.Q()[c.params.MaxLevel()])
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.linearCombinations(in, w, m, c.params.MaxLevel(), q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*m*kk)/1e3, "us/term")
+}
