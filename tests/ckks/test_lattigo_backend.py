@@ -117,6 +117,110 @@ def test_n14_chain_agrees():
     be.close()
 
 
+# ---- fused linear combinations (go/fused.go) against the generic fallback -------------------------
+def _lc_inputs(be, keys, level, n=6):
+    ev = be.evaluator(keys)
+    return [ev.drop_to_level(be.encrypt(_vec(be, 20 + i), keys.public), level) for i in range(n)]
+
+
+def _lc_weights(rng, shape):
+    w = rng.normal(size=shape) * 2
+    pick = rng.integers(0, 4, size=shape)
+    w[pick == 0] = 0.0  # skipped
+    w[pick == 1] = rng.integers(-3, 4, size=int((pick == 1).sum()))  # integers (Lattigo scales them by 1)
+    return w
+
+
+# (level, scale): q_level (Lattigo's native constant path), non-integer and integer non-prime scales
+LC_CASES = [("top", "q"), ("top", 3.0e9 + 0.5), (2, "q"), (2, 12345.0), (1, "q"), (0, 1000.25), (0, 7.0)]
+
+
+def _lc_close(be, sk, got, want):
+    a, b = be.decrypt_decode(got, sk), be.decrypt_decode(want, sk)
+    assert np.max(np.abs(a - b)) <= 2.0 ** -20 * max(1.0, float(np.max(np.abs(b))))
+
+
+@pytest.mark.parametrize("level,scale", LC_CASES)
+def test_native_linear_combination_equals_generic(small, level, scale):
+    from henn.ckks.backend import Backend
+
+    be, sk, keys = small
+    ev = be.evaluator(keys)
+    level = be.max_level if level == "top" else level
+    scale = float(be.prime(level)) if scale == "q" else scale
+    cts = _lc_inputs(be, keys, level)
+    rng = np.random.default_rng(level)
+    for w in [*_lc_weights(rng, (4, len(cts))), np.zeros(len(cts))]:
+        native = agree(be, ev.linear_combination(cts, w, scale=scale))
+        assert (native.level, native.scale) == (level, cts[0].scale * scale)
+        generic = Ciphertext(Backend._linear_combination(be, [c.raw for c in cts], w, level, scale), level,
+                             native.scale, be.name)
+        agree(be, generic)
+        # the same integer multipliers and exact sums: bit-identical ciphertexts
+        assert be._serialize("ciphertext", native.raw) == be._serialize("ciphertext", generic.raw)
+        _lc_close(be, sk, native, generic)
+        want = sum(wi * _vec(be, 20 + i) for i, wi in enumerate(w))
+        quantization = len(w) * 0.5 / scale  # each weight is rounded to a multiple of 1/scale
+        assert np.max(np.abs(be.decrypt_decode(native, sk) - want)) < 1e-3 + quantization
+
+
+@pytest.mark.parametrize("level,scale", LC_CASES[:4])
+def test_native_linear_combinations_equal_rows(small, level, scale):
+    from henn.ckks.backend import Backend
+
+    be, sk, keys = small
+    ev = be.evaluator(keys)
+    level = be.max_level if level == "top" else level
+    scale = float(be.prime(level)) if scale == "q" else scale
+    cts = _lc_inputs(be, keys, level)
+    W = _lc_weights(np.random.default_rng(3), (9, len(cts)))
+    W[4] = 0.0
+    outs = ev.linear_combinations(cts, W, scale=scale)
+    generic = Backend._linear_combinations(be, [c.raw for c in cts], W, level, scale)
+    assert len(outs) == len(generic) == len(W)
+    for row, out, raw in zip(W, outs, generic):
+        agree(be, out)
+        single = ev.linear_combination(cts, row, scale=scale)
+        assert (out.level, out.scale) == (single.level, single.scale)
+        assert be._serialize("ciphertext", out.raw) == be._serialize("ciphertext", raw)
+        _lc_close(be, sk, out, single)
+
+
+def test_native_linear_combinations_from_threads(small):
+    """Two Python threads, each a fused call that itself runs on several goroutines."""
+    be, sk, keys = small
+    ev = be.evaluator(keys)
+    cts = _lc_inputs(be, keys, be.max_level)
+    W = _lc_weights(np.random.default_rng(4), (16, len(cts)))
+    want = [ev.linear_combination(cts, row) for row in W]
+    got: dict[int, list] = {}
+
+    def work(i):
+        got[i] = ev.linear_combinations(cts, W)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for outs in got.values():
+        assert [be._serialize("ciphertext", o.raw) for o in outs] == \
+            [be._serialize("ciphertext", o.raw) for o in want]
+
+
+def test_native_linear_combination_rejects_bad_calls(small):
+    """What the evaluator checks first, the bridge refuses as well (an error, not a crash)."""
+    be, _, keys = small
+    cts = _lc_inputs(be, keys, be.max_level, 2)
+    low = _lc_inputs(be, keys, 1, 1)
+    with pytest.raises(BackendError, match="level"):
+        be._linear_combination([cts[0].raw, low[0].raw], np.ones(2), be.max_level, 2.0 ** 20)
+    with pytest.raises(BackendError, match="scale"):
+        be._linear_combinations([c.raw for c in cts], np.ones((1, 2)), be.max_level, 0.5)
+    with pytest.raises(BackendError, match="at least one"):
+        be._linear_combination([], np.ones(0), be.max_level, 2.0 ** 20)
+
+
 def test_hoisted_rotations_equal_plain_rotations(small):
     be, sk, keys = small
     ev = be.evaluator(keys)

@@ -1,40 +1,28 @@
 """evaluate_polynomial: values, levels and scales on the plain backend (exact and noisy) and real libraries."""
 
-import os
 
 import numpy as np
 import pytest
 
 from henn.activations import ACTIVATIONS
 from henn.ckks import presets
-from henn.ckks.backends import backend_class, names, open_backend
+from henn.ckks.backends import open_backend
 from henn.ckks.params import Parameters, ParametersLiteral
 from henn.errors import InputError, LevelError
 from henn.kernels.poly import (evaluate_polynomial, logistic_coefficients, output_level, polynomial_cost,
                                polynomial_depth)
+from kernel_support import REAL, real_backend
 
 PARAMS = presets.get("insecure_short_d4")
 # degree 31 on [-8, 8] needs 6 levels and a 50-bit scale (power-basis coefficients up to 4.7e5)
 DEEP = Parameters.from_literal(ParametersLiteral(14, (60,) + (50,) * 6, (60,), 50))
 NOISY_TOL, EXACT_TOL = 2.0**-15, 1e-9
-REAL = [n for n in ("seal", "lattigo") if n in names()]
 SWISH2 = ACTIVATIONS["swish-rg5-deg2"].coefficients
 SWISH4 = ACTIVATIONS["swish-rg7-deg4"].coefficients
 RANDOM7 = tuple(np.random.default_rng(7).uniform(-1, 1, 8))
 RANDOM15 = tuple(np.random.default_rng(15).uniform(-1, 1, 16))
 
 
-def real_backend(name):
-    """The library's backend, skipped only when it is unavailable outside CI."""
-    try:
-        ok, why = backend_class(name).available()
-    except Exception as exc:  # noqa: BLE001 - an import failure means unavailable
-        ok, why = False, str(exc)
-    if not ok:
-        if os.environ.get("CI"):
-            pytest.fail(f"backend {name} unavailable in CI: {why}")
-        pytest.skip(f"backend {name} unavailable: {why}")
-    return open_backend(name, PARAMS)
 
 
 def check(be, coeffs, xrange, tol, *, level=None, seed=0, **kwargs):
@@ -167,7 +155,7 @@ def test_errors():
 
 @pytest.mark.parametrize("name", REAL)
 def test_real_backend(name):
-    be = real_backend(name)
+    be = real_backend(name, PARAMS)
     for coeffs, xrange, kwargs in [(SWISH4, 7.0, {}), (SWISH4, 7.0, {"target_scale": "natural"}),
                                    ((0, 0, 1), 1.0, {}), (RANDOM7, 1.0, {}), (SWISH2, 5.0, {"target_scale": 2.0**35}),
                                    (logistic_coefficients(7), 8.0, {"bound": 8})]:

@@ -1,49 +1,21 @@
 """rotate_and_sum / dot_product on the plain backend (exact and noisy) and on real libraries."""
 
-import os
 
 import numpy as np
 import pytest
 
 from henn.ckks import presets
-from henn.ckks.backends import backend_class, names, open_backend
-from henn.ckks.evaluator import Evaluator
+from henn.ckks.backends import open_backend
 from henn.errors import InputError, MissingKeyError
 from henn.kernels.rotsum import dot_product, rotate_and_sum, rotate_and_sum_count, rotate_and_sum_steps
+from kernel_support import REAL, Recorder, real_backend
 
 PARAMS = presets.get("insecure_short_d4")
 NOISY_TOL, EXACT_TOL = 2.0**-15, 1e-9
-REAL = [n for n in ("seal", "lattigo") if n in names()]
 
 
-def real_backend(name):
-    """The library's backend, skipped only when it is unavailable outside CI."""
-    try:
-        ok, why = backend_class(name).available()
-    except Exception as exc:  # noqa: BLE001 - an import failure means unavailable
-        ok, why = False, str(exc)
-    if not ok:
-        if os.environ.get("CI"):
-            pytest.fail(f"backend {name} unavailable in CI: {why}")
-        pytest.skip(f"backend {name} unavailable: {why}")
-    return open_backend(name, PARAMS)
 
 
-class Recorder(Evaluator):
-    """An Evaluator that records the (normalized) rotation steps it was asked for."""
-
-    def __init__(self, backend, keys):
-        super().__init__(backend, keys)
-        self.used = set()
-
-    def rotate(self, a, steps):
-        self.used.add(steps % self.backend.slots)
-        return super().rotate(a, steps)
-
-    def rotate_hoisted(self, a, steps):
-        steps = list(steps)
-        self.used |= {s % self.backend.slots for s in steps}
-        return super().rotate_hoisted(a, steps)
 
 
 def setup(backend, steps):
@@ -134,7 +106,7 @@ def test_dot_product_lazy_rescale(plain):
 
 @pytest.mark.parametrize("name", REAL)
 def test_real_backend(name):
-    be = real_backend(name)
+    be = real_backend(name, PARAMS)
     rng = np.random.default_rng(11)
     n = 48
     a, b = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)

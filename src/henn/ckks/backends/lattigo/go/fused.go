@@ -236,6 +236,23 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj) {
 			}
 		}
 	}
+	// termPtrs[poly][prime][term]: the limb each term reads
+	termPtrs := make([][][]unsafe.Pointer, 2)
+	for d := range termPtrs {
+		termPtrs[d] = make([][]unsafe.Pointer, primes)
+		for j := range termPtrs[d] {
+			tp := make([]unsafe.Pointer, len(p.index)+1) // +1: &tp[s] is valid for s = len(index)
+			for t, i := range p.index {
+				tp[t] = base[d][j][i]
+			}
+			termPtrs[d][j] = tp
+		}
+	}
+	if len(p.mult) > 0 {
+		for j := range p.mult {
+			p.mult[j] = append(p.mult[j], 0)[:len(p.mult[j])] // the same guard for &mult[s]
+		}
+	}
 	parallelFor(2*perPoly, func(tile int) {
 		d, rest := tile/perPoly, tile%perPoly
 		j, b := rest/blocks, rest%blocks
@@ -245,10 +262,10 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj) {
 		q, bred := sub.Modulus, sub.BRedConstant
 		r64 := ring.BRedAdd(1<<63, q, bred) // 2^64 mod q = 2 * (2^63 mod q)
 		r64 = ring.CRed(r64+r64, q)
-		ptrs := base[d][j]
 		mult := p.mult[j]
 		chunk := p.chunk[j]
-		var hi, lo [lcBlock]uint64
+		terms := termPtrs[d][j]
+		var accHi, accLo [lcBlock]uint64
 		for o, out := range outs {
 			dst := out.ct.Value[d].Coeffs[j][c0:c1]
 			t0, t1 := p.indptr[o], p.indptr[o+1]
@@ -256,51 +273,77 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj) {
 				clear(dst)
 				continue
 			}
-			width := c1 - c0
-			clear(hi[:width])
-			clear(lo[:width])
+			width := len(dst)
+			hi, lo := accHi[:width], accLo[:width]
+			clear(hi)
+			clear(lo)
+			off := uintptr(c0) * 8
+			limb := func(t int) []uint64 { return unsafe.Slice((*uint64)(unsafe.Add(terms[t], off)), width) }
 			for s := t0; s < t1; s += chunk {
-				e := min(s+chunk, t1)
 				if s > t0 { // reduce the partial sums to [0, q) before the next chunk
-					for x := 0; x < width; x++ {
-						lo[x] = reduce128(hi[x], lo[x], q, r64, bred)
-						hi[x] = 0
+					for x := range lo {
+						lo[x], hi[x] = reduce128(hi[x], lo[x], q, r64, bred), 0
 					}
 				}
-				for t := s; t < e; t++ {
-					src := unsafe.Slice((*uint64)(unsafe.Add(ptrs[p.index[t]], c0*8)), width)
-					macc(hi[:width], lo[:width], src, mult[t])
+				e := min(s+chunk, t1)
+				t := s
+				for ; t+2 <= e; t += 2 { // two terms per pass over the accumulators
+					macc2(hi, lo, limb(t), limb(t+1), mult[t], mult[t+1])
+				}
+				for ; t < e; t++ {
+					macc1(hi, lo, limb(t), mult[t])
 				}
 			}
-			for x := 0; x < width; x++ {
+			for x := range dst {
 				dst[x] = reduce128(hi[x], lo[x], q, r64, bred)
 			}
 		}
 	})
 }
 
-// macc: (hi, lo) += src * m, 128-bit, element-wise.
-func macc(hi, lo, src []uint64, m uint64) {
-	n := len(src)
-	hi, lo = hi[:n], lo[:n]
-	x := 0
-	for ; x+4 <= n; x += 4 {
-		h0, l0 := bits.Mul64(src[x], m)
-		h1, l1 := bits.Mul64(src[x+1], m)
-		h2, l2 := bits.Mul64(src[x+2], m)
-		h3, l3 := bits.Mul64(src[x+3], m)
-		var c0, c1, c2, c3 uint64
-		lo[x], c0 = bits.Add64(lo[x], l0, 0)
-		lo[x+1], c1 = bits.Add64(lo[x+1], l1, 0)
-		lo[x+2], c2 = bits.Add64(lo[x+2], l2, 0)
-		lo[x+3], c3 = bits.Add64(lo[x+3], l3, 0)
-		hi[x] += h0 + c0
-		hi[x+1] += h1 + c1
-		hi[x+2] += h2 + c2
-		hi[x+3] += h3 + c3
+// macc4: (hi, lo) += a*ma + b*mb + c*mc + d*md, 128-bit, element-wise. Four products < 2^122 each
+// fit 2^128 with the accumulator below chunk's bound (newLCPlan counts them as four terms).
+func macc4(hi, lo, a, b, c, d []uint64, ma, mb, mc, md uint64) {
+	n := len(lo)
+	hi, a, b, c, d = hi[:n], a[:n], b[:n], c[:n], d[:n]
+	for x := 0; x < n; x++ {
+		h, l := bits.Mul64(a[x], ma)
+		h1, l1 := bits.Mul64(b[x], mb)
+		var cy uint64
+		l, cy = bits.Add64(l, l1, 0)
+		h += h1 + cy
+		h1, l1 = bits.Mul64(c[x], mc)
+		l, cy = bits.Add64(l, l1, 0)
+		h += h1 + cy
+		h1, l1 = bits.Mul64(d[x], md)
+		l, cy = bits.Add64(l, l1, 0)
+		h += h1 + cy
+		lo[x], cy = bits.Add64(lo[x], l, 0)
+		hi[x] += h + cy
 	}
-	for ; x < n; x++ {
-		h, l := bits.Mul64(src[x], m)
+}
+
+// macc2: (hi, lo) += a*ma + b*mb, 128-bit, element-wise.
+func macc2(hi, lo, a, b []uint64, ma, mb uint64) {
+	n := len(lo)
+	hi, a, b = hi[:n], a[:n], b[:n]
+	for x := 0; x < n; x++ {
+		h, l := bits.Mul64(a[x], ma)
+		h1, l1 := bits.Mul64(b[x], mb)
+		var cy uint64
+		l, cy = bits.Add64(l, l1, 0)
+		h += h1 + cy
+		lo[x], cy = bits.Add64(lo[x], l, 0)
+		hi[x] += h + cy
+	}
+}
+
+// macc1: (hi, lo) += a * m, 128-bit, element-wise.
+func macc1(hi, lo, a []uint64, m uint64) {
+	n := len(lo)
+	hi, a = hi[:n], a[:n]
+	for x := 0; x < n; x++ {
+		h, l := bits.Mul64(a[x], m)
 		var cy uint64
 		lo[x], cy = bits.Add64(lo[x], l, 0)
 		hi[x] += h + cy
