@@ -14,8 +14,8 @@ $(BIN)/henn: pyproject.toml
 	touch $@
 
 # tests also exercise training and the torch.fx frontend: torch is a test-time extra only
-$(VENV)/.test-deps: $(BIN)/henn
-	$(BIN)/pip install -q -e '.[test,train]'
+$(VENV)/.test-deps: $(BIN)/henn pyproject.toml
+	$(BIN)/pip install -q -e '.[test,train,tenseal]'
 	touch $@
 
 $(BRIDGE): $(GO_SRC)

@@ -1,13 +1,20 @@
-"""The optional TenSEAL backend through the profiler (skipped when tenseal is not installed)."""
+"""The optional TenSEAL backend through the profiler (`make test` installs it; outside CI a missing
+tenseal skips this module, in CI it fails)."""
 
 from __future__ import annotations
 
+import os
 from functools import partial
 
 import numpy as np
 import pytest
 
-pytest.importorskip("tenseal")
+try:
+    import tenseal  # noqa: F401
+except ImportError:
+    if os.environ.get("CI"):
+        raise
+    pytest.skip("tenseal not installed (pip install tenseal==0.3.18)", allow_module_level=True)
 
 from henn.ckks import open_backend, select_parameters  # noqa: E402
 from henn.errors import InputError, UnsupportedOperation  # noqa: E402
