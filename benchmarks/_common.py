@@ -45,3 +45,22 @@ def write_json(path: str | Path, payload: dict) -> Path:
     payload = {"timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(), **payload}
     path.write_text(json.dumps(payload, indent=2))
     return path
+
+
+def summarize(samples: list[float]) -> dict:
+    """Median and spread of already-collected samples (same keys as time_op, without repeats/warmup)."""
+    q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "q1": q[0], "q3": q[2],
+            "samples": len(samples)}
+
+
+def peak_rss_mib() -> float | None:
+    """This process's resident-set high-water mark (VmHWM in /proc/self/status), MiB; None off Linux."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return None

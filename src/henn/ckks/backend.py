@@ -25,7 +25,7 @@ from henn.ckks import serialization
 from henn.ckks.params import Parameters, ParametersLiteral
 from henn.ckks.values import (Ciphertext, EvaluationKeys, GaloisKeys, Plaintext, PublicKey, RelinKey,
                               SecretKey)
-from henn.errors import InputError, LevelError, SerializationError, UnsupportedOperation
+from henn.errors import InputError, LevelError, SerializationError
 
 Values = float | complex | np.ndarray | list
 

@@ -114,10 +114,10 @@ class Evaluator:
         s = float(be.prime(first.level)) if scale is None else be._check_scale(scale)
         if w.shape[0] == 0:
             return []
-        self._scalar_fits("linear_combinations", float(np.max(np.abs(w))), s, first.level)
         nonzero = w != 0  # each output takes the scale of its first term, as linear_combination's would
         firsts = np.where(nonzero.any(axis=1), nonzero.argmax(axis=1), 0)
         scales = [self._product_scale("linear_combinations", cts[int(f)], s) for f in firsts]
+        self._scalar_fits("linear_combinations", float(np.max(np.abs(w))), s, first.level)
         raws = be._linear_combinations([c.raw for c in cts], w, first.level, s)
         return [Ciphertext(raw, first.level, sc, be.name) for raw, sc in zip(raws, scales)]
 

@@ -38,7 +38,6 @@ def cifar_layers(activation: str = "square", channels=(32, 64, 128), hidden: int
 
 def build_cnn(layers, input_shape=(1, 28, 28), seed: int = 0, gain: float = 1.0):
     """An onnx.ModelProto for `layers` with random weights drawn from `seed`."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(seed)

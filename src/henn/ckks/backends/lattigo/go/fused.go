@@ -23,7 +23,10 @@ import (
 // Lattigo's own rounding when it takes the native constant path), and the sum is reduced
 // exactly modulo each prime. The work is done directly on the RNS limbs: for every prime q_j,
 // products x * (M mod q_j) are accumulated in 128 bits without reduction and reduced once per
-// coefficient (or every `chunk` terms, so that the accumulator cannot overflow).
+// coefficient (or every `chunk` terms, so that the accumulator cannot overflow). Limbs of primes
+// below 2^52 use AVX-512 IFMA (52-bit multiply-accumulate, fused_ifma.go) where the CPU has it.
+// Tiles (polynomial, prime, 64 coefficients) run on GOMAXPROCS goroutines; every output of a
+// tile reads the inputs' slices while they are in cache.
 //
 // Multiplying by a constant is coefficient-wise in both the NTT and the coefficient domain
 // (for a real constant Lattigo's two half-ring multipliers coincide), so the domain flag of the
@@ -210,47 +213,48 @@ func (c *ctxObj) linearCombinations(in []*ctObj, weights []float64, m, level int
 		ct.MetaData = &meta
 		outs[o] = &ctObj{c: c, ct: ct}
 	}
-	c.accumulate(plan, in, outs)
+	c.accumulate(plan, in, outs, hasIFMA())
 	return outs, nil
 }
 
 // accumulate fills the outputs, tile by tile: (polynomial, prime, block of lcBlock coefficients).
-func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj) {
+// Limbs of primes below 2^52 go through the AVX-512 IFMA kernel where the CPU has it
+// (fused_ifma.go), the others (and every limb elsewhere) through 64x64-bit products in Go.
+func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj, useIFMA bool) {
 	n := c.params.N()
 	primes := p.level + 1
 	blocks := (n + lcBlock - 1) / lcBlock
 	perPoly := primes * blocks
 	ringQ := c.params.RingQ()
-	// base[poly][prime][input]: the input's limb
-	base := make([][][]unsafe.Pointer, 2)
-	for d := range base {
-		base[d] = make([][]unsafe.Pointer, primes)
-		for j := range base[d] {
-			base[d][j] = make([]unsafe.Pointer, len(in))
+	ifma := useIFMA && n%lcBlock == 0
+	if ifma {
+		defer pinLimbs(in, primes).Unpin()
+	}
+	// terms[poly][prime][term]: the limb each term reads (addrs: the same as integers, for C)
+	terms := make([][][]unsafe.Pointer, 2)
+	addrs := make([][][]uintptr, 2)
+	for d := range terms {
+		terms[d] = make([][]unsafe.Pointer, primes)
+		addrs[d] = make([][]uintptr, primes)
+		for j := range terms[d] {
+			limbs := make([]unsafe.Pointer, len(in))
 			for i, a := range in {
 				limb := a.ct.Value[d].Coeffs[j]
 				if len(limb) != n {
 					panic(fmt.Sprintf("input %d limb %d has %d coefficients, expected %d", i, j, len(limb), n))
 				}
-				base[d][j][i] = unsafe.Pointer(&limb[0])
+				limbs[i] = unsafe.Pointer(&limb[0])
 			}
-		}
-	}
-	// termPtrs[poly][prime][term]: the limb each term reads
-	termPtrs := make([][][]unsafe.Pointer, 2)
-	for d := range termPtrs {
-		termPtrs[d] = make([][]unsafe.Pointer, primes)
-		for j := range termPtrs[d] {
-			tp := make([]unsafe.Pointer, len(p.index)+1) // +1: &tp[s] is valid for s = len(index)
+			terms[d][j] = make([]unsafe.Pointer, len(p.index))
 			for t, i := range p.index {
-				tp[t] = base[d][j][i]
+				terms[d][j][t] = limbs[i]
 			}
-			termPtrs[d][j] = tp
-		}
-	}
-	if len(p.mult) > 0 {
-		for j := range p.mult {
-			p.mult[j] = append(p.mult[j], 0)[:len(p.mult[j])] // the same guard for &mult[s]
+			if ifma && ringQ.SubRings[j].Modulus < ifmaMaxModulus {
+				addrs[d][j] = make([]uintptr, len(p.index))
+				for t, ptr := range terms[d][j] {
+					addrs[d][j][t] = uintptr(ptr)
+				}
+			}
 		}
 	}
 	parallelFor(2*perPoly, func(tile int) {
@@ -262,9 +266,7 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj) {
 		q, bred := sub.Modulus, sub.BRedConstant
 		r64 := ring.BRedAdd(1<<63, q, bred) // 2^64 mod q = 2 * (2^63 mod q)
 		r64 = ring.CRed(r64+r64, q)
-		mult := p.mult[j]
-		chunk := p.chunk[j]
-		terms := termPtrs[d][j]
+		mult, chunk, tp, ta := p.mult[j], p.chunk[j], terms[d][j], addrs[d][j]
 		var accHi, accLo [lcBlock]uint64
 		for o, out := range outs {
 			dst := out.ct.Value[d].Coeffs[j][c0:c1]
@@ -278,7 +280,7 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj) {
 			clear(hi)
 			clear(lo)
 			off := uintptr(c0) * 8
-			limb := func(t int) []uint64 { return unsafe.Slice((*uint64)(unsafe.Add(terms[t], off)), width) }
+			limb := func(t int) []uint64 { return unsafe.Slice((*uint64)(unsafe.Add(tp[t], off)), width) }
 			for s := t0; s < t1; s += chunk {
 				if s > t0 { // reduce the partial sums to [0, q) before the next chunk
 					for x := range lo {
@@ -286,6 +288,13 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj) {
 					}
 				}
 				e := min(s+chunk, t1)
+				if ta != nil {
+					for u := s; u < e; u += ifmaMaxTerms {
+						v := min(u+ifmaMaxTerms, e)
+						macc52(ta[u:v], c0, mult[u:v], &accHi, &accLo)
+					}
+					continue
+				}
 				t := s
 				for ; t+2 <= e; t += 2 { // two terms per pass over the accumulators
 					macc2(hi, lo, limb(t), limb(t+1), mult[t], mult[t+1])
@@ -299,28 +308,6 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj) {
 			}
 		}
 	})
-}
-
-// macc4: (hi, lo) += a*ma + b*mb + c*mc + d*md, 128-bit, element-wise. Four products < 2^122 each
-// fit 2^128 with the accumulator below chunk's bound (newLCPlan counts them as four terms).
-func macc4(hi, lo, a, b, c, d []uint64, ma, mb, mc, md uint64) {
-	n := len(lo)
-	hi, a, b, c, d = hi[:n], a[:n], b[:n], c[:n], d[:n]
-	for x := 0; x < n; x++ {
-		h, l := bits.Mul64(a[x], ma)
-		h1, l1 := bits.Mul64(b[x], mb)
-		var cy uint64
-		l, cy = bits.Add64(l, l1, 0)
-		h += h1 + cy
-		h1, l1 = bits.Mul64(c[x], mc)
-		l, cy = bits.Add64(l, l1, 0)
-		h += h1 + cy
-		h1, l1 = bits.Mul64(d[x], md)
-		l, cy = bits.Add64(l, l1, 0)
-		h += h1 + cy
-		lo[x], cy = bits.Add64(lo[x], l, 0)
-		hi[x] += h + cy
-	}
 }
 
 // macc2: (hi, lo) += a*ma + b*mb, 128-bit, element-wise.

@@ -105,9 +105,19 @@ func TestLinearCombinationsMatchGeneric(t *testing.T) {
 			for j := range plan.chunk {
 				plan.chunk[j] = 1 + j%2
 			}
-			c.accumulate(plan, in, outs)
+			for _, ifma := range []bool{false, hasIFMA()} { // the portable Go kernel, and IFMA where the CPU has it
+				c.accumulate(plan, in, outs, ifma)
+				for o := 0; o < m; o++ {
+					sameCiphertext(t, "chunked row", outs[o].ct, genericLC(t, c, in, w[o*kk:(o+1)*kk], scale).ct)
+				}
+			}
+			plan.chunk = append([]int(nil), plan.chunk...)
+			for j := range plan.chunk {
+				plan.chunk[j] = math.MaxInt32
+			}
+			c.accumulate(plan, in, outs, false)
 			for o := 0; o < m; o++ {
-				sameCiphertext(t, "chunked row", outs[o].ct, genericLC(t, c, in, w[o*kk:(o+1)*kk], scale).ct)
+				sameCiphertext(t, "go kernel row", outs[o].ct, genericLC(t, c, in, w[o*kk:(o+1)*kk], scale).ct)
 			}
 		}
 	}
