@@ -79,13 +79,7 @@ class Evaluator:
         w = np.asarray(weights, dtype=np.float64)
         if not cts or w.shape != (len(cts),):
             raise InputError(f"linear_combination needs one weight per ciphertext, got {w.shape} for {len(cts)}")
-        if not np.all(np.isfinite(w)):
-            raise InputError("linear_combination weights contain NaN or infinity")
-        first = self._ct(cts[0], "linear_combination", degree1=True)
-        for c in cts[1:]:
-            c = self._ct(c, "linear_combination", degree1=True)
-            self._same_level("linear_combination", first, c)
-            self._same_scale("linear_combination", first, c.scale)
+        first = self._uniform_inputs("linear_combination", cts, w)
         be = self.backend
         s = float(be.prime(first.level)) if scale is None else be._check_scale(scale)
         out_scale = self._product_scale("linear_combination", first, s)
@@ -103,13 +97,7 @@ class Evaluator:
         w = np.asarray(weights, dtype=np.float64)
         if not cts or w.ndim != 2 or w.shape[1] != len(cts):
             raise InputError(f"linear_combinations needs an (outputs, {len(cts)}) weight matrix, got shape {w.shape}")
-        if not np.all(np.isfinite(w)):
-            raise InputError("linear_combinations weights contain NaN or infinity")
-        first = self._ct(cts[0], "linear_combinations", degree1=True)
-        for c in cts[1:]:
-            c = self._ct(c, "linear_combinations", degree1=True)
-            self._same_level("linear_combinations", first, c)
-            self._same_scale("linear_combinations", first, c.scale)
+        first = self._uniform_inputs("linear_combinations", cts, w)
         be = self.backend
         s = float(be.prime(first.level)) if scale is None else be._check_scale(scale)
         if w.shape[0] == 0:
@@ -210,6 +198,17 @@ class Evaluator:
         c = self._scalar(op, b)
         self._scalar_fits(op, abs(c), a.scale, a.level)
         return self._like(a, be._add_scalar(a.raw, c if op == "add" else -c, a.level, a.scale))
+
+    def _uniform_inputs(self, op: str, cts: list, weights: np.ndarray) -> Ciphertext:
+        """Check finite weights and relinearized inputs sharing one level and scale; return the first."""
+        if not np.all(np.isfinite(weights)):
+            raise InputError(f"{op} weights contain NaN or infinity")
+        first = self._ct(cts[0], op, degree1=True)
+        for c in cts[1:]:
+            c = self._ct(c, op, degree1=True)
+            self._same_level(op, first, c)
+            self._same_scale(op, first, c.scale)
+        return first
 
     def _ct(self, a, op: str, degree1: bool = False) -> Ciphertext:
         a = self.backend._own(a, Ciphertext)
