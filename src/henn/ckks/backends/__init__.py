@@ -31,10 +31,15 @@ def available() -> dict[str, tuple[bool, str]]:
     return out
 
 
-def open_backend(name: str, params, **options):
-    """A ready context of backend `name` for `params`."""
+def usable_class(name: str):
+    """The class of backend `name`, or BackendError saying why it cannot be used here."""
     cls = backend_class(name)
     ok, info = cls.available()
     if not ok:
         raise BackendError(f"backend {name!r} is not usable here: {info}")
-    return cls(params, **options)
+    return cls
+
+
+def open_backend(name: str, params, **options):
+    """A ready context of backend `name` for `params`."""
+    return usable_class(name)(params, **options)
