@@ -63,16 +63,19 @@ def test_zoo_mnist_numpy_reference_accuracy(act):
     """The ONNX graph alone (numpy evaluator) classifies the embedded digits as recorded."""
     proto, meta = _zoo("mnist-cnn", act)
     x, y = datasets.load_embedded_mnist()
-    acc = float((onnx_reference.run(proto, x[::5]).argmax(1) == y[::5]).mean())  # 1000 digits
-    assert abs(acc - meta["accuracies"]["mnist_embedded_5k"]) < 0.015
+    wrong = int((onnx_reference.run(proto, x).argmax(1) != y).sum())
+    recorded = round((1 - meta["accuracies"]["mnist_embedded_5k"]) * len(y))
+    assert abs(wrong - recorded) <= 2  # at most 2 borderline flips from torch vs numpy rounding
 
 
 @pytest.mark.skipif(DATA is None, reason="no dataset folder")
-def test_zoo_cifar_numpy_reference_runs():
+def test_zoo_cifar_numpy_reference_accuracy():
+    """The ONNX graph alone (numpy evaluator) classifies the 1000 CIFAR test images as recorded."""
     proto, meta = _zoo("cifar-cnn", "swish-rg7-deg4")
     x, y = datasets.load_cifar10(DATA, "test")
-    acc = float((onnx_reference.run(proto, x[:200]).argmax(1) == y[:200]).mean())
-    assert abs(acc - meta["accuracies"]["cifar_test_1000"]) < 0.1
+    wrong = int((onnx_reference.run(proto, x).argmax(1) != y).sum())
+    recorded = round((1 - meta["accuracies"]["cifar_test_1000"]) * len(y))
+    assert abs(wrong - recorded) <= 2  # at most 2 borderline flips from torch vs numpy rounding
 
 
 # ---- torch-specific -------------------------------------------------------------------------
