@@ -1,6 +1,7 @@
 """henn.compile / CompiledModel.run and `henn infer`: the user-facing API and its errors."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -92,11 +93,22 @@ def test_cli_infer_missing_model(tmp_path, capsys):
     assert "henn train" in capsys.readouterr().err
 
 
-def test_cifar_single_mode_is_refused_with_a_hint():
-    from henn.frontend.onnx_build import cifar_layers
+def test_cifar_zoo_model_single_mode_on_real_images():
+    """CIFAR-10 deg4 at its real 128-bit parameters (N = 2^15, several ciphertexts per image) on the
+    plain backend's CKKS noise model: 2 real test images."""
+    from henn.datasets import default_data_dir, load_cifar10
 
-    with pytest.raises(UnsupportedOperation, match="32768 slots per image.*mode='batch'"):
-        henn.compile(build_cnn(cifar_layers("square"), (3, 32, 32)), backend="plain", mode="single")
+    path = Path(henn.__file__).parent / "zoo" / "cifar-cnn_swish-rg7-deg4.onnx"
+    if default_data_dir() is None:
+        pytest.skip("CIFAR-10 test images not found: set HENN_DATA_DIR (tests/conftest.py fails skips under CI)")
+    x, _ = load_cifar10(default_data_dir(), split="test")
+    with henn.compile(str(path), backend="plain", mode="single") as cm:
+        assert cm.params.log_n == 15 and not cm.params.insecure and cm.depth == 10
+        steps = [s for s in cm.program.steps if s.kind == "mdiag"]
+        assert len(steps) == 4 and steps[0].attrs["cts_out"] == 2  # 32 x 32 x 32 = 2 ciphertexts of 16384
+        ref = cm.reference(x[:2])
+        enc = cm.run(x[:2])
+    assert np.max(np.abs(enc - ref)) < 1e-2 and (enc.argmax(1) == ref.argmax(1)).all()
 
 
 def test_activation_check_uses_training_maxima(tmp_path, rng):

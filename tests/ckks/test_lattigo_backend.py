@@ -339,16 +339,18 @@ def test_two_threads_multiply_on_one_evaluator(small):
 def test_recommend_is_lattigo_style_and_secure(depth):
     lit = LattigoBackend.recommend(depth, None, None)
     assert lit.log_scale == 45 and lit.log_q == (55,) + (45,) * depth
-    assert set(lit.log_p) == {61} and len(lit.log_p) in (1, 2)
+    assert set(lit.log_p) == {61} and 1 <= len(lit.log_p) <= -(-len(lit.log_q) // 2)
     total = sum(lit.log_q) + sum(lit.log_p)
     assert security.is_secure(lit.log_n, total)
+    if len(lit.log_p) < -(-len(lit.log_q) // 2):  # the ring is full: one more special prime would not be secure
+        assert not security.is_secure(lit.log_n, total + 61)
     assert not security.is_secure(lit.log_n - 1, sum(lit.log_q) + 61)  # the smallest secure ring
     Parameters.from_literal(lit)
 
 
 def test_recommend_scale_slots():
     lit = LattigoBackend.recommend(2, 1 << 14, 30)
-    assert lit.log_q == (55, 30, 30) and lit.log_n == 15 and lit.log_p == (61,)
+    assert lit.log_q == (55, 30, 30) and lit.log_n == 15 and lit.log_p == (61, 61)
     assert LattigoBackend.recommend(1, None, 52).log_q == (60, 52)
 
 

@@ -46,6 +46,21 @@ def test_single_mode_mnist_architecture(backend, rng):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_single_mode_over_several_ciphertexts(backend, rng):
+    """CIFAR-shaped: a 16 x 32 x 32 map spans 8 ciphertexts of 2048 slots (multiplexed layouts)."""
+    need(backend)
+    from henn.frontend.onnx_build import cifar_layers
+
+    model = build_cnn(cifar_layers("swish-rg5-deg2", (16, 4, 4), 8), (3, 32, 32), seed=6)
+    with henn.compile(model, backend=backend, mode="single", params=short_params(7, 12)) as cm:
+        assert cm.program.steps[0].kind == "mdiag"
+        x = rng.uniform(0, 1, (1, 3, 32, 32))
+        ref = cm.reference(x)
+        enc = cm.run(x)
+        assert np.max(np.abs(enc - ref)) < 1e-3 * max(1, np.abs(ref).max()) and (enc.argmax(1) == ref.argmax(1)).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_batch_mode_small_cnn(backend, rng):
     need(backend)
     layers = [("conv", 2, 3, 2, 0), ("bn",), ("poly", "swish-rg5-deg2"), ("conv", 3, 2, 1, 0), ("bn",),

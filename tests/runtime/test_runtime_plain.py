@@ -56,6 +56,38 @@ def test_cifar_shaped_batch(rng):
     assert np.max(np.abs(enc - ref)) < 1e-3 * max(1.0, np.abs(ref).max())
 
 
+@pytest.mark.parametrize("act", ["square", "swish-rg5-deg2", "swish-rg7-deg4"])
+def test_cifar_shaped_single_over_several_ciphertexts(act, rng):
+    """16 x 32 x 32 maps exceed one ciphertext: multiplexed layouts over 2048-slot ciphertexts."""
+    model = build_cnn(cifar_layers(act, (16, 4, 4), 8), (3, 32, 32), seed=6)
+    depth = 10 if act == "swish-rg7-deg4" else 7
+    c = compile_model(model, None, CompileOptions(mode="single", params=short_params(depth, 12)))
+    steps = [s for s in c.program.steps if s.kind == "mdiag"]
+    assert [(s.attrs["cts_in"], s.attrs["cts_out"]) for s in steps] == [(2, 8), (8, 1), (1, 1), (1, 1)]
+    assert c.program.input_pack["kind"] == "multi"
+    x = rng.uniform(0, 1, (2, 3, 32, 32))
+    ref = interpret.run(c.reference, x)
+    clear = run_encrypted(c.program, x, noise=False)
+    np.testing.assert_allclose(clear, ref, atol=1e-8)  # compiled program in cleartext == model
+    enc = run_encrypted(c.program, x)
+    assert np.max(np.abs(enc - ref)) < 1e-3 * max(1.0, np.abs(ref).max())
+    assert (enc.argmax(1) == ref.argmax(1)).all()
+
+
+def test_weights_beyond_the_cache_budget_are_encoded_on_the_fly(rng):
+    model = build_cnn(cifar_layers("square", (16, 4, 4), 8), (3, 32, 32), seed=6)
+    c = compile_model(model, None, CompileOptions(mode="single", params=short_params(7, 12)))
+    be = open_backend("plain", c.program.params)
+    client = Client(c.program, be)
+    server = Server(c.program, be, client.generate_keys())
+    server.executor.prepare(budget=0)
+    assert server.executor._streamed == {i for i, s in enumerate(c.program.steps) if s.kind == "mdiag"}
+    x = rng.uniform(0, 1, (1, 3, 32, 32))
+    out = client.decrypt(server.evaluate(client.encrypt(x)), 1).reshape(1, -1)
+    np.testing.assert_allclose(out, interpret.run(c.reference, x), atol=1e-8)
+    server.close()
+
+
 def test_batch_mode_splits_into_sets_of_slots(rng):
     model = build_cnn([("conv", 2, 3, 2, 0), ("poly", "square"), ("flatten",), ("gemm", 3)], (1, 7, 7), seed=2)
     c = compile_model(model, None, CompileOptions(mode="batch", params=short_params(3, 10)))

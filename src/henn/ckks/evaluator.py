@@ -35,12 +35,11 @@ class Evaluator:
         return self._like(a, self.backend._negate(a.raw))
 
     def add_many(self, cts: Iterable[Ciphertext]) -> Ciphertext:
-        cts = list(cts)
-        if not cts:
+        acc = None
+        for c in cts:  # lazily: a generator of products never holds more than two at once
+            acc = c if acc is None else self.add(acc, c)
+        if acc is None:
             raise InputError("add_many needs at least one ciphertext")
-        acc = cts[0]
-        for c in cts[1:]:
-            acc = self.add(acc, c)
         return acc
 
     # ---- multiplication ------------------------------------------------------------------

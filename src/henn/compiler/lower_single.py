@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from henn.compiler import layouts
+from henn.compiler import layouts, multi_layouts
 from henn.compiler.lower_batch import act_step
 from henn.compiler.program import Step
 from henn.ir.graph import Graph
@@ -32,6 +32,26 @@ def lower(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
     return steps, pack, out["elem"].copy()
 
 
+def _multi_step(main, plan: dict, level: int, in_layout: dict, out_layout: dict, mat, bias) -> Step:
+    """BSGS over several ciphertexts: entries (k_in, k_out, giant, baby) with their diagonals, each
+    pre-rotated by -giant; bias per output ciphertext."""
+    n = plan["period"]
+    key, rows, s_out, w = multi_layouts.diagonals(in_layout, None if plan["hybrid"] else out_layout, mat, n)
+    baby = key[:, 2] % plan["n1"]
+    giant = key[:, 2] - baby
+    diags = np.zeros((len(key), n))
+    np.add.at(diags, (rows, (s_out + giant[rows]) % n), w)
+    elem = out_layout["elem"]
+    used = elem >= 0
+    bias_vec = np.zeros(len(elem))
+    bias_vec[used] = bias[elem[used]]
+    entries = np.stack([key[:, 0], key[:, 1], giant, baby], 1).astype(np.int64)
+    return Step("mdiag", main.name, level, main.attrs["rescale"],
+                {"fold": plan["fold"], "fold_stride": plan["fold_stride"], "cts_in": plan["cts_in"],
+                 "cts_out": plan["cts_out"]},
+                {"diags": diags, "entries": entries, "bias": bias_vec.reshape(out_layout["cts"], n)})
+
+
 def _blocks(g: Graph, plan: dict) -> int:
     return layouts.taps_blocks(plan["ntaps"], plan["period"], g.meta["params"].slots)
 
@@ -44,7 +64,8 @@ def _input_pack(g: Graph) -> dict:
         index, _, _ = layouts.taps_tables(first, g.input_shape, out)
         blocks = _blocks(g, first.attrs["packing"])
         return {"kind": "taps", "period": lay["period"] * blocks, "index": layouts.blocked_taps(index, blocks)}
-    return {"kind": "natural", "period": lay["period"], "elem": lay["elem"]}
+    kind = "multi" if "cts" in lay else "natural"
+    return {"kind": kind, "period": lay["period"], "elem": lay["elem"]}
 
 
 def _segment_step(g: Graph, seg, main, shape, pack) -> Step:
@@ -58,6 +79,8 @@ def _segment_step(g: Graph, seg, main, shape, pack) -> Step:
                     {"weight": layouts.blocked_taps(weight, blocks), "bias": bias})
     in_layout = g.values[seg[0].inputs[0]].meta["layout"]
     mat, bias, _ = layouts.segment_matrix(seg, shape)
+    if plan["strategy"] == "multi":
+        return _multi_step(main, plan, level, in_layout, out_layout, mat, bias)
     slot, delta, w, period, out = layouts.diagonal_triples(plan["strategy"], in_layout, mat, main, shape,
                                                            plan["blocks"])
     unit, n1 = plan["unit"], plan["n1"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from henn.compiler import layouts
+from henn.compiler import layouts, multi_layouts
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph
 
@@ -29,8 +29,44 @@ def run(graph: Graph, options) -> Graph:
     if options.mode == "batch":
         g.meta["min_slots"] = 1
         return g
-    _plan_single(g, options.params.slots if options.params is not None else layouts.MAX_PERIOD)
+    if _needs_multi(g):
+        _plan_multi(g, options.params.slots if options.params is not None else multi_layouts.MULTI_SLOTS)
+    else:
+        _plan_single(g, options.params.slots if options.params is not None else layouts.MAX_PERIOD)
     return g
+
+
+def _needs_multi(g: Graph) -> bool:
+    """An image whose input or some feature map exceeds one ciphertext of N = 2^14 spans several."""
+    return max(math.prod(g.shape(v)) for v in [g.input] + [n.output for n in g.nodes]) > layouts.MAX_PERIOD
+
+
+def _plan_multi(g: Graph, slots: int) -> None:
+    shape = g.input_shape
+    if len(shape) != 3:
+        raise UnsupportedOperation(f"single mode over several ciphertexts takes (C, H, W) images, got {shape}")
+    base = tuple(shape[1:])
+    layout = multi_layouts.feature_layout(shape, base, slots)
+    g.values[g.input].meta["layout"] = layout
+    for seg in segments(g):
+        if seg and seg[0].op == "poly":
+            g.values[seg[0].output].meta["layout"] = layout
+            continue
+        lin = [n for n in seg if n.op in ("conv2d", "linear")]
+        if len(lin) != 1:
+            if not seg:
+                continue
+            raise UnsupportedOperation(f"layer {seg[0].name!r}: single mode needs exactly one Conv/Gemm between "
+                                       "activations (pools and flattens go before it); use mode='batch'")
+        main = lin[0]
+        plan, out = multi_layouts.plan_segment(layout, seg, shape, base, slots)
+        main.attrs["packing"] = plan
+        after = False
+        for n in seg:  # ops before the Conv/Gemm are composed into it
+            after = after or n is main
+            g.values[n.output].meta["layout"] = out if after else None
+        layout, shape = out, g.shape(seg[-1].output)
+    g.meta["min_slots"] = slots
 
 
 def segments(g: Graph) -> list[list]:

@@ -47,6 +47,9 @@ class Client:
         if len(x) != 1:
             raise InputError("single mode packs one image per ciphertext set")
         pack, flat = self.program.input_pack, x[0]
+        if pack["kind"] == "multi":  # several whole ciphertexts per image
+            elem = pack["elem"]
+            return list(np.where(elem >= 0, flat[np.maximum(elem, 0)], 0.0).reshape(-1, slots))
         if pack["kind"] == "taps":
             idx = pack["index"]
             vecs = np.where(idx >= 0, flat[np.maximum(idx, 0)], 0.0)
@@ -78,10 +81,10 @@ class Client:
         if p.mode == "batch":
             out = np.stack(vecs, axis=1)[:n_images]
         else:
-            elem = p.output_elem
+            elem, flat = p.output_elem, np.concatenate(vecs)
             out = np.zeros((1, p.n_outputs))
             used = np.nonzero(elem >= 0)[0][::-1]
-            out[0, elem[used]] = vecs[0][used]
+            out[0, elem[used]] = flat[used]
         out = out * p.output_gain
         if p.output_offset is not None:
             out = out + np.asarray(p.output_offset).reshape(1, -1)

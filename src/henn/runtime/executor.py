@@ -15,6 +15,7 @@ import threading
 import time
 
 import numpy as np
+import psutil
 
 from henn.ckks.values import Ciphertext, EvaluationKeys
 from henn.compiler.program import Program, Step
@@ -23,6 +24,7 @@ from henn.runtime.activation import act_core
 from henn.runtime.parallel import Parallel
 
 log = logging.getLogger(__name__)
+PLAINTEXT_MEMORY_SHARE = 0.5  # of the memory available at prepare(), for cached weight plaintexts
 
 
 class Executor:
@@ -34,20 +36,41 @@ class Executor:
         self._bias: dict[tuple, object] = {}
         self._dense: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
+        self._streamed: set[int] = set()
         self.step_seconds: dict[str, float] = {}
         self.prepared = False
 
     # ---- setup -----------------------------------------------------------------------------
-    def prepare(self) -> float:
-        """Encode every weight plaintext; returns the seconds it took."""
+    def prepare(self, budget: int | None = None) -> float:
+        """Encode the weight plaintexts, step by step, while they fit in `budget` bytes (default: a
+        share of the memory available now); later steps encode theirs when they run (slower, but a
+        CIFAR-sized single-mode program holds gigabytes of diagonals). Returns the seconds it took."""
         t0 = time.perf_counter()
+        left = int(psutil.virtual_memory().available * PLAINTEXT_MEMORY_SHARE) if budget is None else budget
         for i, step in enumerate(self.program.steps):
-            if step.kind == "taps":
-                self._plain[i] = self.pool.map(lambda v, s=step: self._encode_weights(v, s), step.arrays["weight"])
-            elif step.kind == "diag":
-                self._plain[i] = self.pool.map(lambda v, s=step: self._encode_weights(v, s), step.arrays["diags"])
+            vecs = step.arrays.get("weight" if step.kind == "taps" else "diags")
+            if vecs is None:
+                continue
+            need = len(vecs) * self.plaintext_bytes(step.level)
+            if need > left:
+                log.info("layer %s: %d plaintexts (%.1f GiB) beyond the cache budget, encoded on the fly", step.name,
+                         len(vecs), need / 2**30)
+                self._streamed.add(i)
+                continue
+            left -= need
+            self._plain[i] = self.pool.map(lambda v, s=step: self._encode_weights(v, s), vecs)
         self.prepared = True
         return time.perf_counter() - t0
+
+    def plaintext_bytes(self, level: int) -> int:
+        be = self.backend
+        return 16 * be.slots if be.name == "plain" else 8 * be.params.n * (level + 1)
+
+    def _weight(self, i: int, step: Step, row: int):
+        if i in self._streamed:
+            vecs = step.arrays["weight" if step.kind == "taps" else "diags"]
+            return self._encode_weights(vecs[row], step)
+        return self._plain[i][row]
 
     def _tile(self, vec: np.ndarray) -> np.ndarray:
         reps = self.backend.slots // len(vec)
@@ -56,8 +79,8 @@ class Executor:
     def _encode_weights(self, vec: np.ndarray, step: Step):
         return self.backend.encode(self._tile(vec), level=step.level, scale=float(self.backend.prime(step.level)))
 
-    def _bias_plain(self, i: int, vec: np.ndarray, ct: Ciphertext):
-        key = (i, ct.level, ct.scale)
+    def _bias_plain(self, i: int, vec: np.ndarray, ct: Ciphertext, part: int = 0):
+        key = (i, part, ct.level, ct.scale)
         with self._lock:
             pt = self._bias.get(key)
         if pt is None:
@@ -142,15 +165,15 @@ class Executor:
         return [ct for part in self.pool.map(apply, self.pool.chunks(len(value))) for ct in part]
 
     def _taps(self, i: int, step: Step, value):
-        pts = self._plain[i]
-        if len(value) != len(pts):
-            raise InputError(f"layer {step.name!r} expects {len(pts)} input ciphertexts (one per kernel tap), got "
+        n_taps = len(step.arrays["weight"])
+        if len(value) != n_taps:
+            raise InputError(f"layer {step.name!r} expects {n_taps} input ciphertexts (one per kernel tap), got "
                              f"{len(value)}: pack the input with this program's Client")
 
         def part(rng):
-            return self.ev.add_many(self.ev.multiply(value[t], pts[t]) for t in rng)
+            return self.ev.add_many(self.ev.multiply(value[t], self._weight(i, step, t)) for t in rng)
 
-        acc = self.ev.add_many(self.pool.map(part, self.pool.chunks(len(pts))))
+        acc = self.ev.add_many(self.pool.map(part, self.pool.chunks(n_taps)))
         if step.rescale:
             acc = self.ev.rescale(acc)
         period = step.attrs["period"]
@@ -160,7 +183,7 @@ class Executor:
 
     def _diag(self, i: int, step: Step, value):
         (x,) = value
-        pts, pairs = self._plain[i], step.arrays["steps"]
+        pairs = step.arrays["steps"]
         babies = sorted({int(b) for b in pairs[:, 1]})
         rot = self.ev.rotate_hoisted(x, babies)
         groups: dict[int, list[int]] = {}
@@ -168,7 +191,8 @@ class Executor:
             groups.setdefault(int(g), []).append(k)
 
         def giant(g):
-            inner = self.ev.add_many(self.ev.multiply(rot[int(pairs[k, 1])], pts[k]) for k in groups[g])
+            inner = self.ev.add_many(self.ev.multiply(rot[int(pairs[k, 1])], self._weight(i, step, k))
+                                     for k in groups[g])
             return self.ev.rotate(inner, g) if g else inner
 
         y = self.ev.add_many(self.pool.map(giant, sorted(groups)))
@@ -178,6 +202,36 @@ class Executor:
         for k in range(step.attrs["fold"]):  # hybrid / blocked plans: add the partial sums together
             y = self.ev.add(y, self.ev.rotate(y, stride << k))
         return [self.ev.add(y, self._bias_plain(i, step.arrays["bias"], y))]
+
+    def _mdiag(self, i: int, step: Step, value):
+        """out_k = sum_g rot(sum_(j, b) diag * rot(in_j, b), g) over several ciphertexts: the baby steps of
+        each input are hoisted, (output, giant) groups run on the pool."""
+        ent = step.arrays["entries"]
+        if len(value) != step.attrs["cts_in"]:
+            raise InputError(f"layer {step.name!r} expects {step.attrs['cts_in']} input ciphertexts, got "
+                             f"{len(value)}: pack the input with this program's Client")
+        babies = {k: sorted({int(b) for b in ent[ent[:, 0] == k, 3]}) for k in range(len(value))}
+        hoisted = dict(zip(babies, self.pool.map(lambda k: self.ev.rotate_hoisted(value[k], babies[k]), babies)))
+        groups: dict[tuple[int, int], list[int]] = {}
+        for r, (_, ko, g, _) in enumerate(ent):
+            groups.setdefault((int(ko), int(g)), []).append(r)
+
+        def giant(key):
+            ko, g = key
+            inner = self.ev.add_many(self.ev.multiply(hoisted[int(ent[r, 0])][int(ent[r, 3])],
+                                                      self._weight(i, step, r)) for r in groups[key])
+            return self.ev.rotate(inner, g) if g else inner
+
+        parts = dict(zip(groups, self.pool.map(giant, list(groups))))
+        stride, out = step.attrs["fold_stride"], []
+        for ko in range(step.attrs["cts_out"]):
+            y = self.ev.add_many(ct for (k, _), ct in parts.items() if k == ko)
+            if step.rescale:
+                y = self.ev.rescale(y)
+            for k in range(step.attrs["fold"]):  # hybrid: add the partial sums together
+                y = self.ev.add(y, self.ev.rotate(y, stride << k))
+            out.append(self.ev.add(y, self._bias_plain(i, step.arrays["bias"][ko], y, ko)))
+        return out
 
     def close(self) -> None:
         self.pool.close()

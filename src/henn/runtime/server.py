@@ -49,9 +49,23 @@ def ciphertext_bytes(program: Program, backend) -> int:
     return peak
 
 
+def key_bytes(program: Program, backend) -> int:
+    """Evaluation keys (rotations + relinearization): 2 x digits x (Q + P limbs) x N x 8 bytes each, with
+    digits = ceil(#q / #p) (SEAL: one special prime, so one digit per q prime)."""
+    if backend.name == "plain":
+        return 0
+    p = program.params
+    digits = -(-len(p.log_q) // len(p.log_p))
+    per_key = 2 * digits * (len(p.log_q) + len(p.log_p)) * p.n * 8
+    return (len(program.rotation_steps) + int(program.relin)) * per_key
+
+
 def check_memory(program: Program, backend, available: int) -> None:
-    need = ciphertext_bytes(program, backend)
+    """Refuse before key generation what cannot fit: ciphertexts alive at once plus evaluation keys.
+    (Weight plaintexts adapt: the executor encodes on the fly what its cache budget cannot hold.)"""
+    need = ciphertext_bytes(program, backend) + key_bytes(program, backend)
     if need > available:
         raise UnsupportedOperation(f"{program.mode} packing of this model holds about {need / 2**30:.1f} GiB of "
-                                   f"ciphertexts at once, more than the {available / 2**30:.1f} GiB available: "
-                                   "use a smaller model or ring, or single mode where it applies")
+                                   f"ciphertexts and evaluation keys at once, more than the "
+                                   f"{available / 2**30:.1f} GiB available: use a smaller model or ring, or single "
+                                   "mode where it applies")

@@ -45,6 +45,8 @@ _HPARAMS = {  # batch size, peak learning rate, weight decay
     "mnist-cnn": (128, 3e-3, 1e-4),
     "cifar-cnn": (128, 3e-3, 5e-4),
 }
+_AUGMENT_TEXT = {"mnist-cnn": "random shift by up to 1 pixel",
+                 "cifar-cnn": "random crop of the 4-pixel zero-padded image, horizontal flip"}
 # Weight of the penalty on pre-activations beyond a polynomial's fitted range (see PolyAct).
 RANGE_PENALTY = 1.0
 _CIFAR_VAL = 5000
@@ -86,33 +88,32 @@ def _load_splits(model_name: str, data_dir) -> tuple[dict, dict]:
     return {"x": x[:-_CIFAR_VAL], "y": y[:-_CIFAR_VAL]}, evals
 
 
-def _augment_cifar(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """Random 32x32 crop of the 4-pixel zero-padded image, and random horizontal flip."""
-    b = x.shape[0]
-    padded = F.pad(x, (4, 4, 4, 4))
-    oy = torch.randint(0, 9, (b,), generator=gen)
-    ox = torch.randint(0, 9, (b,), generator=gen)
-    ar = torch.arange(32)
-    rows = (oy[:, None] + ar)[:, None, :, None]
-    cols = (ox[:, None] + ar)[:, None, None, :]
-    flip = torch.rand(b, generator=gen) < 0.5
-    cols = torch.where(flip[:, None, None, None], cols.flip(-1), cols)
+def _random_crop(x: torch.Tensor, gen: torch.Generator, pad: int, flip: bool) -> torch.Tensor:
+    """Random crop of the `pad`-pixel zero-padded image back to its size, optionally a random
+    horizontal flip."""
+    b, _, h, w = x.shape
+    padded = F.pad(x, (pad, pad, pad, pad))
+    oy = torch.randint(0, 2 * pad + 1, (b,), generator=gen)
+    ox = torch.randint(0, 2 * pad + 1, (b,), generator=gen)
+    rows = (oy[:, None] + torch.arange(h))[:, None, :, None]
+    cols = (ox[:, None] + torch.arange(w))[:, None, None, :]
+    if flip:
+        mirror = torch.rand(b, generator=gen) < 0.5
+        cols = torch.where(mirror[:, None, None, None], cols.flip(-1), cols)
     bi = torch.arange(b)[:, None, None, None]
     ci = torch.arange(x.shape[1])[None, :, None, None]
     return padded[bi, ci, rows, cols]
 
 
+def _augment_cifar(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Random 32x32 crop of the 4-pixel zero-padded image, and random horizontal flip."""
+    return _random_crop(x, gen, 4, True)
+
+
 def _augment_mnist(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """Mild random affine: rotation +-10 degrees, scale 0.9..1.1, shift +-2 pixels."""
-    b = x.shape[0]
-    angle = (torch.rand(b, generator=gen) * 2 - 1) * math.radians(10)
-    scale = 1 + (torch.rand(b, generator=gen) * 2 - 1) * 0.1
-    shift = (torch.rand(b, 2, generator=gen) * 2 - 1) * (2 / 14)
-    cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
-    theta = torch.stack([torch.stack([cos, -sin, shift[:, 0]], 1),
-                         torch.stack([sin, cos, shift[:, 1]], 1)], 1)
-    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
-    return F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
+    """Random shift by up to one pixel each way. Rotation/scale augmentation left this small
+    network underfitted (train 99.07%, test 99.08% after 20 epochs); none overfits (test 99.02%)."""
+    return _random_crop(x, gen, 1, False)
 
 
 @torch.no_grad()
@@ -252,7 +253,8 @@ def train(model_name: str, activation: str, data_dir, out_path, epochs: int | No
                       "normalization": "none (pixel / 255)"},
             "hyperparameters": dict(zip(("batch_size", "peak_lr", "weight_decay"),
                                         _HPARAMS[model_name]), optimizer="AdamW+OneCycle",
-                                    grad_clip=5.0, range_penalty=RANGE_PENALTY, threads=threads),
+                                    grad_clip=5.0, range_penalty=RANGE_PENALTY, threads=threads,
+                                    augmentation=_AUGMENT_TEXT[model_name]),
             "history": history, "wall_time_s": round(wall, 1),
             "torch_version": torch.__version__, "python": platform.python_version(),
             "command": command,

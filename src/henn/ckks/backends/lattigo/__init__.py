@@ -32,7 +32,7 @@ from ctypes import byref, c_double, c_int, c_int64, c_size_t, c_uint64, c_void_p
 
 import numpy as np
 
-from henn.ckks import serialization
+from henn.ckks import security, serialization
 from henn.ckks.backend import Backend
 from henn.ckks.backends.lattigo import bridge
 from henn.ckks.params import MAX_PRIME_BITS, MAX_SPECIAL_PRIME_BITS, ParametersLiteral
@@ -95,9 +95,10 @@ class LattigoBackend(Backend):
         - middle primes of the scale's size: 45 bits by default (Lattigo's examples), or log_scale;
         - first prime 10 bits above the scale (Lattigo's example keeps 2^9 of room for the
           message), at least 55 and at most 60 bits;
-        - special primes of 61 bits (Lattigo's largest): two when the chain has more than three
-          primes (Lattigo's rule of thumb is about sqrt(#q) of them) and the ring stays the same,
-          else one;
+        - special primes of 61 bits (Lattigo's largest): as many as the ring holds without growing,
+          up to half the chain (two key-switch digits). Lattigo's rule of thumb (about sqrt(#q)) is
+          a floor, not a target: every extra special prime cuts the digits, so key switching gets
+          faster and Galois keys smaller (CIFAR at N = 2^15: 6 primes, 2 digits instead of 6);
         - the smallest N that henn's security table (henn.ckks.security, the authority: Lattigo
           itself does not check the standard) admits for the total, and that holds `slots`.
         """
@@ -106,16 +107,10 @@ class LattigoBackend(Backend):
             raise ParameterError(f"log_scale {log_scale} out of range 20..{MAX_PRIME_BITS - 1} for Lattigo")
         first = min(MAX_PRIME_BITS, max(55, log_scale + 10))
         log_q = (first,) + (log_scale,) * depth
-        one_p = (MAX_SPECIAL_PRIME_BITS,)
-        log_n = smallest_secure_log_n(sum(log_q) + sum(one_p), slots, depth)
-        log_p = one_p
-        if len(log_q) > 3:
-            try:
-                two_p = one_p * 2
-                if smallest_secure_log_n(sum(log_q) + sum(two_p), slots, depth) == log_n:
-                    log_p = two_p
-            except ParameterError:
-                pass
+        log_n = smallest_secure_log_n(sum(log_q) + MAX_SPECIAL_PRIME_BITS, slots, depth)
+        budget = security.max_log_qp(log_n) - sum(log_q)
+        count = max(1, min(-(-len(log_q) // 2), budget // MAX_SPECIAL_PRIME_BITS))
+        log_p = (MAX_SPECIAL_PRIME_BITS,) * count
         return ParametersLiteral(log_n, log_q, log_p, log_scale)
 
     def _open(self, params) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import threading
 import weakref
 from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint64, c_void_p
@@ -41,6 +42,7 @@ SIGNATURES: dict[str, tuple] = {
     "henn_release": (H,),
     "henn_version": (POINTER(c_void_p),),
     "henn_selftest_panic": (),
+    "henn_set_memory_policy": (c_int, c_int64),
     "henn_context_new": (c_int, c_int, INT64S, c_int, INT64S, c_int, UINT64S, UINT64S, OUT_H, UINT64S, UINT64S),
     "henn_keygen_secret": (H, OUT_H),
     "henn_keygen_public": (H, H, OUT_H),
@@ -76,6 +78,21 @@ SIGNATURES: dict[str, tuple] = {
 
 _load_lock = threading.Lock()
 _loaded: dict[str, Bridge] = {}
+GO_MEMORY_FRACTION = 0.7  # Go's soft heap limit, as a share of physical memory
+GO_GC_PERCENT = 5
+
+
+def _memory_policy() -> tuple[int, int]:
+    """(GOGC, soft limit in bytes) for the bridge. Go's collector lets the heap grow to twice the live
+    data by default: with gigabytes of keys and plaintexts (CIFAR at N = 2^15) that alone exhausts
+    memory. GOGC=5 keeps the slack near 5% (measured: 1.78x live at the default, 1.05x at 5), cheap
+    because the live data are pointer-free coefficient arrays; the soft limit makes the collector
+    work harder near it. GOGC / GOMEMLIMIT set when the process started win (0 here: leave them)."""
+    import psutil
+
+    gc = 0 if "GOGC" in os.environ else GO_GC_PERCENT
+    limit = 0 if "GOMEMLIMIT" in os.environ else int(psutil.virtual_memory().total * GO_MEMORY_FRACTION)
+    return gc, limit
 
 
 class Bridge:
@@ -97,6 +114,9 @@ class Bridge:
                                    "`python -m henn.ckks.backends.lattigo.build --force`") from None
             fn.argtypes, fn.restype = [*argtypes, ERR], c_int
         self.lib.henn_free.argtypes, self.lib.henn_free.restype = [c_void_p], None
+        gc, limit = _memory_policy()
+        if gc:
+            self.call("henn_set_memory_policy", gc, limit)
 
     def call(self, name: str, *args) -> None:
         status, msg = self.call_status(name, *args)

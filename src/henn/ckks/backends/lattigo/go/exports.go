@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime/debug"
 	"unsafe"
 )
 
@@ -108,6 +109,20 @@ func henn_release(h C.uintptr_t, errOut **C.char) C.int {
 func henn_version(out **C.char, errOut **C.char) C.int {
 	return call(errOut, func() error {
 		*out = C.CString(lattigoVersion())
+		return nil
+	})
+}
+
+// henn_set_memory_policy sets the collector's GOGC percentage and soft memory limit (bytes; <= 0
+// leaves it): environment variables set after the process started never reach a c-shared runtime.
+//
+//export henn_set_memory_policy
+func henn_set_memory_policy(gcPercent C.int, limit C.int64_t, errOut **C.char) C.int {
+	return call(errOut, func() error {
+		debug.SetGCPercent(int(gcPercent))
+		if limit > 0 {
+			debug.SetMemoryLimit(int64(limit))
+		}
 		return nil
 	})
 }
