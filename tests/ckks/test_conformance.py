@@ -395,6 +395,21 @@ def case_linear_combinations(c, x, y):
     return 0.5 * x + 0.75 * y, rs[0]
 
 
+def case_dot_plain(c, x, y):
+    """sum_i ct_i * pt_i (fused on Lattigo), then one rescale; mismatched operands are refused."""
+    cx, cy = _fresh(c, x, y)
+    q = c.be.prime(c.top)
+    pts = [c.be.encode(v, level=c.top, scale=q) for v in (y, 0.5 * np.ones(c.slots), x)]
+    m = c.ev.dot_plain([cx, cy, cx], pts)
+    assert (m.level, m.scale, m.degree) == (c.top, c.scale * q, 1)
+    with pytest.raises(InputError, match="one plaintext per ciphertext"):
+        c.ev.dot_plain([cx, cy], pts)
+    low = c.be.encode(y, level=c.top - 1, scale=c.be.prime(c.top - 1))
+    with pytest.raises(LevelError):
+        c.ev.dot_plain([cx], [low])
+    return x * y + 0.5 * y + x * x, c.ev.rescale(m)
+
+
 OP_CASES = {
     "add": ("add", case_add),
     "sub": ("add", case_sub),
@@ -418,6 +433,7 @@ OP_CASES = {
     "drop_level_add": ("mul", case_drop_level_add),
     "linear_combination": ("mul", case_linear_combination),
     "linear_combinations": ("mul", case_linear_combinations),
+    "dot_plain": ("mul", case_dot_plain),
 }
 
 

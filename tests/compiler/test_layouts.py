@@ -82,3 +82,42 @@ def test_program_serialization_roundtrip(rng):
     assert back.params == c.program.params and back.rotation_steps == c.program.rotation_steps
     x = rng.uniform(0, 1, (1, 28, 28))
     np.testing.assert_array_equal(_simulate(back, x), _simulate(c.program, x))
+
+
+# ---- several ciphertexts per image (henn.compiler.multi_layouts) --------------------------------
+def test_multiplexed_layout_places_every_element_once():
+    from henn.compiler import multi_layouts as ml
+
+    lay = ml.feature_layout((64, 16, 16), (32, 32), 16384)
+    assert lay["cts"] == 1 and lay["gap"] == 2
+    used = lay["elem"][lay["elem"] >= 0]
+    assert sorted(used.tolist()) == list(range(64 * 16 * 16))
+    # channel 4b + 2my + mx, pixel (y, x) -> block b, grid point (2y + my, 2x + mx)
+    c, y, x = 7, 5, 3
+    slot = 1 * 1024 + (2 * y + 1) * 32 + (2 * x + 1)
+    assert lay["elem"][slot] == c * 256 + y * 16 + x
+    assert ml.feature_layout((3, 32, 32), (32, 32), 2048)["cts"] == 2  # 3 blocks of 1024, 2 per ciphertext
+    assert ml.feature_layout((5, 7, 7), (32, 32), 4096)["kind"] == "flat"  # 7 does not divide 32
+
+
+def test_multi_bsgs_and_pool_cover_a_conv():
+    """A 3x3 conv between gap-1 layouts: 9 taps x the channel-block differences; every diagonal is
+    some baby + giant; a 2x2 pool by rotations lands each window's sum on its top-left slot."""
+    from henn.compiler import multi_layouts as ml
+    from henn.frontend import load_model
+    from henn.passes import run_pipeline
+
+    g = run_pipeline(load_model(build_cnn([("conv", 4, 3, 1, 1), ("poly", "square"), ("avgpool", 2), ("flatten",),
+                                           ("gemm", 10)], (2, 32, 32), seed=1)),
+                     CompileOptions(mode="single"), until="merge_act_pool")
+    conv, pool = g.nodes[0], next(n for n in g.nodes if n.op == "sumpool")
+    lay_in = ml.feature_layout((2, 32, 32), (32, 32), 2048)
+    lay_out = ml.feature_layout((4, 32, 32), (32, 32), 2048)
+    key, _, _, _ = ml.diagonals(lay_in, lay_out, layouts.segment_matrix([conv], (2, 32, 32))[0], 2048)
+    assert len(key) == 2 * 9 * 2  # (out cts) x taps x block differences within a ciphertext
+    plan = ml.bsgs(key, 2048)
+    reach = {(b + gi) % 2048 for b in (0, *plan["baby"]) for gi in (0, *plan["giant"])}
+    assert set(key[:, 2].tolist()) <= reach
+    pplan, pooled = ml.pool_plan(lay_out, pool, (4, 32, 32))
+    assert pplan["giant"] == (1, 32) and pooled["cts"] == 2
+    assert pooled["elem"][1024 + 2 * 32 + 2] == 1 * 256 + 1 * 16 + 1  # channel 1, pooled pixel (1, 1)

@@ -138,6 +138,12 @@ class Backend(ABC):
             acc = term if acc is None else self._add(acc, term)
         return acc if acc is not None else self._mul_scalar(cts[0], 0j, level, scale)
 
+    def _dot_plain(self, cts: list[Any], pts: list[Any]) -> Any:
+        acc = self._mul_plain(cts[0], pts[0])
+        for ct, pt in zip(cts[1:], pts[1:]):
+            acc = self._add(acc, self._mul_plain(ct, pt))
+        return acc
+
     def _linear_combinations(self, cts: list[Any], weight_matrix: np.ndarray, level: int, scale: float) -> list[Any]:
         """One linear combination per row of the (m, len(cts)) matrix; zeros skipped. Only the
         inputs a row uses are handed to `_linear_combination` (sparse rows stay cheap)."""

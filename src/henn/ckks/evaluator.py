@@ -86,6 +86,23 @@ class Evaluator:
         raw = be._linear_combination([c.raw for c in cts], w, first.level, s)
         return Ciphertext(raw, first.level, out_scale, be.name)
 
+    def dot_plain(self, cts: list[Ciphertext], pts: list[Plaintext]) -> Ciphertext:
+        """sum_i cts[i] * pts[i], NOT rescaled: one level and one product scale for every term.
+        Backends may fuse it (Lattigo: multiply-then-add into one accumulator)."""
+        cts, pts = list(cts), list(pts)
+        if not cts or len(cts) != len(pts):
+            raise InputError(f"dot_plain needs one plaintext per ciphertext, got {len(pts)} for {len(cts)}")
+        be = self.backend
+        first = self._ct(cts[0], "dot_plain", degree1=True)
+        pts = [be._own(p, Plaintext) for p in pts]
+        out_scale = self._product_scale("dot_plain", first, pts[0].scale)
+        for c, p in zip(cts, pts):
+            c = self._ct(c, "dot_plain", degree1=True)
+            self._same_level("dot_plain", first, c)
+            self._same_level("dot_plain", first, p)
+            self._same_scale("dot_plain", first, c.scale * p.scale / pts[0].scale)
+        return Ciphertext(be._dot_plain([c.raw for c in cts], [p.raw for p in pts]), first.level, out_scale, be.name)
+
     def linear_combinations(self, cts: list[Ciphertext], weights, *, scale: float | None = None) -> list[Ciphertext]:
         """[sum_i W[o, i] * cts[i] for each row o of W] (an (m, len(cts)) real matrix), NOT rescaled.
 

@@ -25,6 +25,11 @@ def lower(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
                 steps.append(act_step(n, g.values[n.inputs[0]].level))
             continue
         lin = [n for n in seg if n.op in ("conv2d", "linear")]
+        if seg[0].attrs.get("packing", {}).get("strategy") == "mpool":  # pool by rotations first
+            plan = seg[0].attrs["packing"]
+            steps.append(Step("mpool", seg[0].name, g.values[seg[0].inputs[0]].level, False,
+                              {"steps": list(plan["giant"]), "cts_in": plan["cts_in"]}))
+            shape, seg = g.shape(seg[0].output), seg[1:]
         if lin:
             steps.append(_segment_step(g, seg, lin[0], shape, pack))
         shape = g.shape(seg[-1].output)

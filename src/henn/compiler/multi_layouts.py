@@ -45,7 +45,7 @@ def feature_layout(shape, base_hw, slots: int) -> dict:
     n_cts = -(-blocks // blocks_per_ct)
     elem = np.full(n_cts * slots, -1, np.int64)
     elem[slot.reshape(-1)] = np.arange(c * h * w)
-    return {"kind": "multiplexed", "period": slots, "cts": n_cts, "elem": elem, "gap": g}
+    return {"kind": "multiplexed", "period": slots, "cts": n_cts, "elem": elem, "gap": g, "base": (hb, wb)}
 
 
 def flat_layout(m: int, slots: int) -> dict:
@@ -60,6 +60,25 @@ def hybrid_layout(m: int, slots: int) -> dict:
     period = pow2(m)
     s = np.arange(slots) % period
     return {"kind": "hybrid", "period": slots, "cts": 1, "elem": np.where(s < m, s, -1)}
+
+
+def pool_plan(layout: dict, node, in_shape) -> tuple[dict, dict] | None:
+    """A 2x2/2 sum-pool on a multiplexed layout as two rotate-and-adds (steps gap and gap*Wb): the sum
+    lands on each window's top-left slot, so the next conv reads a sparser layout with a quarter fewer
+    diagonals than a pool composed into it. None where it does not apply."""
+    if layout.get("gap") is None or node.op != "sumpool" or tuple(node.attrs["kernel"]) != (2, 2) or \
+            tuple(node.attrs["stride"]) != (2, 2) or any(node.attrs["pads"]):
+        return None
+    c, h, w = in_shape
+    if h % 2 or w % 2:
+        return None
+    g, wb = layout["gap"], layout["base"][1]
+    pos = first_positions(layout, c * h * w).reshape(c, h, w)[:, ::2, ::2]
+    elem = np.full_like(layout["elem"], -1)
+    elem[pos.reshape(-1)] = np.arange(pos.size)
+    plan = {"strategy": "mpool", "baby": (), "giant": (g, g * wb), "fold": 0, "fold_stride": 0,
+            "cts_in": layout["cts"], "period": layout["period"], "rotations": 2 * layout["cts"]}
+    return plan, {**layout, "kind": "pooled", "elem": elem, "gap": None}
 
 
 def first_positions(layout: dict, n: int) -> np.ndarray:

@@ -8,8 +8,11 @@ single  one image per ciphertext set (latency). The chain is cut at activations 
         if it is a Conv, uses the client-packed `taps` strategy and lays its output out as the next
         Conv's im2col; later segments use the cheapest generalized-diagonal plan (direct, hybrid,
         expanded, optionally blocked over the input's replicas; henn.compiler.layouts), within the
-        slots of explicit parameters or of one N = 2^14 ciphertext. Node attrs `packing` hold each
-        plan; value meta `layout` the slot layouts (None for values folded into the next layer).
+        slots of explicit parameters or of one N = 2^14 ciphertext. An image with a tensor larger than
+        that (CIFAR-10: 32x32x32 maps) spans several ciphertexts of the parameters' slots (default
+        2^14 slots, N = 2^15): multiplexed layouts and multi-ciphertext BSGS plans
+        (henn.compiler.multi_layouts). Node attrs `packing` hold each plan; value meta `layout` the
+        slot layouts (None for values folded into the next layer).
 """
 
 from __future__ import annotations
@@ -59,6 +62,12 @@ def _plan_multi(g: Graph, slots: int) -> None:
             raise UnsupportedOperation(f"layer {seg[0].name!r}: single mode needs exactly one Conv/Gemm between "
                                        "activations (pools and flattens go before it); use mode='batch'")
         main = lin[0]
+        pooled = multi_layouts.pool_plan(layout, seg[0], shape) if main.op == "conv2d" and seg[0] is not main \
+            and seg[1] is main else None
+        if pooled is not None:  # pool by rotations, then the conv on the sparser layout
+            seg[0].attrs["packing"], layout = pooled
+            g.values[seg[0].output].meta["layout"] = layout
+            shape, seg = g.shape(seg[0].output), seg[1:]
         plan, out = multi_layouts.plan_segment(layout, seg, shape, base, slots)
         main.attrs["packing"] = plan
         after = False

@@ -171,7 +171,7 @@ class Executor:
                              f"{len(value)}: pack the input with this program's Client")
 
         def part(rng):
-            return self.ev.add_many(self.ev.multiply(value[t], self._weight(i, step, t)) for t in rng)
+            return self.ev.dot_plain([value[t] for t in rng], [self._weight(i, step, t) for t in rng])
 
         acc = self.ev.add_many(self.pool.map(part, self.pool.chunks(n_taps)))
         if step.rescale:
@@ -191,8 +191,8 @@ class Executor:
             groups.setdefault(int(g), []).append(k)
 
         def giant(g):
-            inner = self.ev.add_many(self.ev.multiply(rot[int(pairs[k, 1])], self._weight(i, step, k))
-                                     for k in groups[g])
+            inner = self.ev.dot_plain([rot[int(pairs[k, 1])] for k in groups[g]],
+                                      [self._weight(i, step, k) for k in groups[g]])
             return self.ev.rotate(inner, g) if g else inner
 
         y = self.ev.add_many(self.pool.map(giant, sorted(groups)))
@@ -202,6 +202,19 @@ class Executor:
         for k in range(step.attrs["fold"]):  # hybrid / blocked plans: add the partial sums together
             y = self.ev.add(y, self.ev.rotate(y, stride << k))
         return [self.ev.add(y, self._bias_plain(i, step.arrays["bias"], y))]
+
+    def _mpool(self, i: int, step: Step, value):
+        """2x2 sum-pool on multiplexed layouts: x + rot(x, gap), then the same with gap * width."""
+        if len(value) != step.attrs["cts_in"]:
+            raise InputError(f"layer {step.name!r} expects {step.attrs['cts_in']} input ciphertexts, got "
+                             f"{len(value)}: pack the input with this program's Client")
+
+        def pool(x):
+            for s in step.attrs["steps"]:
+                x = self.ev.add(x, self.ev.rotate(x, int(s)))
+            return x
+
+        return self.pool.map(pool, value)
 
     def _mdiag(self, i: int, step: Step, value):
         """out_k = sum_g rot(sum_(j, b) diag * rot(in_j, b), g) over several ciphertexts: the baby steps of
@@ -218,8 +231,9 @@ class Executor:
 
         def giant(key):
             ko, g = key
-            inner = self.ev.add_many(self.ev.multiply(hoisted[int(ent[r, 0])][int(ent[r, 3])],
-                                                      self._weight(i, step, r)) for r in groups[key])
+            rows = groups[key]
+            inner = self.ev.dot_plain([hoisted[int(ent[r, 0])][int(ent[r, 3])] for r in rows],
+                                      [self._weight(i, step, r) for r in rows])
             return self.ev.rotate(inner, g) if g else inner
 
         parts = dict(zip(groups, self.pool.map(giant, list(groups))))

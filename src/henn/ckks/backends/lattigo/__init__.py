@@ -248,6 +248,11 @@ class LattigoBackend(Backend):
         hs, w = self._lc_args(cts, weights)
         return self._new("henn_linear_combination", hs, _doubles(w), len(cts), int(level), float(scale))
 
+    def _dot_plain(self, cts, pts):
+        n = len(cts)
+        return self._new("henn_dot_plain", (bridge.H * n)(*[c.value for c in cts]),
+                         (bridge.H * n)(*[p.value for p in pts]), n)
+
     def _linear_combinations(self, cts, weight_matrix, level, scale):
         hs, w = self._lc_args(cts, weight_matrix)
         m = w.shape[0]

@@ -82,3 +82,24 @@ func henn_linear_combinations(ctxH C.uintptr_t, hs *C.uintptr_t, k C.int, weight
 		return nil
 	})
 }
+
+// henn_dot_plain: sum_i cts[i] * pts[i] into one new ciphertext (Lattigo's MulThenAdd: no
+// intermediate products), the inner sums of a BSGS diagonal transform.
+//
+//export henn_dot_plain
+func henn_dot_plain(ctxH C.uintptr_t, cs, ps *C.uintptr_t, n C.int, out *C.uintptr_t, errOut **C.char) C.int {
+	return result(ctxH, out, errOut, func(c *ctxObj) (any, error) {
+		in, err := ciphertexts(c, cs, n)
+		if err != nil {
+			return nil, err
+		}
+		raw := unsafe.Slice((*C.uintptr_t)(unsafe.Pointer(ps)), int(n))
+		pts := make([]*ptObj, len(raw))
+		for i, h := range raw {
+			if pts[i], err = get[*ptObj](c, uintptr(h), "plaintext"); err != nil {
+				return nil, err
+			}
+		}
+		return c.dotPlain(in, pts)
+	})
+}

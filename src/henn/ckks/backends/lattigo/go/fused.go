@@ -12,6 +12,7 @@ import (
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 	"github.com/tuneinsight/lattigo/v6/utils/bignum"
 )
 
@@ -341,4 +342,27 @@ func macc1(hi, lo, a []uint64, m uint64) {
 func reduce128(hi, lo, q, r64 uint64, bred [2]uint64) uint64 {
 	h := ring.BRedAdd(hi, q, bred)
 	return ring.CRed(ring.BRed(h, r64, q, bred)+ring.BRedAdd(lo, q, bred), q)
+}
+
+// dotPlain computes sum_i in[i] * pts[i]; every operand at one level, degree-1 ciphertexts.
+func (c *ctxObj) dotPlain(in []*ctObj, pts []*ptObj) (*ctObj, error) {
+	level := in[0].ct.Level()
+	for i := range in {
+		if in[i].ct.Degree() != 1 {
+			return nil, fmt.Errorf("term %d: ciphertext of degree %d (relinearize first)", i, in[i].ct.Degree())
+		}
+		if in[i].ct.Level() != level || pts[i].pt.Level() != level {
+			return nil, fmt.Errorf("term %d: levels %d and %d, expected %d", i, in[i].ct.Level(), pts[i].pt.Level(), level)
+		}
+	}
+	acc := ckks.NewCiphertext(c.params, 1, level)
+	if err := c.eval.Mul(in[0].ct, pts[0].pt, acc); err != nil {
+		return nil, err
+	}
+	for i := 1; i < len(in); i++ {
+		if err := c.eval.MulThenAdd(in[i].ct, pts[i].pt, acc); err != nil {
+			return nil, err
+		}
+	}
+	return &ctObj{c: c, ct: acc}, nil
 }
