@@ -5,6 +5,7 @@ import pytest
 
 from henn.ckks import ParametersLiteral, open_backend, presets
 from henn.compiler.driver import compile_model
+from henn.compiler.program import Program
 from henn.errors import InputError
 from henn.frontend.onnx_build import build_cnn, cifar_layers, mnist_layers
 from henn.ir import interpret
@@ -37,11 +38,15 @@ def test_mnist_shaped_three_way(mode, act, rng):
     layers[0], layers[3] = ("conv", 2, 5, 2, 0), ("conv", 4, 5, 2, 0)  # small channels, MNIST shapes
     c = compile_model(build_cnn(layers, seed=11), None,
                       CompileOptions(mode=mode, params=short_params(7, 12)))
-    x = rng.uniform(0, 1, (3, 1, 28, 28))
-    ref = interpret.run(c.reference, x)
-    clear = run_encrypted(c.program, x, noise=False)
-    np.testing.assert_allclose(clear, ref, atol=1e-8)  # compiled program in cleartext == model
-    enc = run_encrypted(c.program, x)
+    check_three_way(c, rng.uniform(0, 1, (3, 1, 28, 28)))
+
+
+def check_three_way(compiled, x):
+    """Cleartext program == model (exactly), noisy encrypted program == model (within CKKS noise)."""
+    ref = interpret.run(compiled.reference, x)
+    clear = run_encrypted(compiled.program, x, noise=False)
+    np.testing.assert_allclose(clear, ref, atol=1e-8)
+    enc = run_encrypted(compiled.program, x)
     assert np.max(np.abs(enc - ref)) < 1e-3 * max(1.0, np.abs(ref).max())
     assert (enc.argmax(1) == ref.argmax(1)).all()
 
@@ -65,23 +70,18 @@ def test_cifar_shaped_single_over_several_ciphertexts(act, rng):
     steps = [s for s in c.program.steps if s.kind == "mdiag"]
     assert [(s.attrs["cts_in"], s.attrs["cts_out"]) for s in steps] == [(2, 8), (8, 1), (1, 1), (1, 1)]
     assert c.program.input_pack["kind"] == "multi"
-    x = rng.uniform(0, 1, (2, 3, 32, 32))
-    ref = interpret.run(c.reference, x)
-    clear = run_encrypted(c.program, x, noise=False)
-    np.testing.assert_allclose(clear, ref, atol=1e-8)  # compiled program in cleartext == model
-    enc = run_encrypted(c.program, x)
-    assert np.max(np.abs(enc - ref)) < 1e-3 * max(1.0, np.abs(ref).max())
-    assert (enc.argmax(1) == ref.argmax(1)).all()
+    check_three_way(c, rng.uniform(0, 1, (2, 3, 32, 32)))
 
 
 def test_weights_beyond_the_cache_budget_are_encoded_on_the_fly(rng):
     model = build_cnn(cifar_layers("square", (16, 4, 4), 8), (3, 32, 32), seed=6)
     c = compile_model(model, None, CompileOptions(mode="single", params=short_params(7, 12)))
-    be = open_backend("plain", c.program.params)
-    client = Client(c.program, be)
-    server = Server(c.program, be, client.generate_keys())
+    program = Program.from_bytes(c.program.to_bytes())  # and the multi-ciphertext steps serialize
+    be = open_backend("plain", program.params)
+    client = Client(program, be)
+    server = Server(program, be, client.generate_keys())
     server.executor.prepare(budget=0)
-    assert server.executor._streamed == {i for i, s in enumerate(c.program.steps) if s.kind == "mdiag"}
+    assert server.executor._streamed == {i for i, s in enumerate(program.steps) if s.kind == "mdiag"}
     x = rng.uniform(0, 1, (1, 3, 32, 32))
     out = client.decrypt(server.evaluate(client.encrypt(x)), 1).reshape(1, -1)
     np.testing.assert_allclose(out, interpret.run(c.reference, x), atol=1e-8)
