@@ -14,12 +14,16 @@ model, runs it on the test images and reports:
 - key generation time, weight encoding time, peak RSS (VmHWM of the subprocess, so each
   configuration is measured on its own), log N, depth, log QP, rotation key count.
 
-A configuration that is unsupported (UnsupportedOperation: e.g. CIFAR single mode, or a batch that
-the memory check refuses), fails, crashes or times out is recorded with its status and message; the
-run goes on. Results are saved after every configuration.
+A configuration that is unsupported (UnsupportedOperation: e.g. a CIFAR batch, whose 32x32x32 maps
+would be 32,768 ciphertexts, refused by the memory check), fails, crashes or times out is recorded
+with its status and message; the run goes on. Results are saved after every configuration.
 
-    # everything: 24 configurations, about 15-30 min on 2 cores (CIFAR ones end early: unsupported)
-    .venv/bin/python benchmarks/cnn.py --out results/cnn.json
+    # MNIST, everything (12 configurations, about 15 min on 2 cores)
+    .venv/bin/python benchmarks/cnn.py --models mnist-cnn --timeout 900 --out results/cnn_mnist.json
+    # CIFAR-10 single mode on Lattigo: about 10 s per image after a minute of key generation and
+    # weight encoding (N = 2^15, ~10 GiB)
+    .venv/bin/python benchmarks/cnn.py --models cifar-cnn --backends lattigo --single-images 20 \
+        --out results/cnn_cifar.json
     # a quick check
     .venv/bin/python benchmarks/cnn.py --models mnist-cnn --activations square --backends lattigo \\
         --images 16 --single-images 2 --out /tmp/cnn_small.json
