@@ -265,8 +265,7 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj, useIFMA bool) {
 		c1 := min(c0+lcBlock, n)
 		sub := ringQ.SubRings[j]
 		q, bred := sub.Modulus, sub.BRedConstant
-		r64 := ring.BRedAdd(1<<63, q, bred) // 2^64 mod q = 2 * (2^63 mod q)
-		r64 = ring.CRed(r64+r64, q)
+		r64 := pow64Mod(q, bred)
 		mult, chunk, tp, ta := p.mult[j], p.chunk[j], terms[d][j], addrs[d][j]
 		var accHi, accLo [lcBlock]uint64
 		for o, out := range outs {
@@ -344,8 +343,16 @@ func reduce128(hi, lo, q, r64 uint64, bred [2]uint64) uint64 {
 	return ring.CRed(ring.BRed(h, r64, q, bred)+ring.BRedAdd(lo, q, bred), q)
 }
 
-// dotPlain computes sum_i in[i] * pts[i]; every operand at one level, degree-1 ciphertexts.
+// dotPlain computes sum_i in[i] * pts[i]; every operand at one level, degree-1 ciphertexts and
+// plaintexts in the ciphertexts' domain, every product of one scale (henn checked it; the scale of
+// the result is the first product's). Lattigo's MulThenAdd converts the plaintext to Montgomery
+// form and reduces every product; here, as in accumulate, the products of a 64-coefficient tile
+// are summed in 128 bits and reduced once per coefficient (or every `chunk` terms): the same value
+// modulo each prime, with about a third of the modular work and no temporaries.
 func (c *ctxObj) dotPlain(in []*ctObj, pts []*ptObj) (*ctObj, error) {
+	if len(in) == 0 || len(in) != len(pts) {
+		return nil, fmt.Errorf("dot product of %d ciphertexts and %d plaintexts", len(in), len(pts))
+	}
 	level := in[0].ct.Level()
 	for i := range in {
 		if in[i].ct.Degree() != 1 {
@@ -354,15 +361,95 @@ func (c *ctxObj) dotPlain(in []*ctObj, pts []*ptObj) (*ctObj, error) {
 		if in[i].ct.Level() != level || pts[i].pt.Level() != level {
 			return nil, fmt.Errorf("term %d: levels %d and %d, expected %d", i, in[i].ct.Level(), pts[i].pt.Level(), level)
 		}
+		if in[i].ct.IsNTT != in[0].ct.IsNTT || pts[i].pt.IsNTT != in[0].ct.IsNTT {
+			return nil, fmt.Errorf("term %d: operands in different domains (NTT and coefficients)", i)
+		}
 	}
 	acc := ckks.NewCiphertext(c.params, 1, level)
-	if err := c.eval.Mul(in[0].ct, pts[0].pt, acc); err != nil {
-		return nil, err
-	}
-	for i := 1; i < len(in); i++ {
-		if err := c.eval.MulThenAdd(in[i].ct, pts[i].pt, acc); err != nil {
-			return nil, err
+	meta := *in[0].ct.MetaData
+	meta.Scale = in[0].ct.Scale.Mul(pts[0].pt.Scale)
+	acc.MetaData = &meta
+	n := c.params.N()
+	ringQ := c.params.RingQ()
+	var hiBuf, loBuf [lcBlock]uint64
+	for j := 0; j <= level; j++ {
+		sub := ringQ.SubRings[j]
+		q, bred := sub.Modulus, sub.BRedConstant
+		r64 := pow64Mod(q, bred)
+		chunk := productChunk(q)
+		for d := 0; d < 2; d++ {
+			dst := acc.Value[d].Coeffs[j]
+			for c0 := 0; c0 < n; c0 += lcBlock {
+				c1 := min(c0+lcBlock, n)
+				hi, lo := hiBuf[:c1-c0], loBuf[:c1-c0]
+				clear(hi)
+				clear(lo)
+				t := 0
+				for t < len(in) {
+					if t > 0 && t%chunk == 0 {
+						for x := range lo {
+							lo[x], hi[x] = reduce128(hi[x], lo[x], q, r64, bred), 0
+						}
+					}
+					a, p := in[t].ct.Value[d].Coeffs[j][c0:c1], pts[t].pt.Value.Coeffs[j][c0:c1]
+					if t+1 < len(in) && (t+1)%chunk != 0 {
+						maccv2(hi, lo, a, p, in[t+1].ct.Value[d].Coeffs[j][c0:c1], pts[t+1].pt.Value.Coeffs[j][c0:c1])
+						t += 2
+						continue
+					}
+					maccv1(hi, lo, a, p)
+					t++
+				}
+				for x := range hi {
+					dst[c0+x] = reduce128(hi[x], lo[x], q, r64, bred)
+				}
+			}
 		}
 	}
 	return &ctObj{c: c, ct: acc}, nil
+}
+
+// productChunk: products of residues mod q that may be summed in 128 bits, on top of a partial
+// sum already reduced below q, before a reduction.
+func productChunk(q uint64) int {
+	qm := new(big.Int).SetUint64(q - 1)
+	room := new(big.Int).Lsh(big.NewInt(1), 128)
+	room.Sub(room, big.NewInt(1)).Sub(room, qm).Quo(room, qm.Mul(qm, qm))
+	if !room.IsInt64() || room.Int64() > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return max(1, int(room.Int64()))
+}
+
+// pow64Mod returns 2^64 mod q = 2 * (2^63 mod q) mod q.
+func pow64Mod(q uint64, bred [2]uint64) uint64 {
+	r := ring.BRedAdd(1<<63, q, bred)
+	return ring.CRed(r+r, q)
+}
+
+// maccv1: (hi, lo) += a * b, 128-bit, element-wise.
+func maccv1(hi, lo, a, b []uint64) {
+	n := len(lo)
+	hi, a, b = hi[:n], a[:n], b[:n]
+	for x := 0; x < n; x++ {
+		h, l := bits.Mul64(a[x], b[x])
+		var cy uint64
+		lo[x], cy = bits.Add64(lo[x], l, 0)
+		hi[x] += h + cy
+	}
+}
+
+// maccv2: (hi, lo) += a*b + c*d, 128-bit, element-wise (one pass over the accumulators).
+func maccv2(hi, lo, a, b, c, d []uint64) {
+	n := len(lo)
+	hi, a, b, c, d = hi[:n], a[:n], b[:n], c[:n], d[:n]
+	for x := 0; x < n; x++ {
+		h, l := bits.Mul64(a[x], b[x])
+		h1, l1 := bits.Mul64(c[x], d[x])
+		var cy uint64
+		l, cy = bits.Add64(l, l1, 0)
+		h += h1 + cy
+		lo[x], cy = bits.Add64(lo[x], l, 0)
+		hi[x] += h + cy
+	}
 }

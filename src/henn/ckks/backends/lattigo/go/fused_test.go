@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
 // genericLC is the generic fallback: one mulScalar and one add per nonzero term.
@@ -178,3 +179,104 @@ func BenchmarkLinearCombinations(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*m*kk)/1e3, "us/term")
 }
+
+// lattigoDot: Lattigo's own MulThenAdd chain, the reference for dotPlain.
+func lattigoDot(t testing.TB, c *ctxObj, in []*ctObj, pts []*ptObj) *rlwe.Ciphertext {
+	acc := ckks.NewCiphertext(c.params, 1, in[0].ct.Level())
+	if err := c.eval.Mul(in[0].ct, pts[0].pt, acc); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(in); i++ {
+		if err := c.eval.MulThenAdd(in[i].ct, pts[i].pt, acc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return acc
+}
+
+func TestDotPlainMatchesMulThenAdd(t *testing.T) {
+	c := testCtx(t)
+	k := testKeys(t, c)
+	rng := rand.New(rand.NewSource(3))
+	s := math.Exp2(36)
+	top := c.params.MaxLevel()
+	for _, terms := range []int{1, 2, 5} {
+		for _, level := range []int{top, 0} {
+			in := make([]*ctObj, terms)
+			pts := make([]*ptObj, terms)
+			for i := range in {
+				a := encryptConst(t, c, k, rng.Float64()*2-1, s)
+				var err error
+				if in[i], err = c.dropLevel(a, top-level); err != nil {
+					t.Fatal(err)
+				}
+				re, im := make([]float64, c.params.MaxSlots()), make([]float64, c.params.MaxSlots())
+				for x := range re {
+					re[x] = rng.NormFloat64()
+				}
+				if pts[i], err = c.encode(re, im, level, float64(c.params.Q()[level])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := c.dotPlain(in, pts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameCiphertext(t, "dot", got.ct, lattigoDot(t, c, in, pts))
+		}
+	}
+	a := encryptConst(t, c, k, 0.5, s)
+	low, _ := c.dropLevel(a, 1)
+	pt, _ := c.encode(make([]float64, c.params.MaxSlots()), make([]float64, c.params.MaxSlots()), top, s)
+	if _, err := c.dotPlain([]*ctObj{a, low}, []*ptObj{pt, pt}); err == nil {
+		t.Fatal("mixed levels accepted")
+	}
+	if _, err := c.dotPlain([]*ctObj{a}, nil); err == nil {
+		t.Fatal("missing plaintext accepted")
+	}
+}
+
+func TestProductChunk(t *testing.T) {
+	if got := productChunk(1<<61 - 1); got != 64 {
+		t.Fatalf("61-bit prime: %d terms per reduction, want 64", got)
+	}
+	if got := productChunk(1<<45 + 1); got != 1<<38 && got != math.MaxInt32 {
+		t.Fatalf("45-bit prime: %d", got)
+	}
+}
+
+func benchDot(b *testing.B, own bool) {
+	c, err := newContext(15, nil, nil, []int{55, 45, 45, 45, 45, 45, 45, 45}, []int{61, 61}, 45)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sk := c.genSecretKey()
+	pk := c.genPublicKey(sk)
+	n := c.params.MaxSlots()
+	re, im := make([]float64, n), make([]float64, n)
+	for i := range re {
+		re[i] = rand.NormFloat64()
+	}
+	level := c.params.MaxLevel()
+	pt, _ := c.encode(re, im, level, float64(c.params.Q()[level]))
+	const terms = 16
+	in, pts := make([]*ctObj, terms), make([]*ptObj, terms)
+	for i := range in {
+		in[i], _ = c.encrypt(pt, pk)
+		pts[i] = pt
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if own {
+			if _, err := c.dotPlain(in, pts); err != nil {
+				b.Fatal(err)
+			}
+		} else {
+			lattigoDot(b, c, in, pts)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*terms)/1e3, "us/term")
+}
+
+func BenchmarkDotPlain(b *testing.B)        { benchDot(b, true) }
+func BenchmarkDotPlainLattigo(b *testing.B) { benchDot(b, false) }
