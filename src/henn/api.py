@@ -29,7 +29,7 @@ from henn.errors import InputError
 from henn.ir import interpret
 from henn.passes import CompileOptions
 from henn.runtime import Client, Server
-from henn.runtime.server import check_memory
+from henn.runtime.memory import check_memory
 
 log = logging.getLogger(__name__)
 
@@ -41,15 +41,16 @@ OBSERVED_SLACK = 1.25
 
 def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "single",  # noqa: A001
             activation_check: bool = True, params=None, log_scale: int | None = None,
-            threads: int | None = None) -> CompiledModel:
+            threads: int | None = None, batch_group: int | None = None) -> CompiledModel:
     """Compile a torch.nn.Module or an .onnx file for CKKS inference on `backend`.
 
-    mode: "single" (one image per ciphertext set, latency) or "batch" (one image per slot,
-    throughput). params: explicit henn.ckks.Parameters (else chosen from the depth the model
+    mode: "single" (one image per ciphertext set, latency) or "batch" (throughput: G channels of one
+    position for slots / G images per ciphertext; batch_group sets G, by default the smallest that
+    fits half the machine's memory: 1 for MNIST, 16-32 for CIFAR-10). params: explicit henn.ckks.Parameters (else chosen from the depth the model
     needs, 128-bit secure). activation_check: refuse inputs whose pre-activations fall far outside
     an activation's fitted range (checked on the client, in cleartext, before encrypting).
     """
-    options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params)
+    options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params, batch_group=batch_group)
     cm = CompiledModel(compile_model(model, input_shape, options), backend, activation_check, threads)
     cm.observed_preactivation = _observed_preactivation(model)
     return cm
@@ -120,8 +121,8 @@ class CompiledModel:
         t0 = time.perf_counter()
         for r in tqdm(client.batches(len(x)), disable=not progress, unit="set" if self.mode == "batch" else "img",
                       desc="henn"):
-            cts = client.encrypt(x[r.start:r.stop])
-            outs.append(client.decrypt(server.evaluate(cts), len(r)))
+            cts = server.evaluate(client.encrypt(x[r.start:r.stop]), consume=True)  # frees the input early
+            outs.append(client.decrypt(cts, len(r)))
         self.timings = {"images": len(x), "encode": client.seconds["encode"], "encrypt": client.seconds["encrypt"],
                         "evaluate": server.seconds["evaluate"], "decrypt": client.seconds["decrypt"],
                         "total": time.perf_counter() - t0, "keygen": client.seconds["keygen"],

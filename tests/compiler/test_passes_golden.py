@@ -20,9 +20,10 @@ TINY = [("conv", 2, 3, 1, 0), ("bn",), ("poly", "swish-rg5-deg2"), ("avgpool", 2
 DEG4 = [("conv", 2, 2, 2, 0), ("bn",), ("poly", "swish-rg7-deg4"), ("conv", 3, 2, 1, 0), ("bn",),
         ("poly", "square"), ("flatten",), ("gemm", 4), ("gemm", 2)]
 CASES = {
-    "tiny_single": (TINY, (1, 6, 6), "single"),
-    "tiny_batch": (TINY, (1, 6, 6), "batch"),
-    "deg4_single": (DEG4, (1, 6, 6), "single"),
+    "tiny_single": (TINY, (1, 6, 6), "single", {}),
+    "tiny_batch": (TINY, (1, 6, 6), "batch", {}),
+    "tiny_grouped": (TINY, (1, 6, 6), "batch", {"batch_group": 2}),
+    "deg4_single": (DEG4, (1, 6, 6), "single", {}),
 }
 
 
@@ -35,9 +36,9 @@ def _params():
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_ir_after_each_pass(case):
-    layers, shape, mode = CASES[case]
+    layers, shape, mode, extra = CASES[case]
     g = load_model(build_cnn(layers, shape, seed=0))
-    opts = CompileOptions(mode=mode, params=_params())
+    opts = CompileOptions(mode=mode, params=_params(), **extra)
     x = np.random.default_rng(5).uniform(0, 1, (3,) + shape)
     ref = interpret.run(g, x)
     for i, (name, fn) in enumerate(PASSES):

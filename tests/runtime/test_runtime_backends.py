@@ -74,6 +74,24 @@ def test_batch_mode_small_cnn(backend, rng):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_grouped_batch_mode_cifar_architecture(backend, rng):
+    """CIFAR-shaped, 4 channels per ciphertext: 512 images per set of 2048 slots (rotations by
+    multiples of 512), a replicated 3-channel input, pools over ciphertexts."""
+    need(backend)
+    from henn.frontend.onnx_build import cifar_layers
+
+    model = build_cnn(cifar_layers("swish-rg7-deg4", (4, 8, 4), 8), (3, 16, 16), seed=9)
+    with henn.compile(model, backend=backend, mode="batch", params=short_params(10, 12), batch_group=4) as cm:
+        p = cm.program
+        assert p.input_pack["kind"] == "grouped" and p.images_per_set == 512
+        assert all(s % 512 == 0 for s in p.rotation_steps) and p.rotation_steps
+        x = rng.uniform(0, 1, (3, 3, 16, 16))
+        ref = cm.reference(x)
+        enc = cm.run(x)
+        assert np.max(np.abs(enc - ref)) < 1e-3 * max(1, np.abs(ref).max()) and (enc.argmax(1) == ref.argmax(1)).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_zoo_mnist_on_embedded_digits(backend):
     """The committed model at real (128-bit, N = 2^14) parameters on 8 real digits."""
     need(backend)

@@ -73,6 +73,45 @@ def test_cifar_shaped_single_over_several_ciphertexts(act, rng):
     check_three_way(c, rng.uniform(0, 1, (2, 3, 32, 32)))
 
 
+@pytest.mark.parametrize("act", ["square", "swish-rg7-deg4"])
+def test_cifar_shaped_grouped_batch_three_way(act, rng):
+    """8 channels of one position per ciphertext, 128 images per set of 1024 slots; two sets."""
+    model = build_cnn(cifar_layers(act, (8, 16, 8), 8), (3, 32, 32), seed=6)
+    depth = 10 if act == "swish-rg7-deg4" else 7
+    c = compile_model(model, None, CompileOptions(mode="batch", params=short_params(depth), batch_group=8))
+    p = c.program
+    assert p.input_pack["kind"] == "grouped" and p.images_per_set == 128 and p.input_cts == 32 * 32
+    assert [s.kind for s in p.steps].count("gdiag") == 4
+    check_three_way(c, rng.uniform(0, 1, (p.images_per_set + 2, 3, 32, 32)))
+
+
+def test_mnist_shaped_grouped_batch_three_way(rng):
+    layers = mnist_layers("swish-rg5-deg2")
+    layers[0], layers[3] = ("conv", 3, 5, 2, 0), ("conv", 6, 5, 2, 0)
+    c = compile_model(build_cnn(layers, seed=8), None, CompileOptions(mode="batch", params=short_params(5),
+                                                                      batch_group=4))
+    assert c.program.group == 4
+    check_three_way(c, rng.uniform(0, 1, (5, 1, 28, 28)))
+
+
+def test_consumed_input_is_released_as_the_program_runs(rng):
+    model = build_cnn(cifar_layers("square", (4, 4, 4), 4), (3, 8, 8), seed=2)
+    c = compile_model(model, None, CompileOptions(mode="batch", params=short_params(7), batch_group=4))
+    be = open_backend("plain", c.program.params)
+    client = Client(c.program, be)
+    server = Server(c.program, be, client.generate_keys())
+    x = rng.uniform(0, 1, (3, 3, 8, 8))
+    kept = client.encrypt(x)
+    out = client.decrypt(server.evaluate(kept), 3)
+    assert all(ct is not None for ct in kept)  # not handed over: the caller's list stays whole
+    given = client.encrypt(x)
+    np.testing.assert_allclose(client.decrypt(server.evaluate(given, consume=True), 3), out, atol=1e-9)
+    assert all(ct is None for ct in given)
+    with pytest.raises(InputError, match="1 to 256 images"):
+        client.encrypt(np.zeros((257, 3, 8, 8)))
+    server.close()
+
+
 def test_weights_beyond_the_cache_budget_are_encoded_on_the_fly(rng):
     model = build_cnn(cifar_layers("square", (16, 4, 4), 8), (3, 32, 32), seed=6)
     c = compile_model(model, None, CompileOptions(mode="single", params=short_params(7, 12)))
@@ -118,12 +157,12 @@ def test_client_refuses_work_without_keys():
 
 def test_memory_guard_refuses_oversized_batches():
     from henn.errors import UnsupportedOperation
-    from henn.runtime.server import check_memory, ciphertext_bytes
+    from henn.runtime.memory import check_memory, ciphertext_bytes
 
     c = compile_model(build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="batch"))
     be = open_backend("plain", c.program.params)
     need = ciphertext_bytes(c.program, be)
-    assert need == (800 + 800) * 16 * 8192  # the second activation: 800 in, 800 out, complex slots
+    assert need == (720 + 800) * 16 * 8192  # the second conv: 720 in, 800 out (complex slots); activations free as they go
     check_memory(c.program, be, need)
     with pytest.raises(UnsupportedOperation, match="GiB of ciphertexts"):
         check_memory(c.program, be, need - 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from henn.compiler import lower_batch, lower_single
+from henn.compiler import lower_batch, lower_grouped, lower_single
 from henn.compiler.program import Program
 from henn.frontend import load_model
 from henn.ir.graph import Graph
@@ -34,7 +34,9 @@ def compile_model(model, input_shape=None, options: CompileOptions | None = None
 
 def lower(g: Graph) -> Program:
     m = g.meta
-    if m["packing"] == "batch":
+    if m["packing"] == "batch" and m.get("group", 1) > 1:
+        steps, pack, elem = lower_grouped.lower(g)
+    elif m["packing"] == "batch":
         steps, pack, elem = lower_batch.lower(g), {"kind": "batch"}, None
     else:
         steps, pack, elem = lower_single.lower(g)

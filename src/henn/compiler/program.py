@@ -9,6 +9,8 @@ level where they are used) and small attributes. Step kinds:
     act           elementwise polynomial core (form, shift, inner, tcoef), see approximate_activations
     taps          single packing, first layer: sum_t in[t] * weight[t] + bias
     diag          single packing, BSGS generalized diagonals (giant, baby, diags) [+ rotate-and-sum]
+    mpool, mdiag  single packing over several ciphertexts: pool by rotations, multi-ciphertext BSGS
+    gdiag         grouped batch packing: BSGS over virtual ciphertexts of G slots, B images apart
 
 The Program is serializable (`to_bytes` / `from_bytes`): JSON header + NumPy arrays, no pickle.
 """
@@ -61,6 +63,30 @@ class Program:
     @property
     def n_outputs(self) -> int:
         return math.prod(self.output_shape)
+
+    @property
+    def group(self) -> int:
+        """Batch packing: channels per ciphertext (1: one element per ciphertext); 0 in single mode."""
+        return int(self.input_pack.get("group", 1)) if self.mode == "batch" else 0
+
+    @property
+    def images_per_set(self) -> int:
+        """Images one ciphertext set holds: slots / G in batch mode, one in single mode."""
+        return self.params.slots // self.group if self.mode == "batch" else 1
+
+    @property
+    def input_cts(self) -> int:
+        """Ciphertexts of one encrypted input set."""
+        pack = self.input_pack
+        if pack["kind"] == "batch":
+            return math.prod(self.input_shape)
+        if pack["kind"] == "taps":
+            return len(pack["index"])
+        if pack["kind"] == "grouped":
+            return len(pack["elem"]) // int(pack["group"])
+        if pack["kind"] == "multi":
+            return len(pack["elem"]) // int(pack["period"])
+        return 1  # natural: one replicated block
 
     def summary(self) -> dict:
         return {"mode": self.mode, "depth": self.depth, "params": self.params.describe(),

@@ -18,10 +18,18 @@ class CompileOptions:
     params: Parameters | None = None      # explicit parameters (checked against the depth the model needs)
     threshold_eps: float | None = None    # None: paper 000's rule (1e-6 with a degree-4 activation, else 1e-7)
     selection: str = "library"            # henn.ckks.select_parameters mode: "library" or "fixed"
+    batch_group: int | None = None        # batch mode: channels per ciphertext (None: the fewest that fit memory)
+    memory_budget: int | None = None      # bytes of ciphertexts alive at once (None: half the machine's RAM)
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise InputError(f"unknown packing mode {self.mode!r}: use one of {', '.join(MODES)}")
+        if self.batch_group is not None and self.mode != "batch":
+            raise InputError(f"batch_group applies to mode='batch', not {self.mode!r}")
+        for name in ("batch_group", "memory_budget"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise InputError(f"{name} must be a positive integer or None, got {value!r}")
         if self.params is not None and not isinstance(self.params, Parameters):
             raise InputError("params must be a henn.ckks.Parameters (use select_parameters, presets.get or "
                              "Parameters.from_literal)")

@@ -4,6 +4,8 @@ verified after every pass.
 fuse_linear (Gemm after Gemm) is an addition to the passes of the design; select_params runs before
 collect_keys because a few rotation steps (the block sum of the client's taps) depend on the number
 of slots, and packing never changes the depth, so nothing before it depends on the parameters.
+group_batch (batch mode: channels per ciphertext) needs the slot count and the levels, so it runs
+after select_params too.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import logging
 
 from henn.ir.graph import Graph
 from henn.passes import (approximate_activations, choose_packing, collect_keys, fold_batchnorm, fuse_linear,
-                         merge_act_pool, plan_levels, select_params, threshold_coeffs)
+                         group_batch, merge_act_pool, plan_levels, select_params, threshold_coeffs)
 from henn.passes.options import CompileOptions
 
 log = logging.getLogger(__name__)
@@ -26,6 +28,7 @@ PASSES = (
     ("choose_packing", choose_packing.run),
     ("plan_levels", plan_levels.run),
     ("select_params", select_params.run),
+    ("group_batch", group_batch.run),
     ("collect_keys", collect_keys.run),
 )
 

@@ -32,21 +32,26 @@ class Client:
 
     # ---- packing -----------------------------------------------------------------------------
     def batches(self, n_images: int) -> list[range]:
-        """Images per ciphertext set: up to `slots` in batch mode, one in single mode."""
-        per = self.backend.slots if self.program.mode == "batch" else 1
+        """Images per ciphertext set: slots / G in batch mode (G channels per ciphertext), one in single mode."""
+        per = self.program.images_per_set
         return [range(i, min(i + per, n_images)) for i in range(0, n_images, per)]
 
     def pack(self, images: np.ndarray) -> list[np.ndarray]:
-        """Slot vectors of one ciphertext set (batch: up to `slots` images; single: one image)."""
+        """Slot vectors of one ciphertext set (batch: up to slots / G images; single: one image)."""
         x = np.asarray(images, dtype=np.float64).reshape(len(images), -1)
-        slots = self.backend.slots
-        if self.program.mode == "batch":
-            if len(x) > slots:
-                raise InputError(f"a batch holds at most {slots} images, got {len(x)}: split it (Client.batches)")
+        slots, per = self.backend.slots, self.program.images_per_set
+        if not 1 <= len(x) <= per:
+            raise InputError(f"a ciphertext set holds 1 to {per} images, got {len(x)}: split them (Client.batches)")
+        pack = self.program.input_pack
+        if pack["kind"] == "batch":
             return list(x.T)
-        if len(x) != 1:
-            raise InputError("single mode packs one image per ciphertext set")
-        pack, flat = self.program.input_pack, x[0]
+        if pack["kind"] == "grouped":  # virtual slot j of image b at physical slot j * B + b
+            elem = pack["elem"]
+            vals = np.where(elem >= 0, x[:, np.maximum(elem, 0)], 0.0)  # (images, K * G)
+            full = np.zeros((per, len(elem)))
+            full[:len(x)] = vals
+            return list(full.reshape(per, -1, int(pack["group"])).transpose(1, 2, 0).reshape(-1, slots))
+        flat = x[0]
         if pack["kind"] == "multi":  # several whole ciphertexts per image
             elem = pack["elem"]
             return list(np.where(elem >= 0, flat[np.maximum(elem, 0)], 0.0).reshape(-1, slots))
@@ -78,8 +83,13 @@ class Client:
         vecs = self.pool.map(lambda ct: self.backend.decrypt_decode(ct, self._sk), cts)
         self.seconds["decrypt"] += time.perf_counter() - t0
         p = self.program
-        if p.mode == "batch":
+        if p.input_pack["kind"] == "batch":
             out = np.stack(vecs, axis=1)[:n_images]
+        elif p.input_pack["kind"] == "grouped":
+            virt = np.stack(vecs).reshape(-1, p.images_per_set)[:, :n_images]  # (K * G, images)
+            out = np.zeros((n_images, p.n_outputs))
+            used = np.nonzero(p.output_elem >= 0)[0]
+            out[:, p.output_elem[used]] = virt[used].T
         else:
             elem, flat = p.output_elem, np.concatenate(vecs)
             out = np.zeros((1, p.n_outputs))

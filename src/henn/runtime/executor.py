@@ -21,6 +21,7 @@ from henn.ckks.values import Ciphertext, EvaluationKeys
 from henn.compiler.program import Program, Step
 from henn.errors import InputError
 from henn.runtime.activation import act_core
+from henn.runtime.memory import ciphertext_bytes
 from henn.runtime.parallel import Parallel
 
 log = logging.getLogger(__name__)
@@ -42,15 +43,19 @@ class Executor:
 
     # ---- setup -----------------------------------------------------------------------------
     def prepare(self, budget: int | None = None) -> float:
-        """Encode the weight plaintexts, step by step, while they fit in `budget` bytes (default: a
-        share of the memory available now); later steps encode theirs when they run (slower, but a
-        CIFAR-sized single-mode program holds gigabytes of diagonals). Returns the seconds it took."""
+        """Encode the weight plaintexts while they fit in `budget` bytes (default: a share of the memory
+        available now that the ciphertexts of an evaluation will not need), the most reused first (a
+        grouped layer uses each of its vectors at every position); the rest are encoded when they run
+        (slower, but a CIFAR-sized program holds gigabytes of diagonals). Returns the seconds it took."""
         t0 = time.perf_counter()
-        left = int(psutil.virtual_memory().available * PLAINTEXT_MEMORY_SHARE) if budget is None else budget
-        for i, step in enumerate(self.program.steps):
-            vecs = step.arrays.get("weight" if step.kind == "taps" else "diags")
-            if vecs is None:
-                continue
+        if budget is None:
+            free = psutil.virtual_memory().available - ciphertext_bytes(self.program, self.backend)
+            budget = int(max(0, free) * PLAINTEXT_MEMORY_SHARE)
+        left = budget
+        steps = [(i, s) for i, s in enumerate(self.program.steps) if self._weights(s) is not None]
+        steps.sort(key=lambda item: -len(item[1].arrays.get("entries", ())) / len(self._weights(item[1])))
+        for i, step in steps:
+            vecs = self._weights(step)
             need = len(vecs) * self.plaintext_bytes(step.level)
             if need > left:
                 log.info("layer %s: %d plaintexts (%.1f GiB) beyond the cache budget, encoded on the fly", step.name,
@@ -66,34 +71,45 @@ class Executor:
         be = self.backend
         return 16 * be.slots if be.name == "plain" else 8 * be.params.n * (level + 1)
 
+    @staticmethod
+    def _weights(step: Step) -> np.ndarray | None:
+        return step.arrays.get("weight" if step.kind == "taps" else "diags")
+
     def _weight(self, i: int, step: Step, row: int):
         if i in self._streamed:
-            vecs = step.arrays["weight" if step.kind == "taps" else "diags"]
-            return self._encode_weights(vecs[row], step)
+            return self._encode_weights(self._weights(step)[row], step)
         return self._plain[i][row]
 
-    def _tile(self, vec: np.ndarray) -> np.ndarray:
-        reps = self.backend.slots // len(vec)
-        return np.tile(vec, reps)
+    def _expand(self, vec: np.ndarray, step: Step) -> np.ndarray:
+        """A step's vector over all slots: grouped steps repeat each virtual slot for the B images
+        (slot j*B + b), the others repeat a block periodically."""
+        stride = step.attrs.get("stride")
+        if stride:
+            return np.repeat(vec, int(stride))
+        return np.tile(vec, self.backend.slots // len(vec))
 
     def _encode_weights(self, vec: np.ndarray, step: Step):
-        return self.backend.encode(self._tile(vec), level=step.level, scale=float(self.backend.prime(step.level)))
+        return self.backend.encode(self._expand(vec, step), level=step.level,
+                                   scale=float(self.backend.prime(step.level)))
 
     def _bias_plain(self, i: int, vec: np.ndarray, ct: Ciphertext, part: int = 0):
         key = (i, part, ct.level, ct.scale)
         with self._lock:
             pt = self._bias.get(key)
         if pt is None:
-            pt = self.backend.encode(self._tile(vec), level=ct.level, scale=ct.scale)
+            pt = self.backend.encode(self._expand(vec, self.program.steps[i]), level=ct.level, scale=ct.scale)
             with self._lock:
                 self._bias[key] = pt
         return pt
 
     # ---- evaluation ------------------------------------------------------------------------
-    def run(self, value: list[Ciphertext]) -> list[Ciphertext]:
+    def run(self, value: list[Ciphertext], *, consume: bool = False) -> list[Ciphertext]:
+        """Evaluate the program. Steps drop entries of the list they get once no later output needs
+        them; consume=True lets them drop the caller's own list entries (the input's memory too)."""
         if not self.prepared:
             self.prepare()
         self._check_input(value)
+        value = value if consume else list(value)
         for i, step in enumerate(self.program.steps):
             t0 = time.perf_counter()
             value = getattr(self, f"_{step.kind}")(i, step, value)
@@ -155,14 +171,30 @@ class Executor:
         return w
 
     def _sum_batch(self, i: int, step: Step, value):
+        """CSR rows of ciphertext sums (pools); each input is dropped after the last row reading it."""
         indptr, indices = step.arrays["indptr"], step.arrays["indices"]
-        return [self.ev.add_many(value[k] for k in indices[indptr[r]:indptr[r + 1]]) for r in range(len(indptr) - 1)]
+        rows = len(indptr) - 1
+        last = np.full(len(value), -1)
+        np.maximum.at(last, indices, np.repeat(np.arange(rows), np.diff(indptr)))
+        done = np.argsort(last, kind="stable")
+        out, freed = [], 0
+        for r in range(rows):
+            out.append(self.ev.add_many(value[k] for k in indices[indptr[r]:indptr[r + 1]]))
+            while freed < len(done) and last[done[freed]] <= r:
+                value[done[freed]] = None
+                freed += 1
+        return out
 
     def _act(self, i: int, step: Step, value):
-        def apply(rng):
-            return [act_core(self.ev, value[k], step.attrs) for k in rng]
-
-        return [ct for part in self.pool.map(apply, self.pool.chunks(len(value))) for ct in part]
+        """Elementwise, a window of ciphertexts at a time, dropping each input once done."""
+        out: list[Ciphertext] = []
+        window = 4 * self.pool.workers
+        for lo in range(0, len(value), window):
+            rng = range(lo, min(len(value), lo + window))
+            out.extend(self.pool.map(lambda k: act_core(self.ev, value[k], step.attrs), rng))
+            for k in rng:
+                value[k] = None
+        return out
 
     def _taps(self, i: int, step: Step, value):
         n_taps = len(step.arrays["weight"])
@@ -245,6 +277,58 @@ class Executor:
             for k in range(step.attrs["fold"]):  # hybrid: add the partial sums together
                 y = self.ev.add(y, self.ev.rotate(y, stride << k))
             out.append(self.ev.add(y, self._bias_plain(i, step.arrays["bias"][ko], y, ko)))
+        return out
+
+    def _gdiag(self, i: int, step: Step, value):
+        """Grouped BSGS: out_k = sum_g rot(sum_(j, b) d * rot(in_j, b*B), g*B), outputs in order. The
+        baby steps of an input are hoisted once and kept until the last output that reads it; then the
+        input and its rotations are dropped. Outputs run a window at a time on the pool."""
+        ent = step.arrays["entries"]
+        n_in, n_out, stride = int(step.attrs["cts_in"]), int(step.attrs["cts_out"]), int(step.attrs["stride"])
+        if len(value) != n_in:
+            raise InputError(f"layer {step.name!r} expects {n_in} input ciphertexts, got {len(value)}: pack the "
+                             "input with this program's Client")
+        bounds = np.searchsorted(ent[:, 1], np.arange(n_out + 1))
+        babies: dict[int, set[int]] = {}
+        for k, b in np.unique(ent[:, [0, 3]], axis=0).tolist():
+            babies.setdefault(k, set()).add(b)
+        last = np.full(n_in, -1)
+        np.maximum.at(last, ent[:, 0], ent[:, 1])
+        done = [int(k) for k in np.argsort(last, kind="stable") if last[k] >= 0]
+        cache: dict[int, dict[int, Ciphertext]] = {}
+
+        def hoist(k: int) -> dict[int, Ciphertext]:
+            steps = sorted(babies[k] - {0})
+            rot = self.ev.rotate_hoisted(value[k], [b * stride for b in steps]) if steps else {}
+            return {0: value[k], **{b: rot[b * stride] for b in steps}}
+
+        def output(ko: int) -> Ciphertext:
+            rows = ent[bounds[ko]:bounds[ko + 1]]
+            if not len(rows):
+                raise AssertionError(f"layer {step.name!r}: output ciphertext {ko} reads nothing")
+            parts = []
+            for g in np.unique(rows[:, 2]):
+                sel = rows[rows[:, 2] == g]
+                inner = self.ev.dot_plain([cache[int(k)][int(b)] for k, _, _, b, _ in sel],
+                                          [self._weight(i, step, int(v)) for v in sel[:, 4]])
+                parts.append(self.ev.rotate(inner, int(g) * stride) if g else inner)
+            y = self.ev.add_many(parts)
+            if step.rescale:
+                y = self.ev.rescale(y)
+            part = int(step.arrays["bias_index"][ko])
+            return self.ev.add(y, self._bias_plain(i, step.arrays["biases"][part], y, part))
+
+        out: list[Ciphertext] = []
+        window, freed = 4 * self.pool.workers, 0
+        for lo in range(0, n_out, window):
+            hi = min(n_out, lo + window)
+            need = [int(k) for k in np.unique(ent[bounds[lo]:bounds[hi], 0]) if int(k) not in cache]
+            cache.update(zip(need, self.pool.map(hoist, need)))
+            out.extend(self.pool.map(output, range(lo, hi)))
+            while freed < len(done) and last[done[freed]] < hi:
+                cache.pop(done[freed], None)
+                value[done[freed]] = None
+                freed += 1
         return out
 
     def close(self) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import time
 
 from henn.ckks.values import Ciphertext, EvaluationKeys, SecretKey
 from henn.compiler.program import Program
-from henn.errors import InputError, UnsupportedOperation
+from henn.errors import InputError
 from henn.runtime.executor import Executor
 
 
@@ -26,46 +25,14 @@ class Server:
     def prepare(self) -> None:
         self.seconds["prepare"] = self.executor.prepare()
 
-    def evaluate(self, cts: list[Ciphertext]) -> list[Ciphertext]:
+    def evaluate(self, cts: list[Ciphertext], *, consume: bool = False) -> list[Ciphertext]:
+        """The program's output ciphertexts. consume=True hands the list over: its entries are
+        dropped as soon as no step needs them (less memory for large inputs)."""
         t0 = time.perf_counter()
-        out = self.executor.run(cts)
+        out = self.executor.run(cts, consume=consume)
         self.seconds["evaluate"] += time.perf_counter() - t0
         return out
 
     def close(self) -> None:
         self.executor.close()
 
-
-def ciphertext_bytes(program: Program, backend) -> int:
-    """Rough peak memory of the ciphertexts alive during one evaluation (input + output of a step)."""
-    n = backend.params.n
-    per = 16 * n // 2 if backend.name == "plain" else 16 * n  # plain: complex slots; else 2 polys x 8 B / limb
-    count, level, peak = math.prod(program.input_shape) if program.mode == "batch" else 8, program.depth, 0
-    for step in program.steps:
-        out = len(step.arrays["indptr"]) - 1 if "indptr" in step.arrays else count
-        limbs = 1 if backend.name == "plain" else level + 1
-        peak = max(peak, (count + out) * per * limbs)
-        count, level = out, level - 1 if step.rescale else level
-    return peak
-
-
-def key_bytes(program: Program, backend) -> int:
-    """Evaluation keys (rotations + relinearization): 2 x digits x (Q + P limbs) x N x 8 bytes each, with
-    digits = ceil(#q / #p) (SEAL: one special prime, so one digit per q prime)."""
-    if backend.name == "plain":
-        return 0
-    p = program.params
-    digits = -(-len(p.log_q) // len(p.log_p))
-    per_key = 2 * digits * (len(p.log_q) + len(p.log_p)) * p.n * 8
-    return (len(program.rotation_steps) + int(program.relin)) * per_key
-
-
-def check_memory(program: Program, backend, available: int) -> None:
-    """Refuse before key generation what cannot fit: ciphertexts alive at once plus evaluation keys.
-    (Weight plaintexts adapt: the executor encodes on the fly what its cache budget cannot hold.)"""
-    need = ciphertext_bytes(program, backend) + key_bytes(program, backend)
-    if need > available:
-        raise UnsupportedOperation(f"{program.mode} packing of this model holds about {need / 2**30:.1f} GiB of "
-                                   f"ciphertexts and evaluation keys at once, more than the "
-                                   f"{available / 2**30:.1f} GiB available: use a smaller model or ring, or single "
-                                   "mode where it applies")

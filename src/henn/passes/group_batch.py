@@ -1,0 +1,103 @@
+"""group_batch: in batch mode, how many channels G share a ciphertext (henn.compiler.group_layouts).
+
+G = 1 is the plain batch axis (one tensor element of `slots` images per ciphertext: no rotations,
+the most images per second) but needs one ciphertext per element of the largest feature map. The
+pass takes the smallest power of two G whose ciphertexts fit the memory budget (or the G asked for),
+so MNIST keeps G = 1 and CIFAR-10 packs its 32-channel maps 16 or 32 to a ciphertext, for
+B = slots / G images per set. With G > 1 every node gets a plan (attrs `packing`) and every value
+a grouped layout (meta `layout`). Runs after select_params: G and B depend on the slot count.
+"""
+
+from __future__ import annotations
+
+import math
+
+import psutil
+
+from henn.compiler import group_layouts
+from henn.errors import InputError, UnsupportedOperation
+from henn.ir.graph import Graph
+from henn.ir.ops import LINEAR_OPS
+
+MEMORY_SHARE = 0.5  # of the machine's RAM, for ciphertexts alive at once (keys and weights need the rest)
+
+
+def run(graph: Graph, options) -> Graph:
+    g = graph.copy()
+    if g.meta["packing"] != "batch":
+        return g
+    params = g.meta["params"]
+    group = options.batch_group or choose_group(g, params, options.memory_budget or default_budget())
+    if group & (group - 1) or not 1 <= group <= params.slots:
+        raise InputError(f"batch_group {group} must be a power of two between 1 and the {params.slots} slots")
+    g.meta["group"] = group
+    if group > 1:
+        _plan(g, group)
+    return g
+
+
+def default_budget() -> int:
+    return int(psutil.virtual_memory().total * MEMORY_SHARE)
+
+
+def choose_group(g: Graph, params, budget: int) -> int:
+    """The smallest G (power of two) whose ciphertexts fit `budget` bytes."""
+    group = 1
+    while group <= params.slots:
+        if peak_bytes(g, group, params.n) <= budget:
+            return group
+        group *= 2
+    raise UnsupportedOperation(f"batch packing of this model needs {peak_bytes(g, params.slots, params.n) / 2**30:.1f} "
+                               f"GiB of ciphertexts even with {params.slots} channels per ciphertext, more than the "
+                               f"budget of {budget / 2**30:.1f} GiB: use single mode or a machine with more memory")
+
+
+def value_cts(shape, group: int, is_input: bool = False) -> int:
+    """Ciphertexts a value of `shape` takes with G = group (one per element when G = 1)."""
+    if len(shape) == 3 and group > 1:
+        c, h, w = shape
+        return h * w * (1 if is_input and c < group else -(-c // group))
+    return -(-math.prod(shape) // group)
+
+
+def peak_bytes(g: Graph, group: int, n: int) -> int:
+    """Ciphertexts alive at once (bytes): a step's input and output together (the plain batch layer
+    holds both), or for grouped steps, which free their inputs as they go, the larger of the two
+    plus the rows of hoisted baby steps a convolution keeps."""
+    def size(level):
+        return 16 * n * (level + 1)
+
+    count, level, peak = value_cts(g.input_shape, group, True), g.values[g.input].level, 0
+    for node in g.nodes:
+        out = g.values[node.output]
+        n_out = value_cts(out.shape, group)
+        a, b = count * size(level), n_out * size(out.level)
+        if group == 1:
+            step = a + b
+        else:
+            step = max(a, b)
+            if node.op in LINEAR_OPS:  # inputs with their baby steps: kernel rows + 1 of a map, or all
+                rows = node.params["weight"].shape[2] + 1 if node.op == "conv2d" else None
+                window = count if rows is None else min(count, rows * count // g.shape(node.inputs[0])[1])
+                step += window * math.isqrt(group) * size(level)
+        peak = max(peak, step)
+        count, level = n_out, out.level
+    return peak
+
+
+def _plan(g: Graph, group: int) -> None:
+    shape = g.input_shape
+    layout = group_layouts.feature_layout(shape, group, replicate=True) if len(shape) == 3 else \
+        group_layouts.flat_layout(math.prod(shape), group)
+    g.values[g.input].meta["layout"] = layout
+    for node in g.nodes:
+        if node.op in LINEAR_OPS:
+            node.attrs["packing"], layout = group_layouts.plan_linear(layout, [node], shape, group)
+        elif node.op == "sumpool":
+            node.attrs["packing"], layout = group_layouts.pool_plan(layout, node, shape)
+        elif node.op == "flatten":  # the flat index c*H*W + p of an element does not change
+            layout = {k: v for k, v in layout.items() if k not in ("chan", "hw")} | {"kind": "flat"}
+        elif node.op != "poly":
+            raise UnsupportedOperation(f"layer {node.name!r} ({node.op}) cannot be packed; run the earlier passes first")
+        g.values[node.output].meta["layout"] = layout
+        shape = g.shape(node.output)
