@@ -9,14 +9,15 @@ model, runs it on the test images and reports:
   evaluate / decrypt (accuracy is measured on those same images: one image per ciphertext set is
   too slow for a full test set);
 - batch mode: all `--images` images (default: every test image: MNIST 10,000, CIFAR-10 1000) in
-  sets of `--batch-size` (default: the slot count); throughput = images / total wall time of the
-  sets (encode + encrypt + evaluate + decrypt), and evaluate-only throughput;
+  sets of `--batch-size` (default: what one ciphertext set holds, slots / G with G channels per
+  ciphertext); throughput = images / total wall time of the sets (encode + encrypt + evaluate +
+  decrypt), and evaluate-only throughput;
 - key generation time, weight encoding time, peak RSS (VmHWM of the subprocess, so each
   configuration is measured on its own), log N, depth, log QP, rotation key count.
 
-A configuration that is unsupported (UnsupportedOperation: e.g. a CIFAR batch, whose 32x32x32 maps
-would be 32,768 ciphertexts, refused by the memory check), fails, crashes or times out is recorded
-with its status and message; the run goes on. Results are saved after every configuration.
+A configuration that is unsupported (UnsupportedOperation: e.g. refused by the memory check), fails,
+crashes or times out is recorded with its status and message; the run goes on. Results are saved
+after every configuration.
 
     # MNIST, everything (12 configurations, about 15 min on 2 cores)
     .venv/bin/python benchmarks/cnn.py --models mnist-cnn --timeout 900 --out results/cnn_mnist.json
@@ -98,7 +99,8 @@ def run_one(cfg: dict, args) -> dict:
                           backend=cfg["backend"], mode=cfg["mode"], threads=args.threads)
         res["compile_seconds"] = time.perf_counter() - t0
         p = cm.params
-        res.update(log_n=p.log_n, slots=p.slots, depth=cm.depth, log_qp=round(p.log_qp, 1), log_q=list(p.log_q),
+        res.update(log_n=p.log_n, slots=p.slots, group=cm.program.group, images_per_set=cm.program.images_per_set,
+                   depth=cm.depth, log_qp=round(p.log_qp, 1), log_q=list(p.log_q),
                    log_p=list(p.log_p), log_scale=p.log_scale, rotation_keys=len(cm.rotation_steps),
                    params=p.describe())
         ref = cm.reference(images)
@@ -136,10 +138,10 @@ def _single(cm, images: np.ndarray) -> dict:
 
 
 def _batch(cm, images: np.ndarray, batch_size: int | None) -> dict:
-    slots = cm.params.slots
-    size = batch_size or slots
-    if not 1 <= size <= slots:
-        raise ValueError(f"--batch-size {size} must be between 1 and the {slots} slots")
+    per_set = cm.program.images_per_set
+    size = batch_size or per_set
+    if not 1 <= size <= per_set:
+        raise ValueError(f"--batch-size {size} must be between 1 and the {per_set} images a ciphertext set holds")
     logits, per = [], {k: [] for k in (*PHASES, "total")}
     setup = None
     for start in range(0, len(images), size):
@@ -195,7 +197,8 @@ def markdown(results: list[dict]) -> str:
             lat = r["latency_seconds"]
             latency = " / ".join(f"{lat[k]['median'] * 1e3:.0f}" for k in PHASES) + f" = {lat['total']['median']:.2f} s"
         elif "batch_latency_seconds" in r:
-            latency = f"{r['batch_latency_seconds']['median']:.1f} s per set of ≤ {r['batch_size']}"
+            latency = f"{r['batch_latency_seconds']['median']:.1f} s per set of ≤ {r['batch_size']}" + \
+                (f" (G = {r['group']})" if r.get("group", 1) > 1 else "")
         else:
             latency = "—"
         tput = "—" if "throughput_images_per_second" not in r else \

@@ -72,8 +72,10 @@ def _graph(layers, shape, mode="batch", depth=7):
 def test_group_choice_follows_the_memory_budget():
     cifar = _graph(cifar_layers("square", (8, 16, 8), 8), (3, 32, 32))
     params = cifar.meta["params"]
-    peaks = {g: group_batch.peak_bytes(cifar, g, params.n) for g in (1, 2, 4, 8, 16)}
-    assert peaks[1] > peaks[2] > peaks[4] > peaks[8]  # fewer, fuller ciphertexts
+    peaks = {g: group_batch.memory_bytes(cifar, g, params.n) for g in (1, 2, 4, 8, 16)}
+    assert peaks[1] > peaks[2] > peaks[4] > peaks[8]  # fewer, fuller ciphertexts; fewer distinct diagonals
+    assert group_batch.plaintext_bytes(cifar, 1, params.n) == 0  # G = 1: scalar weights, no plaintexts
+    assert group_batch.plaintext_bytes(cifar, 4, params.n) > group_batch.plaintext_bytes(cifar, 8, params.n) > 0
     assert group_batch.choose_group(cifar, params, peaks[1]) == 1
     assert group_batch.choose_group(cifar, params, peaks[4]) <= 4
     with pytest.raises(UnsupportedOperation, match="even with"):
@@ -137,3 +139,6 @@ def test_lowered_gdiag_steps_reproduce_the_model(group, rng):
     assert program.group == group and program.images_per_set == program.params.slots // group
     x = rng.uniform(0, 1, (3, 3, 8, 8))
     np.testing.assert_allclose(_simulate(program, x), interpret.run(c.reference, x), atol=1e-9)
+    n = program.params.n  # the estimate that chose G bounds the distinct diagonals actually encoded
+    actual = sum(len(s.arrays["diags"]) * 8 * n * (s.level + 1) for s in program.steps if s.kind == "gdiag")
+    assert actual <= group_batch.plaintext_bytes(c.final, group, n) <= 3 * actual

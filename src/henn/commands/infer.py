@@ -26,7 +26,10 @@ def register(sub) -> None:
     p.add_argument("--activation", choices=ACTIVATIONS, default="swish-rg7-deg4")
     p.add_argument("--backend", default="lattigo", help="CKKS backend: lattigo, seal or plain (see `henn info`)")
     p.add_argument("--mode", choices=("single", "batch"), default="single",
-                   help="single: one image per ciphertext set (latency); batch: one image per slot (throughput)")
+                   help="single: one image per ciphertext set (latency); batch: many images per ciphertext "
+                        "(throughput)")
+    p.add_argument("--batch-group", type=int, default=None,
+                   help="batch mode: channels per ciphertext, a power of two (default: the fewest that fit memory)")
     p.add_argument("--images", type=int, default=100, help="number of test images")
     p.add_argument("--weights", type=Path, default=None, help="ONNX model (default: the zoo model)")
     p.add_argument("--data-dir", type=Path, default=None,
@@ -74,11 +77,13 @@ def run(args) -> int:
     images, labels, source = load_images(args.model, args.data_dir, args.images)
     t0 = time.perf_counter()
     cm = henn.compile(str(weights), INPUT_SHAPES[args.model], backend=args.backend, mode=args.mode,
-                      log_scale=args.log_scale, threads=args.threads)
+                      log_scale=args.log_scale, threads=args.threads, batch_group=args.batch_group)
     compile_s = time.perf_counter() - t0
     print(f"model     {Path(weights).name} ({args.mode} packing, {args.backend})")
     print(f"data      {len(images)} images: {source}")
-    print(f"compiled  depth {cm.depth}, {len(cm.rotation_steps)} rotation keys, {cm.params.describe()} "
+    group = f", {cm.program.group} channels x {cm.program.images_per_set} images per ciphertext" \
+        if cm.program.group > 1 else ""
+    print(f"compiled  depth {cm.depth}, {len(cm.rotation_steps)} rotation keys{group}, {cm.params.describe()} "
           f"({compile_s:.2f} s)")
     ref = cm.reference(images)
     with cm:

@@ -2,8 +2,8 @@
 
 G = 1 is the plain batch axis (one tensor element of `slots` images per ciphertext: no rotations,
 the most images per second) but needs one ciphertext per element of the largest feature map. The
-pass takes the smallest power of two G whose ciphertexts fit the memory budget (or the G asked for),
-so MNIST keeps G = 1 and CIFAR-10 packs its 32-channel maps 16 or 32 to a ciphertext, for
+pass takes the smallest power of two G whose ciphertexts and weight plaintexts fit the memory budget
+(or the G asked for), so MNIST keeps G = 1 and CIFAR-10 packs its maps 16 channels to a ciphertext, for
 B = slots / G images per set. With G > 1 every node gets a plan (attrs `packing`) and every value
 a grouped layout (meta `layout`). Runs after select_params: G and B depend on the slot count.
 """
@@ -19,7 +19,7 @@ from henn.errors import InputError, UnsupportedOperation
 from henn.ir.graph import Graph
 from henn.ir.ops import LINEAR_OPS
 
-MEMORY_SHARE = 0.5  # of the machine's RAM, for ciphertexts alive at once (keys and weights need the rest)
+MEMORY_SHARE = 0.6  # of the machine's RAM, for ciphertexts alive at once plus weight plaintexts
 
 
 def run(graph: Graph, options) -> Graph:
@@ -41,15 +41,41 @@ def default_budget() -> int:
 
 
 def choose_group(g: Graph, params, budget: int) -> int:
-    """The smallest G (power of two) whose ciphertexts fit `budget` bytes."""
+    """The smallest G (power of two) whose ciphertexts and weight plaintexts fit `budget` bytes:
+    both shrink as G grows, while the rotations per image grow like sqrt(G)."""
     group = 1
     while group <= params.slots:
-        if peak_bytes(g, group, params.n) <= budget:
+        if memory_bytes(g, group, params.n) <= budget:
             return group
         group *= 2
-    raise UnsupportedOperation(f"batch packing of this model needs {peak_bytes(g, params.slots, params.n) / 2**30:.1f} "
-                               f"GiB of ciphertexts even with {params.slots} channels per ciphertext, more than the "
-                               f"budget of {budget / 2**30:.1f} GiB: use single mode or a machine with more memory")
+    raise UnsupportedOperation(f"batch packing of this model needs {memory_bytes(g, params.slots, params.n) / 2**30:.1f}"
+                               f" GiB even with {params.slots} channels per ciphertext, more than the budget of "
+                               f"{budget / 2**30:.1f} GiB: use single mode or a machine with more memory")
+
+
+def memory_bytes(g: Graph, group: int, n: int) -> int:
+    return peak_bytes(g, group, n) + plaintext_bytes(g, group, n)
+
+
+def plaintext_bytes(g: Graph, group: int, n: int) -> int:
+    """Weight plaintexts of the grouped layers (distinct diagonals: per pair of channel groups and
+    kernel tap, at most G; a dense layer, G per pair of ciphertexts). None with G = 1 (scalars)."""
+    if group == 1:
+        return 0
+    total = 0
+    for node in g.nodes:
+        if node.op not in LINEAR_OPS:
+            continue
+        src, dst = g.values[node.inputs[0]], g.values[node.output]
+        if node.op == "conv2d":
+            c_out, c_in, kh, kw = node.params["weight"].shape
+            replicated = node.inputs[0] == g.input and c_in < group
+            pairs = -(-c_out // group) * (1 if replicated else -(-c_in // group)) * kh * kw
+            count = pairs * min(group, c_in + c_out - 1)
+        else:
+            count = value_cts(src.shape, group) * value_cts(dst.shape, group) * group
+        total += count * 8 * n * (src.level + 1)
+    return total
 
 
 def value_cts(shape, group: int, is_input: bool = False) -> int:

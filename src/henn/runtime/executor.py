@@ -38,6 +38,7 @@ class Executor:
         self._dense: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
         self._streamed: set[int] = set()
+        self._step_plain: dict[int, object] = {}  # a streamed gdiag step's plaintexts, while it runs
         self.step_seconds: dict[str, float] = {}
         self.prepared = False
 
@@ -77,7 +78,15 @@ class Executor:
 
     def _weight(self, i: int, step: Step, row: int):
         if i in self._streamed:
-            return self._encode_weights(self._weights(step)[row], step)
+            if step.kind != "gdiag":
+                return self._encode_weights(self._weights(step)[row], step)
+            with self._lock:  # a grouped layer reads each vector at every position: encode it once per run
+                pt = self._step_plain.get(row)
+            if pt is None:
+                pt = self._encode_weights(self._weights(step)[row], step)
+                with self._lock:
+                    self._step_plain[row] = pt
+            return pt
         return self._plain[i][row]
 
     def _expand(self, vec: np.ndarray, step: Step) -> np.ndarray:
@@ -113,6 +122,7 @@ class Executor:
         for i, step in enumerate(self.program.steps):
             t0 = time.perf_counter()
             value = getattr(self, f"_{step.kind}")(i, step, value)
+            self._step_plain.clear()
             dt = time.perf_counter() - t0
             self.step_seconds[step.name] = self.step_seconds.get(step.name, 0.0) + dt
             log.debug("%s %s: %.3f s", step.kind, step.name, dt)

@@ -348,8 +348,15 @@ func reduce128(hi, lo, q, r64 uint64, bred [2]uint64) uint64 {
 // the result is the first product's). Lattigo's MulThenAdd converts the plaintext to Montgomery
 // form and reduces every product; here, as in accumulate, the products of a 64-coefficient tile
 // are summed in 128 bits and reduced once per coefficient (or every `chunk` terms): the same value
-// modulo each prime, with about a third of the modular work and no temporaries.
+// modulo each prime, with about a third of the modular work and no temporaries. The C kernel
+// (dot_kernel.go) runs where the compiler has 128-bit integers, the Go one elsewhere.
 func (c *ctxObj) dotPlain(in []*ctObj, pts []*ptObj) (*ctObj, error) {
+	return c.dotPlainWith(in, pts, hasNativeDot(), 0)
+}
+
+// dotPlainWith: dotPlain with the C (native) or Go kernel, reducing at least every maxChunk terms
+// (0: only where 128 bits could overflow; tests force the intermediate reductions).
+func (c *ctxObj) dotPlainWith(in []*ctObj, pts []*ptObj, native bool, maxChunk int) (*ctObj, error) {
 	if len(in) == 0 || len(in) != len(pts) {
 		return nil, fmt.Errorf("dot product of %d ciphertexts and %d plaintexts", len(in), len(pts))
 	}
@@ -369,44 +376,66 @@ func (c *ctxObj) dotPlain(in []*ctObj, pts []*ptObj) (*ctObj, error) {
 	meta := *in[0].ct.MetaData
 	meta.Scale = in[0].ct.Scale.Mul(pts[0].pt.Scale)
 	acc.MetaData = &meta
-	n := c.params.N()
 	ringQ := c.params.RingQ()
-	var hiBuf, loBuf [lcBlock]uint64
+	var c0, c1, p []uintptr
+	if native {
+		pin := pinLimbs(in, level+1)
+		pinPlaintexts(pin, pts, level+1)
+		defer pin.Unpin()
+		c0, c1, p = make([]uintptr, len(in)), make([]uintptr, len(in)), make([]uintptr, len(in))
+	}
 	for j := 0; j <= level; j++ {
 		sub := ringQ.SubRings[j]
 		q, bred := sub.Modulus, sub.BRedConstant
 		r64 := pow64Mod(q, bred)
 		chunk := productChunk(q)
-		for d := 0; d < 2; d++ {
-			dst := acc.Value[d].Coeffs[j]
-			for c0 := 0; c0 < n; c0 += lcBlock {
-				c1 := min(c0+lcBlock, n)
-				hi, lo := hiBuf[:c1-c0], loBuf[:c1-c0]
-				clear(hi)
-				clear(lo)
-				t := 0
-				for t < len(in) {
-					if t > 0 && t%chunk == 0 {
-						for x := range lo {
-							lo[x], hi[x] = reduce128(hi[x], lo[x], q, r64, bred), 0
-						}
-					}
-					a, p := in[t].ct.Value[d].Coeffs[j][c0:c1], pts[t].pt.Value.Coeffs[j][c0:c1]
-					if t+1 < len(in) && (t+1)%chunk != 0 {
-						maccv2(hi, lo, a, p, in[t+1].ct.Value[d].Coeffs[j][c0:c1], pts[t+1].pt.Value.Coeffs[j][c0:c1])
-						t += 2
-						continue
-					}
-					maccv1(hi, lo, a, p)
-					t++
-				}
-				for x := range hi {
-					dst[c0+x] = reduce128(hi[x], lo[x], q, r64, bred)
-				}
-			}
+		if maxChunk > 0 {
+			chunk = min(chunk, maxChunk)
 		}
+		if !native {
+			for d := 0; d < 2; d++ {
+				dotLimbGo(in, pts, d, j, q, r64, bred, chunk, acc.Value[d].Coeffs[j])
+			}
+			continue
+		}
+		for t := range in {
+			c0[t] = uintptr(unsafe.Pointer(&in[t].ct.Value[0].Coeffs[j][0]))
+			c1[t] = uintptr(unsafe.Pointer(&in[t].ct.Value[1].Coeffs[j][0]))
+			p[t] = uintptr(unsafe.Pointer(&pts[t].pt.Value.Coeffs[j][0]))
+		}
+		dotPrimeNative(c0, c1, p, q, r64, bred, chunk, acc.Value[0].Coeffs[j], acc.Value[1].Coeffs[j])
 	}
 	return &ctObj{c: c, ct: acc}, nil
+}
+
+// dotLimbGo: one limb of the dot product with the Go kernel (the fallback of dotLimbNative).
+func dotLimbGo(in []*ctObj, pts []*ptObj, d, j int, q, r64 uint64, bred [2]uint64, chunk int, dst []uint64) {
+	var hiBuf, loBuf [lcBlock]uint64
+	for c0 := 0; c0 < len(dst); c0 += lcBlock {
+		c1 := min(c0+lcBlock, len(dst))
+		hi, lo := hiBuf[:c1-c0], loBuf[:c1-c0]
+		clear(hi)
+		clear(lo)
+		t := 0
+		for t < len(in) {
+			if t > 0 && t%chunk == 0 {
+				for x := range lo {
+					lo[x], hi[x] = reduce128(hi[x], lo[x], q, r64, bred), 0
+				}
+			}
+			a, p := in[t].ct.Value[d].Coeffs[j][c0:c1], pts[t].pt.Value.Coeffs[j][c0:c1]
+			if t+1 < len(in) && (t+1)%chunk != 0 {
+				maccv2(hi, lo, a, p, in[t+1].ct.Value[d].Coeffs[j][c0:c1], pts[t+1].pt.Value.Coeffs[j][c0:c1])
+				t += 2
+				continue
+			}
+			maccv1(hi, lo, a, p)
+			t++
+		}
+		for x := range hi {
+			dst[c0+x] = reduce128(hi[x], lo[x], q, r64, bred)
+		}
+	}
 }
 
 // productChunk: products of residues mod q that may be summed in 128 bits, on top of a partial

@@ -218,11 +218,16 @@ func TestDotPlainMatchesMulThenAdd(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := c.dotPlain(in, pts)
-			if err != nil {
-				t.Fatal(err)
+			want := lattigoDot(t, c, in, pts)
+			for _, native := range []bool{false, hasNativeDot()} { // the Go kernel, and C's where it builds
+				for _, chunk := range []int{0, 1, 2} { // and the intermediate reductions, forced
+					got, err := c.dotPlainWith(in, pts, native, chunk)
+					if err != nil {
+						t.Fatal(err)
+					}
+					sameCiphertext(t, "dot", got.ct, want)
+				}
 			}
-			sameCiphertext(t, "dot", got.ct, lattigoDot(t, c, in, pts))
 		}
 	}
 	a := encryptConst(t, c, k, 0.5, s)
@@ -245,7 +250,7 @@ func TestProductChunk(t *testing.T) {
 	}
 }
 
-func benchDot(b *testing.B, own bool) {
+func benchDot(b *testing.B, own, native bool) {
 	c, err := newContext(15, nil, nil, []int{55, 45, 45, 45, 45, 45, 45, 45}, []int{61, 61}, 45)
 	if err != nil {
 		b.Fatal(err)
@@ -268,7 +273,7 @@ func benchDot(b *testing.B, own bool) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if own {
-			if _, err := c.dotPlain(in, pts); err != nil {
+			if _, err := c.dotPlainWith(in, pts, native, 0); err != nil {
 				b.Fatal(err)
 			}
 		} else {
@@ -278,5 +283,6 @@ func benchDot(b *testing.B, own bool) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*terms)/1e3, "us/term")
 }
 
-func BenchmarkDotPlain(b *testing.B)        { benchDot(b, true) }
-func BenchmarkDotPlainLattigo(b *testing.B) { benchDot(b, false) }
+func BenchmarkDotPlainC(b *testing.B)       { benchDot(b, true, true) }
+func BenchmarkDotPlainGo(b *testing.B)      { benchDot(b, true, false) }
+func BenchmarkDotPlainLattigo(b *testing.B) { benchDot(b, false, false) }
