@@ -17,7 +17,8 @@ model, runs it on the test images and reports:
 
 A configuration that is unsupported (UnsupportedOperation: e.g. refused by the memory check), fails,
 crashes or times out is recorded with its status and message; the run goes on. Results are saved
-after every configuration.
+after every configuration; `--resume` keeps the successful ones already in `--out` (from the same
+machine) and runs only the rest, so a long run that was cut off goes on where it stopped.
 
     # MNIST, everything (12 configurations, about 15 min on 2 cores)
     .venv/bin/python benchmarks/cnn.py --models mnist-cnn --timeout 900 --out results/cnn_mnist.json
@@ -25,6 +26,9 @@ after every configuration.
     # weight encoding (N = 2^15, ~10 GiB)
     .venv/bin/python benchmarks/cnn.py --models cifar-cnn --backends lattigo --single-images 20 \
         --out results/cnn_cifar.json
+    # CIFAR-10 batch mode on SEAL, 256 images with 64 channels per ciphertext (4 images per set)
+    .venv/bin/python benchmarks/cnn.py --models cifar-cnn --backends seal --modes batch --images 256 \
+        --batch-group 64 --out results/cnn_cifar_seal.json
     # a quick check
     .venv/bin/python benchmarks/cnn.py --models mnist-cnn --activations square --backends lattigo \\
         --images 16 --single-images 2 --out /tmp/cnn_small.json
@@ -49,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import peak_rss_mib, summarize, write_json
+from _common import machine, peak_rss_mib, summarize, write_json
 
 log = logging.getLogger("cnn")
 
@@ -95,8 +99,9 @@ def run_one(cfg: dict, args) -> dict:
         images, labels = images[:n], labels[:n]
 
         t0 = time.perf_counter()
+        group = args.batch_group if cfg["mode"] == "batch" else None
         cm = henn.compile(str(ZOO / f"{cfg['model']}_{cfg['activation']}.onnx"), INPUT_SHAPES[cfg["model"]],
-                          backend=cfg["backend"], mode=cfg["mode"], threads=args.threads)
+                          backend=cfg["backend"], mode=cfg["mode"], threads=args.threads, batch_group=group)
         res["compile_seconds"] = time.perf_counter() - t0
         p = cm.params
         res.update(log_n=p.log_n, slots=p.slots, group=cm.program.group, images_per_set=cm.program.images_per_set,
@@ -158,13 +163,31 @@ def _batch(cm, images: np.ndarray, batch_size: int | None) -> dict:
 
 
 # ---- driver ----------------------------------------------------------------------------------
+CONFIG_KEYS = ("model", "activation", "backend", "mode")
+
+
+def previous_results(path: Path, configs: list[dict]) -> list[dict]:
+    """The successful results of `configs` in an earlier run's JSON at `path`, if it ran on this machine."""
+    if not path.is_file():
+        return []
+    try:
+        old = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"--resume: {path} is not JSON ({exc}); remove it or pick another --out") from exc
+    if old.get("machine", {}).get("cpu") != machine()["cpu"]:
+        log.warning("--resume: %s was measured on %s, not this machine; starting afresh", path,
+                    old.get("machine", {}).get("cpu"))
+        return []
+    return [r for r in old.get("results", []) if r.get("status") == "ok"
+            and {k: r.get(k) for k in CONFIG_KEYS} in configs]
 def run_isolated(cfg: dict, args, workdir: Path) -> dict:
     name = "_".join(cfg.values())
     out, err = workdir / f"{name}.json", workdir / f"{name}.stderr"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", ",".join(cfg.values()), "--out", str(out),
            "--single-images", str(args.single_images)]
     for flag, value in (("--images", args.images), ("--batch-size", args.batch_size),
-                        ("--data-dir", args.data_dir), ("--threads", args.threads)):
+                        ("--batch-group", args.batch_group), ("--data-dir", args.data_dir),
+                        ("--threads", args.threads)):
         if value is not None:
             cmd += [flag, str(value)]
     t0 = time.perf_counter()
@@ -223,6 +246,10 @@ def main(argv=None) -> int:
     ap.add_argument("--single-images", type=int, default=10, help="images run one by one in single mode")
     ap.add_argument("--batch-size", type=int, default=None, help="images per ciphertext set in batch mode "
                     "(default: the slot count)")
+    ap.add_argument("--batch-group", type=int, default=None, help="channels per ciphertext in batch mode, "
+                    "a power of two (default: the smallest that fits the memory budget)")
+    ap.add_argument("--resume", action="store_true", help="keep the successful results already in --out "
+                    "(same machine) and run only the other configurations")
     ap.add_argument("--data-dir", type=Path, default=None, help="folder with mnist/ and cifar10/ "
                     "(default: henn.datasets.default_data_dir())")
     ap.add_argument("--threads", type=int, default=None, help="worker threads (default: henn's)")
@@ -230,13 +257,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="results/cnn.json")
     ap.add_argument("--one", metavar="MODEL,ACTIVATION,BACKEND,MODE", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    for flag in ("images", "single_images", "batch_size"):
+    for flag in ("images", "single_images", "batch_size", "batch_group"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             ap.error(f"--{flag.replace('_', '-')} must be at least 1")
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
 
     if args.one:  # child process: one configuration, JSON to --out
-        cfg = dict(zip(("model", "activation", "backend", "mode"), args.one.split(",")))
+        cfg = dict(zip(CONFIG_KEYS, args.one.split(",")))
         Path(args.out).write_text(json.dumps(run_one(cfg, args), indent=2))
         return 0
 
@@ -245,7 +272,16 @@ def main(argv=None) -> int:
     configs = [{"model": m, "activation": a, "backend": b, "mode": o} for m, a, b, o in
                itertools.product(args.models, args.activations, args.backends, args.modes)]
     command = " ".join(["python", "benchmarks/cnn.py", *(sys.argv[1:] if argv is None else argv)])
-    results: list[dict] = []
+    results = previous_results(Path(args.out), configs) if args.resume else []
+    done = [{k: r[k] for k in CONFIG_KEYS} for r in results]
+    if done:
+        log.info("resuming: %d of %d configurations already in %s", len(done), len(configs), args.out)
+    configs = [c for c in configs if c not in done]
+
+    def save() -> Path:
+        return write_json(args.out, {"benchmark": "cnn", "command": command, "threads": args.threads,
+                                     "cpu_count": os.cpu_count(), "results": results})
+
     with tempfile.TemporaryDirectory(prefix="henn-cnn-") as tmp, \
             tqdm(configs, file=sys.stderr, unit="config", desc="cnn") as bar:
         for cfg in bar:
@@ -254,8 +290,8 @@ def main(argv=None) -> int:
             results.append(r)
             msg = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('message', '')[:200]}"
             bar.write(f"{' '.join(cfg.values())}: {msg} ({r.get('wall_seconds', 0):.0f} s)", file=sys.stderr)
-            path = write_json(args.out, {"benchmark": "cnn", "command": command, "threads": args.threads,
-                                         "cpu_count": os.cpu_count(), "results": results})
+            save()
+    path = save()
     print(markdown(results))
     print(f"\nwritten to {path}")
     return 0

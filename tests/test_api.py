@@ -122,3 +122,22 @@ def test_activation_check_uses_training_maxima(tmp_path, rng):
     cm = henn.compile(str(path), backend="plain")
     assert cm.observed_preactivation == [500.0, 500.0]
     cm.check_input(x)  # the model saw pre-activations this large in training: accepted
+
+
+def test_cifar_zoo_model_grouped_batch_on_real_images():
+    """CIFAR-10 deg4 in batch mode at its real 128-bit parameters on the plain backend's CKKS noise
+    model: 64 channels per ciphertext, so one set of 256 images; 64 real test images."""
+    from henn.datasets import default_data_dir, load_cifar10
+
+    path = Path(henn.__file__).parent / "zoo" / "cifar-cnn_swish-rg7-deg4.onnx"
+    if default_data_dir() is None:
+        pytest.skip("CIFAR-10 test images not found: set HENN_DATA_DIR (tests/conftest.py fails skips under CI)")
+    x, labels = load_cifar10(default_data_dir(), split="test")
+    with henn.compile(str(path), backend="plain", mode="batch", batch_group=64) as cm:
+        p = cm.program
+        assert not cm.params.insecure and cm.depth == 10 and p.group == 64 and p.images_per_set == cm.params.slots // 64
+        assert [s.kind for s in p.steps].count("gdiag") == 4 and p.input_cts == 32 * 32  # replicated 3-channel input
+        ref = cm.reference(x[:64])
+        enc = cm.run(x[:64])
+    assert np.max(np.abs(enc - ref)) < 1e-2 and (enc.argmax(1) == ref.argmax(1)).all()
+    assert (ref.argmax(1) == labels[:64]).mean() > 0.6

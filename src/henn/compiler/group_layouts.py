@@ -27,7 +27,7 @@ import numpy as np
 
 from henn.compiler import matrices
 from henn.compiler.layouts import segment_matrix
-from henn.compiler.multi_layouts import bsgs, first_positions, flat_layout
+from henn.compiler.multi_layouts import bsgs, diagonal_keys, first_positions, flat_layout
 from henn.errors import UnsupportedOperation
 from henn.ir.ops import infer_shape
 
@@ -87,11 +87,8 @@ def diagonals(in_layout: dict, out_layout: dict, mat, group: int):
     k_out, s_out = gout // group, gout % group
     gin = _nearest_copies(in_layout, coo.col, s_out, group, mat.shape[1])
     k_in, s_in = gin // group, gin % group
-    delta = (s_in - s_out) % group
-    k_outs = int(k_out.max()) + 1 if len(k_out) else 1
-    codes, rows = np.unique((k_in * k_outs + k_out) * group + delta, return_inverse=True)
-    key = np.stack([codes // group // k_outs, codes // group % k_outs, codes % group], 1)
-    return key, rows.reshape(-1), s_out, coo.data
+    key, rows = diagonal_keys(k_in, k_out, (s_in - s_out) % group, group)
+    return key, rows, s_out, coo.data
 
 
 def _nearest_copies(layout: dict, cols: np.ndarray, s_out: np.ndarray, group: int, n: int) -> np.ndarray:

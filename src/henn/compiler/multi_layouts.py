@@ -106,10 +106,16 @@ def diagonals(in_layout: dict, out_layout: dict | None, mat, slots: int):
         gout = first_positions(out_layout, mat.shape[0])[coo.row]
         k_out, s_out = gout // slots, gout % slots
         delta = (s_in - s_out) % slots
+    key, rows = diagonal_keys(k_in, k_out, delta, slots)
+    return key, rows, s_out, coo.data
+
+
+def diagonal_keys(k_in, k_out, delta, slots: int):
+    """The distinct (k_in, k_out, delta) triples (D, 3) of the nonzeros, and each nonzero's row in them."""
     k_outs = int(k_out.max()) + 1 if len(k_out) else 1
     codes, rows = np.unique((k_in * k_outs + k_out) * slots + delta, return_inverse=True)
     key = np.stack([codes // slots // k_outs, codes // slots % k_outs, codes % slots], 1)
-    return key, rows.reshape(-1), s_out, coo.data
+    return key, rows.reshape(-1)
 
 
 def bsgs(key: np.ndarray, slots: int) -> dict:

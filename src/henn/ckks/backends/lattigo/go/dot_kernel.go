@@ -35,7 +35,7 @@ static inline uint64_t henn_reduce128(henn_u128 v, uint64_t q, uint64_t r64, uin
 	return a >= q ? a - q : a;
 }
 
-// One RNS limb (prime q) of sum_t (c0_t, c1_t) * p_t: dst0[x] = sum_t c0_t[x] * p_t[x] mod q and
+// One prime's limbs of sum_t (c0_t, c1_t) * p_t: dst0[x] = sum_t c0_t[x] * p_t[x] mod q and
 // dst1 likewise, for x < n. The data streams from memory once (the plaintext limb is read once for
 // both polynomials) in tiles of HENN_DOT_TILE coefficients whose 128-bit sums stay in L1, folded
 // modulo q every `chunk` terms and at the end. (Measured on a 2-core Xeon VM, N = 2^15: 2-3 ns per

@@ -25,7 +25,8 @@ import (
 // exactly modulo each prime. The work is done directly on the RNS limbs: for every prime q_j,
 // products x * (M mod q_j) are accumulated in 128 bits without reduction and reduced once per
 // coefficient (or every `chunk` terms, so that the accumulator cannot overflow). Limbs of primes
-// below 2^52 use AVX-512 IFMA (52-bit multiply-accumulate, fused_ifma.go) where the CPU has it.
+// below 2^52 use AVX-512 IFMA (52-bit multiply-accumulate, fused_ifma.go) where the CPU has it,
+// the others Go (a C kernel with 128-bit integers measured 20-30% slower than Go's bits.Mul64 here).
 // Tiles (polynomial, prime, 64 coefficients) run on GOMAXPROCS goroutines; every output of a
 // tile reads the inputs' slices while they are in cache.
 //
@@ -214,21 +215,36 @@ func (c *ctxObj) linearCombinations(in []*ctObj, weights []float64, m, level int
 		ct.MetaData = &meta
 		outs[o] = &ctObj{c: c, ct: ct}
 	}
-	c.accumulate(plan, in, outs, hasIFMA())
+	c.accumulate(plan, in, outs, bestKernel())
 	return outs, nil
 }
 
-// accumulate fills the outputs, tile by tile: (polynomial, prime, block of lcBlock coefficients).
-// Limbs of primes below 2^52 go through the AVX-512 IFMA kernel where the CPU has it
-// (fused_ifma.go), the others (and every limb elsewhere) through 64x64-bit products in Go.
-func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj, useIFMA bool) {
+// lcKernel: the multiply-accumulate kernel of accumulate.
+type lcKernel int
+
+const (
+	kernelGo   lcKernel = iota // 64x64-bit products in Go (anywhere)
+	kernelIFMA                 // AVX-512 IFMA for primes below 2^52 (fused_ifma.go), Go for the others
+)
+
+// bestKernel: IFMA where the CPU has it, else Go.
+func bestKernel() lcKernel {
+	if hasIFMA() {
+		return kernelIFMA
+	}
+	return kernelGo
+}
+
+// accumulate fills the outputs, tile by tile: (polynomial, prime, block of lcBlock coefficients),
+// with the given kernel (IFMA needs whole tiles: N a multiple of lcBlock).
+func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj, kernel lcKernel) {
 	n := c.params.N()
 	primes := p.level + 1
 	blocks := (n + lcBlock - 1) / lcBlock
 	perPoly := primes * blocks
 	ringQ := c.params.RingQ()
-	ifma := useIFMA && n%lcBlock == 0
-	if ifma {
+	native := kernel == kernelIFMA && n%lcBlock == 0
+	if native {
 		defer pinLimbs(in, primes).Unpin()
 	}
 	// terms[poly][prime][term]: the limb each term reads (addrs: the same as integers, for C)
@@ -250,7 +266,7 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj, useIFMA bool) {
 			for t, i := range p.index {
 				terms[d][j][t] = limbs[i]
 			}
-			if ifma && ringQ.SubRings[j].Modulus < ifmaMaxModulus {
+			if native {
 				addrs[d][j] = make([]uintptr, len(p.index))
 				for t, ptr := range terms[d][j] {
 					addrs[d][j][t] = uintptr(ptr)
@@ -267,6 +283,7 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj, useIFMA bool) {
 		q, bred := sub.Modulus, sub.BRedConstant
 		r64 := pow64Mod(q, bred)
 		mult, chunk, tp, ta := p.mult[j], p.chunk[j], terms[d][j], addrs[d][j]
+		ifma := ta != nil && q < ifmaMaxModulus
 		var accHi, accLo [lcBlock]uint64
 		for o, out := range outs {
 			dst := out.ct.Value[d].Coeffs[j][c0:c1]
@@ -288,7 +305,7 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj, useIFMA bool) {
 					}
 				}
 				e := min(s+chunk, t1)
-				if ta != nil {
+				if ifma {
 					for u := s; u < e; u += ifmaMaxTerms {
 						v := min(u+ifmaMaxTerms, e)
 						macc52(ta[u:v], c0, mult[u:v], &accHi, &accLo)

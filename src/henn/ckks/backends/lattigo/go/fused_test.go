@@ -106,8 +106,8 @@ func TestLinearCombinationsMatchGeneric(t *testing.T) {
 			for j := range plan.chunk {
 				plan.chunk[j] = 1 + j%2
 			}
-			for _, ifma := range []bool{false, hasIFMA()} { // the portable Go kernel, and IFMA where the CPU has it
-				c.accumulate(plan, in, outs, ifma)
+			for _, kernel := range availableKernels() { // Go, and IFMA where the CPU has it
+				c.accumulate(plan, in, outs, kernel)
 				for o := 0; o < m; o++ {
 					sameCiphertext(t, "chunked row", outs[o].ct, genericLC(t, c, in, w[o*kk:(o+1)*kk], scale).ct)
 				}
@@ -116,7 +116,7 @@ func TestLinearCombinationsMatchGeneric(t *testing.T) {
 			for j := range plan.chunk {
 				plan.chunk[j] = math.MaxInt32
 			}
-			c.accumulate(plan, in, outs, false)
+			c.accumulate(plan, in, outs, kernelGo)
 			for o := 0; o < m; o++ {
 				sameCiphertext(t, "go kernel row", outs[o].ct, genericLC(t, c, in, w[o*kk:(o+1)*kk], scale).ct)
 			}
@@ -151,33 +151,60 @@ func TestLinearCombinationsRejects(t *testing.T) {
 	}
 }
 
-func BenchmarkLinearCombinations(b *testing.B) {
-	c, err := newContext(14, nil, nil, []int{55, 45, 45, 45}, []int{61}, 45)
+func availableKernels() []lcKernel {
+	kernels := []lcKernel{kernelGo}
+	if hasIFMA() {
+		kernels = append(kernels, kernelIFMA)
+	}
+	return kernels
+}
+
+// benchInputs: a context and k fresh encryptions of one random plaintext (encoded at scale q_top).
+func benchInputs(b *testing.B, logN int, logQ, logP []int, k int) (*ctxObj, []*ctObj, *ptObj) {
+	c, err := newContext(logN, nil, nil, logQ, logP, 45)
 	if err != nil {
 		b.Fatal(err)
 	}
-	sk := c.genSecretKey()
-	pk := c.genPublicKey(sk)
-	n := c.params.MaxSlots()
-	re, im := make([]float64, n), make([]float64, n)
-	pt, _ := c.encode(re, im, c.params.MaxLevel(), math.Exp2(45))
-	const kk, m = 125, 32
-	in := make([]*ctObj, kk)
-	for i := range in {
-		in[i], _ = c.encrypt(pt, pk)
+	pk := c.genPublicKey(c.genSecretKey())
+	re, im := make([]float64, c.params.MaxSlots()), make([]float64, c.params.MaxSlots())
+	for i := range re {
+		re[i] = rand.NormFloat64()
 	}
+	level := c.params.MaxLevel()
+	pt, err := c.encode(re, im, level, float64(c.params.Q()[level]))
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := make([]*ctObj, k)
+	for i := range in {
+		if in[i], err = c.encrypt(pt, pk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return c, in, pt
+}
+
+func BenchmarkLinearCombinations(b *testing.B) {
+	const kk, m = 125, 32
+	c, in, _ := benchInputs(b, 14, []int{55, 45, 45, 45}, []int{61}, kk)
 	w := make([]float64, m*kk)
 	for i := range w {
 		w[i] = rand.NormFloat64()
 	}
-	q := float64(c.params.Q()[c.params.MaxLevel()])
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := c.linearCombinations(in, w, m, c.params.MaxLevel(), q); err != nil {
-			b.Fatal(err)
-		}
+	level := c.params.MaxLevel()
+	plan, err := c.newLCPlan(w, m, kk, level, float64(c.params.Q()[level]))
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*m*kk)/1e3, "us/term")
+	outs, _ := c.linearCombinations(in, w, m, level, float64(c.params.Q()[level]))
+	for _, kernel := range availableKernels() {
+		b.Run([]string{"go", "ifma"}[kernel], func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				c.accumulate(plan, in, outs, kernel)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*m*kk)/1e3, "us/term")
+		})
+	}
 }
 
 // lattigoDot: Lattigo's own MulThenAdd chain, the reference for dotPlain.
@@ -251,23 +278,10 @@ func TestProductChunk(t *testing.T) {
 }
 
 func benchDot(b *testing.B, own, native bool) {
-	c, err := newContext(15, nil, nil, []int{55, 45, 45, 45, 45, 45, 45, 45}, []int{61, 61}, 45)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sk := c.genSecretKey()
-	pk := c.genPublicKey(sk)
-	n := c.params.MaxSlots()
-	re, im := make([]float64, n), make([]float64, n)
-	for i := range re {
-		re[i] = rand.NormFloat64()
-	}
-	level := c.params.MaxLevel()
-	pt, _ := c.encode(re, im, level, float64(c.params.Q()[level]))
 	const terms = 16
-	in, pts := make([]*ctObj, terms), make([]*ptObj, terms)
-	for i := range in {
-		in[i], _ = c.encrypt(pt, pk)
+	c, in, pt := benchInputs(b, 15, []int{55, 45, 45, 45, 45, 45, 45, 45}, []int{61, 61}, terms)
+	pts := make([]*ptObj, terms)
+	for i := range pts {
 		pts[i] = pt
 	}
 	b.ResetTimer()
