@@ -17,18 +17,22 @@ model, runs it on the test images and reports:
 
 A configuration that is unsupported (UnsupportedOperation: e.g. refused by the memory check), fails,
 crashes or times out is recorded with its status and message; the run goes on. Results are saved
-after every configuration; `--resume` keeps the successful ones already in `--out` (from the same
-machine) and runs only the rest, so a long run that was cut off goes on where it stopped.
+after every configuration; `--resume` keeps the successful results already in `--out` (from the
+same machine, any configuration) and runs only the configurations not among them, so a long run
+that was cut off goes on where it stopped and several runs can fill one file.
 
-    # MNIST, everything (12 configurations, about 15 min on 2 cores)
-    .venv/bin/python benchmarks/cnn.py --models mnist-cnn --timeout 900 --out results/cnn_mnist.json
-    # CIFAR-10 single mode on Lattigo: about 10 s per image after a minute of key generation and
-    # weight encoding (N = 2^15, ~10 GiB)
-    .venv/bin/python benchmarks/cnn.py --models cifar-cnn --backends lattigo --single-images 20 \
-        --out results/cnn_cifar.json
-    # CIFAR-10 batch mode on SEAL, 256 images with 64 channels per ciphertext (4 images per set)
-    .venv/bin/python benchmarks/cnn.py --models cifar-cnn --backends seal --modes batch --images 256 \
-        --batch-group 64 --out results/cnn_cifar_seal.json
+    # MNIST, everything (12 configurations: ~15 min on a 2-core AMD EPYC VM, ~45 min on a 2-core Xeon)
+    .venv/bin/python benchmarks/cnn.py --models mnist-cnn --timeout 1800 --out results/cnn_mnist.json
+    # CIFAR-10 single mode on Lattigo: 6-20 s per image (square to deg4) after 0.5-1.5 min of key
+    # generation and weight encoding (N = 2^15, 8-11 GiB)
+    .venv/bin/python benchmarks/cnn.py --models cifar-cnn --backends lattigo --modes single --single-images 3 \\
+        --resume --out results/cnn_cifar.json
+    # CIFAR-10 batch mode on Lattigo, the 1000 test images: 15-35 min per activation, 9-15 GiB
+    .venv/bin/python benchmarks/cnn.py --models cifar-cnn --backends lattigo --modes batch --timeout 3600 \\
+        --resume --out results/cnn_cifar.json
+    # CIFAR-10 batch mode on SEAL, 256 images with 64 channels per ciphertext (128-256 images per set)
+    .venv/bin/python benchmarks/cnn.py --models cifar-cnn --backends seal --modes batch --images 256 \\
+        --batch-group 64 --resume --out results/cnn_cifar.json
     # a quick check
     .venv/bin/python benchmarks/cnn.py --models mnist-cnn --activations square --backends lattigo \\
         --images 16 --single-images 2 --out /tmp/cnn_small.json
@@ -166,8 +170,14 @@ def _batch(cm, images: np.ndarray, batch_size: int | None) -> dict:
 CONFIG_KEYS = ("model", "activation", "backend", "mode")
 
 
-def previous_results(path: Path, configs: list[dict]) -> list[dict]:
-    """The successful results of `configs` in an earlier run's JSON at `path`, if it ran on this machine."""
+def config_rank(result: dict) -> tuple:
+    """Position of a result's configuration in the model x activation x backend x mode order."""
+    orders = (MODELS, ACTIVATIONS, BACKENDS, MODES)
+    return tuple(order.index(result[k]) if result[k] in order else len(order) for k, order in zip(CONFIG_KEYS, orders))
+
+
+def previous_results(path: Path) -> list[dict]:
+    """The successful results in an earlier run's JSON at `path`, if it ran on this machine."""
     if not path.is_file():
         return []
     try:
@@ -178,8 +188,7 @@ def previous_results(path: Path, configs: list[dict]) -> list[dict]:
         log.warning("--resume: %s was measured on %s, not this machine; starting afresh", path,
                     old.get("machine", {}).get("cpu"))
         return []
-    return [r for r in old.get("results", []) if r.get("status") == "ok"
-            and {k: r.get(k) for k in CONFIG_KEYS} in configs]
+    return [r for r in old.get("results", []) if r.get("status") == "ok"]
 def run_isolated(cfg: dict, args, workdir: Path) -> dict:
     name = "_".join(cfg.values())
     out, err = workdir / f"{name}.json", workdir / f"{name}.stderr"
@@ -272,13 +281,16 @@ def main(argv=None) -> int:
     configs = [{"model": m, "activation": a, "backend": b, "mode": o} for m, a, b, o in
                itertools.product(args.models, args.activations, args.backends, args.modes)]
     command = " ".join(["python", "benchmarks/cnn.py", *(sys.argv[1:] if argv is None else argv)])
-    results = previous_results(Path(args.out), configs) if args.resume else []
+    results = previous_results(Path(args.out)) if args.resume else []
     done = [{k: r[k] for k in CONFIG_KEYS} for r in results]
-    if done:
-        log.info("resuming: %d of %d configurations already in %s", len(done), len(configs), args.out)
-    configs = [c for c in configs if c not in done]
+    todo = [c for c in configs if c not in done]
+    if args.resume:
+        log.info("resuming: %d results kept from %s, %d of %d configurations to run", len(results), args.out,
+                 len(todo), len(configs))
+    configs = todo
 
     def save() -> Path:
+        results.sort(key=config_rank)  # kept and new results in one order
         return write_json(args.out, {"benchmark": "cnn", "command": command, "threads": args.threads,
                                      "cpu_count": os.cpu_count(), "results": results})
 

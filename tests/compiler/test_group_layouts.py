@@ -82,6 +82,17 @@ def test_group_choice_follows_the_memory_budget():
         group_batch.choose_group(cifar, params, 1)
 
 
+def test_group_choice_streams_weights_when_nothing_fits_with_them():
+    cifar = _graph(cifar_layers("square", (8, 16, 8), 8), (3, 32, 32))
+    params = cifar.meta["params"]
+    groups = [1 << k for k in range(params.slots.bit_length()) if 1 << k <= params.slots]
+    totals = {g: group_batch.memory_bytes(cifar, g, params.n) for g in groups}
+    budget = min(totals.values()) - 1  # no G fits with all its weight plaintexts
+    fitting = [g for g in groups if group_batch.peak_bytes(cifar, g, params.n) <= budget]
+    assert fitting  # but some fit their ciphertexts: the rest of the weights are encoded as layers run
+    assert group_batch.choose_group(cifar, params, budget) == min(fitting, key=totals.get)
+
+
 def test_mnist_keeps_the_plain_batch_axis():
     c = compile_model(build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="batch"))
     assert c.program.group == 1 and c.program.input_pack["kind"] == "batch"

@@ -3,8 +3,8 @@
 G = 1 is the plain batch axis (one tensor element of `slots` images per ciphertext: no rotations,
 the most images per second) but needs one ciphertext per element of the largest feature map. The
 pass takes the smallest power of two G whose ciphertexts and weight plaintexts fit the memory budget
-(or the G asked for), so MNIST keeps G = 1 and CIFAR-10 packs its maps 16 channels to a ciphertext, for
-B = slots / G images per set. With G > 1 every node gets a plan (attrs `packing`) and every value
+(or the G asked for), so MNIST keeps G = 1 and CIFAR-10 packs its maps 16 channels to a ciphertext
+(32 for deg4 at N = 2^15), for B = slots / G images per set. With G > 1 every node gets a plan (attrs `packing`) and every value
 a grouped layout (meta `layout`). Runs after select_params: G and B depend on the slot count.
 """
 
@@ -42,15 +42,21 @@ def default_budget() -> int:
 
 def choose_group(g: Graph, params, budget: int) -> int:
     """The smallest G (power of two) whose ciphertexts and weight plaintexts fit `budget` bytes:
-    both shrink as G grows, while the rotations per image grow like sqrt(G)."""
-    group = 1
-    while group <= params.slots:
+    both shrink as G grows, while the rotations per image grow like sqrt(G). Where no G fits both,
+    of those whose ciphertexts fit the one with the smallest total: the executor encodes the weights
+    it cannot cache as their layers run, so the least left over is the least re-encoded (CIFAR-10 at
+    N = 2^15 holds 5-35 GiB of distinct diagonals)."""
+    groups = [1 << k for k in range(params.slots.bit_length()) if 1 << k <= params.slots]
+    for group in groups:
         if memory_bytes(g, group, params.n) <= budget:
             return group
-        group *= 2
-    raise UnsupportedOperation(f"batch packing of this model needs {memory_bytes(g, params.slots, params.n) / 2**30:.1f}"
-                               f" GiB even with {params.slots} channels per ciphertext, more than the budget of "
-                               f"{budget / 2**30:.1f} GiB: use single mode or a machine with more memory")
+    fitting = [group for group in groups if peak_bytes(g, group, params.n) <= budget]
+    if fitting:
+        return min(fitting, key=lambda group: memory_bytes(g, group, params.n))
+    need = peak_bytes(g, params.slots, params.n) / 2**30
+    raise UnsupportedOperation(f"batch packing of this model needs {need:.1f} GiB of ciphertexts even with "
+                               f"{params.slots} channels per ciphertext, more than the budget of {budget / 2**30:.1f} "
+                               "GiB: use single mode or a machine with more memory")
 
 
 def memory_bytes(g: Graph, group: int, n: int) -> int:
@@ -59,7 +65,8 @@ def memory_bytes(g: Graph, group: int, n: int) -> int:
 
 def plaintext_bytes(g: Graph, group: int, n: int) -> int:
     """Weight plaintexts of the grouped layers (distinct diagonals: per pair of channel groups and
-    kernel tap, at most G; a dense layer, G per pair of ciphertexts). None with G = 1 (scalars)."""
+    kernel tap, at most G; a dense layer, per pair of ciphertexts at most G and at most the entries
+    of one input and one output ciphertext less one). None with G = 1 (scalars)."""
     if group == 1:
         return 0
     total = 0
@@ -73,7 +80,9 @@ def plaintext_bytes(g: Graph, group: int, n: int) -> int:
             pairs = -(-c_out // group) * (1 if replicated else -(-c_in // group)) * kh * kw
             count = pairs * min(group, c_in + c_out - 1)
         else:
-            count = value_cts(src.shape, group) * value_cts(dst.shape, group) * group
+            n_in, n_out = math.prod(src.shape), math.prod(dst.shape)
+            pairs = value_cts(src.shape, group) * value_cts(dst.shape, group)
+            count = pairs * min(group, min(group, n_in) + min(group, n_out) - 1)
         total += count * 8 * n * (src.level + 1)
     return total
 
