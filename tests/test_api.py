@@ -86,6 +86,7 @@ def test_cli_infer(model_path, tmp_path, capsys):
     r = json.loads(out.read_text())
     assert r["images"] == 3 and r["agreement"] == 1.0 and r["depth"] == 7 and r["max_logit_error"] < 1e-3
     assert set(r["per_image_seconds"]) == {"encode", "encrypt", "evaluate", "decrypt"}
+    assert r["group"] == 0 and r["images_per_set"] == 1  # single mode: one image per ciphertext set
 
 
 def test_cli_infer_missing_model(tmp_path, capsys):

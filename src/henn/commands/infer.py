@@ -111,6 +111,7 @@ def summarize(args, cm, images, labels, ref, enc, t, compile_s) -> dict:
         "compile_seconds": compile_s, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "depth": cm.depth, "rotation_keys": len(cm.rotation_steps), "params": cm.params.describe(),
         "log_n": cm.params.log_n, "log_q": list(cm.params.log_q), "log_scale": cm.params.log_scale,
+        "group": cm.program.group, "images_per_set": cm.program.images_per_set,
     }
 
 
