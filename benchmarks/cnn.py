@@ -173,7 +173,8 @@ CONFIG_KEYS = ("model", "activation", "backend", "mode")
 def config_rank(result: dict) -> tuple:
     """Position of a result's configuration in the model x activation x backend x mode order."""
     orders = (MODELS, ACTIVATIONS, BACKENDS, MODES)
-    return tuple(order.index(result[k]) if result[k] in order else len(order) for k, order in zip(CONFIG_KEYS, orders))
+    return tuple(order.index(result[k]) if result[k] in order else len(order)
+                 for k, order in zip(CONFIG_KEYS, orders))
 
 
 def previous_results(path: Path) -> list[dict]:
@@ -278,7 +279,7 @@ def main(argv=None) -> int:
 
     from tqdm import tqdm
 
-    configs = [{"model": m, "activation": a, "backend": b, "mode": o} for m, a, b, o in
+    configs = [dict(zip(CONFIG_KEYS, combo)) for combo in
                itertools.product(args.models, args.activations, args.backends, args.modes)]
     command = " ".join(["python", "benchmarks/cnn.py", *(sys.argv[1:] if argv is None else argv)])
     results = previous_results(Path(args.out)) if args.resume else []
@@ -289,9 +290,9 @@ def main(argv=None) -> int:
                  len(todo), len(configs))
     configs = todo
 
-    def save() -> Path:
+    def save() -> None:
         results.sort(key=config_rank)  # kept and new results in one order
-        return write_json(args.out, {"benchmark": "cnn", "command": command, "threads": args.threads,
+        write_json(args.out, {"benchmark": "cnn", "command": command, "threads": args.threads,
                                      "cpu_count": os.cpu_count(), "results": results})
 
     with tempfile.TemporaryDirectory(prefix="henn-cnn-") as tmp, \
@@ -303,9 +304,10 @@ def main(argv=None) -> int:
             msg = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('message', '')[:200]}"
             bar.write(f"{' '.join(cfg.values())}: {msg} ({r.get('wall_seconds', 0):.0f} s)", file=sys.stderr)
             save()
-    path = save()
+    if not configs:  # nothing left to run: still write the kept results
+        save()
     print(markdown(results))
-    print(f"\nwritten to {path}")
+    print(f"\nwritten to {args.out}")
     return 0
 
 

@@ -127,4 +127,3 @@ def test_fused_head_keeps_the_folded_gain(rng):
     assert head.op == "linear" and head.attrs["folded_gain"] == pytest.approx(-0.001328 / 4)
     x = rng.uniform(0, 1, (3, 1, 4, 4))
     np.testing.assert_allclose(interpret.run(g, x), interpret.run(g0, x), atol=1e-7)
-

@@ -4,8 +4,9 @@ G = 1 is the plain batch axis (one tensor element of `slots` images per cipherte
 the most images per second) but needs one ciphertext per element of the largest feature map. The
 pass takes the smallest power of two G whose ciphertexts and weight plaintexts fit the memory budget
 (or the G asked for), so MNIST keeps G = 1 and CIFAR-10 packs its maps 16 channels to a ciphertext
-(32 for deg4 at N = 2^15), for B = slots / G images per set. With G > 1 every node gets a plan (attrs `packing`) and every value
-a grouped layout (meta `layout`). Runs after select_params: G and B depend on the slot count.
+(32 for deg4 at N = 2^15), for B = slots / G images per set. With G > 1 every node gets a plan
+(attrs `packing`) and every value a grouped layout (meta `layout`). Runs after select_params: G and
+B depend on the slot count.
 """
 
 from __future__ import annotations
@@ -46,14 +47,16 @@ def choose_group(g: Graph, params, budget: int) -> int:
     of those whose ciphertexts fit the one with the smallest total: the executor encodes the weights
     it cannot cache as their layers run, so the least left over is the least re-encoded (CIFAR-10 at
     N = 2^15 holds 5-35 GiB of distinct diagonals)."""
-    groups = [1 << k for k in range(params.slots.bit_length()) if 1 << k <= params.slots]
+    groups = [1 << k for k in range(params.slots.bit_length())]  # 1, 2, ..., slots
+    peaks = {group: peak_bytes(g, group, params.n) for group in groups}
+    totals = {group: peaks[group] + plaintext_bytes(g, group, params.n) for group in groups}
     for group in groups:
-        if memory_bytes(g, group, params.n) <= budget:
+        if totals[group] <= budget:
             return group
-    fitting = [group for group in groups if peak_bytes(g, group, params.n) <= budget]
+    fitting = [group for group in groups if peaks[group] <= budget]
     if fitting:
-        return min(fitting, key=lambda group: memory_bytes(g, group, params.n))
-    need = peak_bytes(g, params.slots, params.n) / 2**30
+        return min(fitting, key=totals.get)
+    need = peaks[params.slots] / 2**30
     raise UnsupportedOperation(f"batch packing of this model needs {need:.1f} GiB of ciphertexts even with "
                                f"{params.slots} channels per ciphertext, more than the budget of {budget / 2**30:.1f} "
                                "GiB: use single mode or a machine with more memory")

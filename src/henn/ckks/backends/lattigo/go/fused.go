@@ -215,36 +215,21 @@ func (c *ctxObj) linearCombinations(in []*ctObj, weights []float64, m, level int
 		ct.MetaData = &meta
 		outs[o] = &ctObj{c: c, ct: ct}
 	}
-	c.accumulate(plan, in, outs, bestKernel())
+	c.accumulate(plan, in, outs, hasIFMA())
 	return outs, nil
 }
 
-// lcKernel: the multiply-accumulate kernel of accumulate.
-type lcKernel int
-
-const (
-	kernelGo   lcKernel = iota // 64x64-bit products in Go (anywhere)
-	kernelIFMA                 // AVX-512 IFMA for primes below 2^52 (fused_ifma.go), Go for the others
-)
-
-// bestKernel: IFMA where the CPU has it, else Go.
-func bestKernel() lcKernel {
-	if hasIFMA() {
-		return kernelIFMA
-	}
-	return kernelGo
-}
-
-// accumulate fills the outputs, tile by tile: (polynomial, prime, block of lcBlock coefficients),
-// with the given kernel (IFMA needs whole tiles: N a multiple of lcBlock).
-func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj, kernel lcKernel) {
+// accumulate fills the outputs, tile by tile: (polynomial, prime, block of lcBlock coefficients).
+// Limbs of primes below 2^52 go through the AVX-512 IFMA kernel where the CPU has it
+// (fused_ifma.go), the others (and every limb elsewhere) through 64x64-bit products in Go.
+func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj, useIFMA bool) {
 	n := c.params.N()
 	primes := p.level + 1
 	blocks := (n + lcBlock - 1) / lcBlock
 	perPoly := primes * blocks
 	ringQ := c.params.RingQ()
-	native := kernel == kernelIFMA && n%lcBlock == 0
-	if native {
+	ifma := useIFMA && n%lcBlock == 0
+	if ifma {
 		defer pinLimbs(in, primes).Unpin()
 	}
 	// terms[poly][prime][term]: the limb each term reads (addrs: the same as integers, for C)
@@ -266,7 +251,7 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj, kernel lcKernel) {
 			for t, i := range p.index {
 				terms[d][j][t] = limbs[i]
 			}
-			if native {
+			if ifma && ringQ.SubRings[j].Modulus < ifmaMaxModulus {
 				addrs[d][j] = make([]uintptr, len(p.index))
 				for t, ptr := range terms[d][j] {
 					addrs[d][j][t] = uintptr(ptr)
@@ -283,7 +268,6 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj, kernel lcKernel) {
 		q, bred := sub.Modulus, sub.BRedConstant
 		r64 := pow64Mod(q, bred)
 		mult, chunk, tp, ta := p.mult[j], p.chunk[j], terms[d][j], addrs[d][j]
-		ifma := ta != nil && q < ifmaMaxModulus
 		var accHi, accLo [lcBlock]uint64
 		for o, out := range outs {
 			dst := out.ct.Value[d].Coeffs[j][c0:c1]
@@ -305,7 +289,7 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj, kernel lcKernel) {
 					}
 				}
 				e := min(s+chunk, t1)
-				if ifma {
+				if ta != nil {
 					for u := s; u < e; u += ifmaMaxTerms {
 						v := min(u+ifmaMaxTerms, e)
 						macc52(ta[u:v], c0, mult[u:v], &accHi, &accLo)

@@ -106,8 +106,8 @@ func TestLinearCombinationsMatchGeneric(t *testing.T) {
 			for j := range plan.chunk {
 				plan.chunk[j] = 1 + j%2
 			}
-			for _, kernel := range availableKernels() { // Go, and IFMA where the CPU has it
-				c.accumulate(plan, in, outs, kernel)
+			for _, ifma := range []bool{false, hasIFMA()} { // the portable Go kernel, and IFMA where the CPU has it
+				c.accumulate(plan, in, outs, ifma)
 				for o := 0; o < m; o++ {
 					sameCiphertext(t, "chunked row", outs[o].ct, genericLC(t, c, in, w[o*kk:(o+1)*kk], scale).ct)
 				}
@@ -116,7 +116,7 @@ func TestLinearCombinationsMatchGeneric(t *testing.T) {
 			for j := range plan.chunk {
 				plan.chunk[j] = math.MaxInt32
 			}
-			c.accumulate(plan, in, outs, kernelGo)
+			c.accumulate(plan, in, outs, false)
 			for o := 0; o < m; o++ {
 				sameCiphertext(t, "go kernel row", outs[o].ct, genericLC(t, c, in, w[o*kk:(o+1)*kk], scale).ct)
 			}
@@ -149,14 +149,6 @@ func TestLinearCombinationsRejects(t *testing.T) {
 	if _, err := c.linearCombinations([]*ctObj{sq}, []float64{1}, 1, a.ct.Level(), s); err == nil {
 		t.Fatal("degree-2 input accepted")
 	}
-}
-
-func availableKernels() []lcKernel {
-	kernels := []lcKernel{kernelGo}
-	if hasIFMA() {
-		kernels = append(kernels, kernelIFMA)
-	}
-	return kernels
 }
 
 // benchInputs: a context and k fresh encryptions of one random plaintext (encoded at scale q_top).
@@ -197,10 +189,13 @@ func BenchmarkLinearCombinations(b *testing.B) {
 		b.Fatal(err)
 	}
 	outs, _ := c.linearCombinations(in, w, m, level, float64(c.params.Q()[level]))
-	for _, kernel := range availableKernels() {
-		b.Run([]string{"go", "ifma"}[kernel], func(b *testing.B) {
+	for _, ifma := range []bool{false, true} {
+		if ifma && !hasIFMA() {
+			continue
+		}
+		b.Run(map[bool]string{false: "go", true: "ifma"}[ifma], func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				c.accumulate(plan, in, outs, kernel)
+				c.accumulate(plan, in, outs, ifma)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*m*kk)/1e3, "us/term")
 		})
