@@ -13,6 +13,10 @@ def act_step(node, level: int) -> Step:
     return Step("act", node.name, level, attrs={k: node.attrs[k] for k in ACT_KEYS})
 
 
+def bootstrap_step(node, level: int) -> Step:
+    return Step("bootstrap", node.name, level, attrs={"bound": float(node.attrs["bound"])})
+
+
 def lower(g: Graph) -> list[Step]:
     steps = []
     for n in g.nodes:
@@ -30,4 +34,6 @@ def lower(g: Graph) -> list[Step]:
         elif n.op == "poly":
             if n.attrs["form"] != "identity" or n.attrs["shift"]:
                 steps.append(act_step(n, level))
+        elif n.op == "bootstrap":
+            steps.append(bootstrap_step(n, level))
     return steps

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from henn.compiler import group_layouts, matrices
-from henn.compiler.lower_batch import act_step
+from henn.compiler.lower_batch import act_step, bootstrap_step
 from henn.compiler.program import Step
 from henn.ir.graph import Graph
 from henn.ir.ops import LINEAR_OPS
@@ -34,6 +34,8 @@ def lower(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
             steps.append(Step("sum_batch", n.name, level, arrays={"indptr": plan["indptr"], "indices": plan["indices"]}))
         elif n.op in LINEAR_OPS:
             steps.append(_gdiag_step(g, n, group, stride))
+        elif n.op == "bootstrap":
+            steps.append(bootstrap_step(n, level))
     lay_in = g.values[g.input].meta["layout"]
     pack = {"kind": "grouped", "group": group, "elem": lay_in["elem"]}
     return steps, pack, g.values[g.output].meta["layout"]["elem"].copy()

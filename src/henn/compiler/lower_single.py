@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from henn.compiler import layouts, multi_layouts
-from henn.compiler.lower_batch import act_step
+from henn.compiler.lower_batch import act_step, bootstrap_step
 from henn.compiler.program import Step
 from henn.ir.graph import Graph
 from henn.passes.choose_packing import segments
@@ -18,6 +18,9 @@ def lower(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
     shape = g.input_shape
     for seg in segments(g):
         if not seg:
+            continue
+        if seg[0].op == "bootstrap":
+            steps.append(bootstrap_step(seg[0], g.values[seg[0].inputs[0]].level))
             continue
         if seg[0].op == "poly":
             n = seg[0]

@@ -11,6 +11,7 @@ level where they are used) and small attributes. Step kinds:
     diag          single packing, BSGS generalized diagonals (giant, baby, diags) [+ rotate-and-sum]
     mpool, mdiag  single packing over several ciphertexts: pool by rotations, multi-ciphertext BSGS
     gdiag         grouped batch packing: BSGS over virtual ciphertexts of G slots, B images apart
+    bootstrap     refresh every ciphertext to the top level; attrs bound: the values' range (calibrated)
 
 The Program is serializable (`to_bytes` / `from_bytes`): JSON header + NumPy arrays, no pickle.
 """
@@ -73,6 +74,11 @@ class Program:
     def images_per_set(self) -> int:
         """Images one ciphertext set holds: slots / G in batch mode, one in single mode."""
         return self.params.slots // self.group if self.mode == "batch" else 1
+
+    @property
+    def bootstraps(self) -> int:
+        """Bootstrap steps (each refreshes every ciphertext of its value)."""
+        return sum(s.kind == "bootstrap" for s in self.steps)
 
     @property
     def input_cts(self) -> int:

@@ -11,6 +11,8 @@
     sumpool    like avgpool without the 1/(kh*kw) factor (merge_act_pool moves it elsewhere)
     flatten    (C, H, W) -> (C*H*W,)
     linear     params weight (O, I), bias (O,); input (I,)
+    bootstrap  attrs bound (values lie in [-bound, bound]): refreshes the level, the identity on values
+               (inserted by place_bootstraps)
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable
 
 from henn.ir.graph import IRError, Node
 
-OPS = ("conv2d", "batchnorm", "poly", "activation", "avgpool", "sumpool", "flatten", "linear")
+OPS = ("conv2d", "batchnorm", "poly", "activation", "avgpool", "sumpool", "flatten", "linear", "bootstrap")
 LINEAR_OPS = ("conv2d", "linear")
 
 
@@ -106,7 +108,7 @@ def _chw(node: Node, shape) -> tuple[int, int, int]:
 
 _SHAPES: dict[str, Callable] = {
     "conv2d": _conv, "batchnorm": _batchnorm, "poly": _poly, "activation": _same, "avgpool": _pool,
-    "sumpool": _pool, "flatten": _flatten, "linear": _linear,
+    "sumpool": _pool, "flatten": _flatten, "linear": _linear, "bootstrap": _same,
 }
 
 

@@ -206,6 +206,19 @@ class Executor:
                 value[k] = None
         return out
 
+    def _bootstrap(self, i: int, step: Step, value):
+        """Refresh every ciphertext, dropping each input once done. One ciphertext: the backend
+        splits the bootstrap over two threads; several: the pool runs whole bootstraps side by side."""
+        bound, inner = float(step.attrs["bound"]), len(value) == 1
+        out: list[Ciphertext] = []
+        window = 2 * self.pool.workers
+        for lo in range(0, len(value), window):
+            rng = range(lo, min(len(value), lo + window))
+            out.extend(self.pool.map(lambda k: self.ev.bootstrap(value[k], bound=bound, parallel=inner), rng))
+            for k in rng:
+                value[k] = None
+        return out
+
     def _taps(self, i: int, step: Step, value):
         n_taps = len(step.arrays["weight"])
         if len(value) != n_taps:
