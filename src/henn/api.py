@@ -123,6 +123,7 @@ class CompiledModel:
         client, server = self._session(encrypted)
         client.reset_timings()
         server.seconds["evaluate"] = 0.0
+        boot0 = server.bootstrap_seconds()
         outs = []
         t0 = time.perf_counter()
         for r in tqdm(client.batches(len(x)), disable=not progress, unit="set" if self.mode == "batch" else "img",
@@ -132,7 +133,8 @@ class CompiledModel:
         self.timings = {"images": len(x), "encode": client.seconds["encode"], "encrypt": client.seconds["encrypt"],
                         "evaluate": server.seconds["evaluate"], "decrypt": client.seconds["decrypt"],
                         "total": time.perf_counter() - t0, "keygen": client.seconds["keygen"],
-                        "prepare": server.seconds["prepare"], "encrypted": bool(encrypted)}
+                        "prepare": server.seconds["prepare"], "encrypted": bool(encrypted),
+                        "bootstrap": server.bootstrap_seconds() - boot0}
         out = np.concatenate(outs)
         return out.reshape(len(x), -1) if len(self.program.output_shape) == 1 else out
 

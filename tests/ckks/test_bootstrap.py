@@ -90,19 +90,6 @@ def test_lattigo_sparse_slots_bootstrap_a_periodic_vector():
     assert precision_bits(x, be.decrypt_decode(out, sk)) >= MIN_BITS["lattigo"]
 
 
-def test_lattigo_keys_at_usage_levels_are_smaller():
-    small = open_backend("lattigo", presets.get(PRESET))
-    lit = dataclasses.replace(presets._PRESETS[PRESET], bootstrap=dataclasses.replace(
-        presets._PRESETS[PRESET].bootstrap, keys_at_usage_levels=False))
-    name = "insecure_boot_n12_full_level_keys_test"
-    if name not in presets.names():
-        presets.register(name, lit)
-    full = open_backend("lattigo", presets.get(name))
-    a = small.generate_bootstrap_keys(small.generate_secret_key()).nbytes
-    b = full.generate_bootstrap_keys(full.generate_secret_key()).nbytes
-    assert a < 0.9 * b, f"keys at usage levels: {a} bytes vs {b} at the top level"
-
-
 # ---- parameters ------------------------------------------------------------------------------------
 def test_secure_preset_counts_the_bootstrapping_modulus():
     p = presets.get("boot-n16")
