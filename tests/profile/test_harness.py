@@ -55,7 +55,8 @@ def test_primitives_on_plain_preset(fast):
                               primitives.run, fast, progress=False, isolate=False)
     assert not interrupted
     by_op = {r["op"]: r for r in recs}
-    assert set(primitives.OPS) | {"sizes"} == set(by_op)
+    # parameters without bootstrap parameters: every op but bootstrapping's
+    assert set(primitives.OPS) - set(primitives.BOOTSTRAP_OPS) | {"sizes"} == set(by_op)
     assert all(r["status"] == "ok" for r in recs), [r["error_message"] for r in recs if r["status"] != "ok"]
     mul = by_op["multiply_relin"]
     assert mul["mode"] == "preset" and mul["depth"] == 2 and mul["params"]["log_n"] == 10
@@ -104,3 +105,16 @@ def test_library_and_fixed_modes_select_parameters(fast):
     assert [(r["mode"], r["depth"], r["status"]) for r in recs] == [("library", 1, "ok"), ("fixed", 1, "ok")]
     assert recs[0]["params"]["log_n"] == 13 and not recs[0]["params"]["insecure"]
     assert harness.throughput(4096, recs[0]["latency"]) > 0
+
+
+def test_bootstrap_ops_on_a_bootstrapping_preset(fast):
+    recs, _ = sweep("primitives", configurations(["plain"], [], [], ["insecure_boot_n12"]),
+                    partial(primitives.run, ops=primitives.BOOTSTRAP_OPS), fast, progress=False, isolate=False)
+    assert all(r["status"] == "ok" for r in recs), [r["error_message"] for r in recs if r["status"] != "ok"]
+    boots = [r for r in recs if r["op"] == "bootstrap"]
+    assert sorted(r["threads"] for r in boots) == [1, 2]
+    for r in boots:
+        assert r["extra"]["levels_left"] == 3 and r["extra"]["bootstrap_depth"] == 15
+        assert r["error"][0]["bits"] > 40  # the plain backend without noise: exact
+    assert [r["op"] for r in recs].count("keygen_bootstrap") == 1
+    _doc("primitives", recs)

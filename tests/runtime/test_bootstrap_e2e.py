@@ -67,3 +67,17 @@ def test_inputs_beyond_a_bootstrap_bound_are_refused(digits):
     cm.activation_check = False  # the activations' own check would refuse first; this is the bootstrap's
     with pytest.raises(InputError, match="beyond the bound"):
         cm.run(x * 40.0, encrypted=False)
+
+
+@pytest.mark.bootstrap_n16
+def test_secure_deep_mlp_on_lattigo_n16():
+    """The zoo's 7-activation MLP (15 levels) on the 128-bit boot-n16 set (13 levels between
+    bootstraps): one bootstrap at N = 2^16, full slots; minutes and ~11 GB, so one digit."""
+    x, y = load_embedded_mnist()
+    cm = henn.compile("src/henn/zoo/mnist-mlp_swish-rg5-deg2.onnx", (1, 28, 28), backend="lattigo",
+                      params=presets.get("boot-n16"), bootstrap=True, calibration=x[-500:])
+    assert cm.program.bootstraps >= 1 and not cm.params.insecure
+    with cm:
+        out, ref = cm.run(x[:1]), cm.reference(x[:1])
+    assert np.abs(out - ref).max() < 0.05, f"max logit error {np.abs(out - ref).max():.3g}"
+    assert out.argmax(1)[0] == ref.argmax(1)[0]

@@ -26,8 +26,10 @@ EXPECTED_OPS = {
                   "Flatten", "Gemm"],
     "cifar-cnn": ["Conv", "BatchNormalization", "Poly", "AveragePool"] * 1
     + ["Conv", "BatchNormalization", "Poly", "AveragePool"] * 2 + ["Flatten", "Gemm", "Gemm"],
+    "mnist-mlp": ["Flatten"] + ["Gemm", "BatchNormalization", "Poly"] * 7 + ["Gemm"],
 }
-ZOO_MODELS = [(m, a) for m in EXPECTED_OPS for a in ACTIVATIONS]
+# the deep MLP (bootstrapping's test model) is trained with one activation
+ZOO_MODELS = [(m, a) for m in ("mnist-cnn", "cifar-cnn") for a in ACTIVATIONS] + [("mnist-mlp", "swish-rg5-deg2")]
 
 
 def _zoo(model, act):
@@ -50,7 +52,7 @@ def test_zoo_graph_and_metadata(model, act):
     assert ("range" in attrs) == (ACTIVATIONS[act].fitted_range is not None)
     assert meta["model"] == model and meta["activation"] == act
     assert len(meta["max_abs_preactivation"]["train"]) == len(polys)
-    if model == "mnist-cnn":
+    if model.startswith("mnist"):
         assert meta["holdout_matched"] == 5000
         assert meta["accuracies"]["mnist_embedded_5k"] >= 0.98
         assert meta["accuracies"]["mnist_test_10k"] >= 0.98
@@ -58,10 +60,10 @@ def test_zoo_graph_and_metadata(model, act):
         assert meta["accuracies"]["cifar_val_5k"] >= 0.6
 
 
-@pytest.mark.parametrize("act", list(ACTIVATIONS))
-def test_zoo_mnist_numpy_reference_accuracy(act):
+@pytest.mark.parametrize("model,act", [("mnist-cnn", a) for a in ACTIVATIONS] + [("mnist-mlp", "swish-rg5-deg2")])
+def test_zoo_mnist_numpy_reference_accuracy(model, act):
     """The ONNX graph alone (numpy evaluator) classifies the embedded digits as recorded."""
-    proto, meta = _zoo("mnist-cnn", act)
+    proto, meta = _zoo(model, act)
     x, y = datasets.load_embedded_mnist()
     wrong = int((onnx_reference.run(proto, x).argmax(1) != y).sum())
     recorded = round((1 - meta["accuracies"]["mnist_embedded_5k"]) * len(y))
@@ -83,14 +85,14 @@ def test_zoo_cifar_numpy_reference_accuracy():
 def _randomize_bn(model, torch):
     g = torch.Generator().manual_seed(0)
     for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
+        if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
             m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
             m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
             m.weight.data.copy_(torch.rand(m.num_features, generator=g) + 0.5)
             m.bias.data.copy_(torch.randn(m.num_features, generator=g) * 0.1)
 
 
-@pytest.mark.parametrize("model_name", ["mnist-cnn", "cifar-cnn"])
+@pytest.mark.parametrize("model_name", ["mnist-cnn", "cifar-cnn", "mnist-mlp"])
 @pytest.mark.parametrize("act", ["square", "swish-rg7-deg4"])
 def test_export_matches_torch(tmp_path, model_name, act):
     torch = pytest.importorskip("torch")
@@ -103,7 +105,7 @@ def test_export_matches_torch(tmp_path, model_name, act):
     export_onnx(model, model_name, path, {"henn.model": model_name})
     proto = onnx.load(str(path))
     assert [n.op_type for n in proto.graph.node] == EXPECTED_OPS[model_name]
-    if model_name == "mnist-cnn":
+    if model_name.startswith("mnist"):
         x = datasets.load_embedded_mnist()[0][:8]
     else:
         x = np.random.default_rng(0).random((4, *INPUT_SHAPES[model_name]), dtype=np.float32)
@@ -139,6 +141,7 @@ def test_shapes():
 
     assert build_model("mnist-cnn", "square")(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
     assert build_model("cifar-cnn", "square")(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+    assert build_model("mnist-mlp", "square").eval()(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
     hidden = CifarCNN(ACTIVATIONS["square"], hidden_activation=True)
     assert sum(1 for m in hidden.classifier if m.__class__.__name__ == "PolyAct") == 1
 

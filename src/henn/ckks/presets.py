@@ -18,6 +18,9 @@ _PRESETS: dict[str, ParametersLiteral] = {
     # ephemeral H = 32): 13 levels for the network between bootstraps. Six 61-bit special primes (Lattigo's
     # default would be five) fill the bound (1767 <= 1772 bits) and cut the bootstrapping keys' digits 6 -> 5
     "boot-n16": ParametersLiteral(16, (60,) + (40,) * 13, (61,) * 6, 40, bootstrap=BootstrapLiteral(log_p=(61,) * 6)),
+    # the same circuit leaving fewer levels (smaller keys, faster bootstraps): the profiler's levels-left sweep
+    "boot-n16-l9": ParametersLiteral(16, (60,) + (40,) * 9, (61,) * 6, 40, bootstrap=BootstrapLiteral(log_p=(61,) * 6)),
+    "boot-n16-l5": ParametersLiteral(16, (60,) + (40,) * 5, (61,) * 6, 40, bootstrap=BootstrapLiteral(log_p=(61,) * 6)),
     # fast test sets: small ring, far too large a modulus for it -> insecure
     "insecure_short_d4": ParametersLiteral(11, (50,) + (36,) * 4, (50,), 36),
     "insecure_short_d2": ParametersLiteral(10, (50, 36, 36), (50,), 36),

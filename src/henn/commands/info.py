@@ -27,4 +27,15 @@ def run(args) -> int:
             print(f"  {label:18s} {params.describe()}")
         except HennError as exc:
             print(f"  {label:18s} unavailable: {exc}")
+    _bootstrapping()
     return 0
+
+
+def _bootstrapping() -> None:
+    from henn.ckks import presets
+
+    print(f"\nbootstrapping: {', '.join(backends.with_capability('bootstrap'))} (plain: simulated)")
+    for name in presets.names():
+        params = presets.get(name)
+        if params.bootstrap is not None and not params.insecure:
+            print(f"  {name:18s} {params.describe()}")
