@@ -291,6 +291,13 @@ class TensealBackend(Backend):
         return float(c.real)
 
     # ---- serialization -----------------------------------------------------------------------
+    def _raw_kinds(self, raw):
+        """A context holds the secret, public and relinearization keys together; serializing it as a
+        public or relinearization key writes that key alone (never the secret one)."""
+        if isinstance(raw, _Context):
+            return frozenset({"public_key"} | ({"relin_key"} if raw.data.has_relin_keys() else set()))
+        return frozenset({"ciphertext"} if isinstance(raw, _Ct) else {"plaintext"} if isinstance(raw, _Plain) else ())
+
     def _serialize(self, kind, raw):
         if kind == "ciphertext":
             return struct.pack("<B", raw.pending) + raw.vec.serialize()

@@ -75,6 +75,7 @@ SIGNATURES: dict[str, tuple] = {
     "henn_metadata": (H, POINTER(c_int), DOUBLES, DOUBLES, POINTER(c_int)),
     "henn_marshal": (H, POINTER(c_void_p), POINTER(c_size_t)),
     "henn_unmarshal": (H, c_int, c_char_p, c_size_t, c_int, c_int, OUT_H),
+    "henn_kind": (H, POINTER(c_int)),
 }
 
 _load_lock = threading.Lock()
