@@ -29,6 +29,7 @@ from henn.errors import InputError
 from henn.ir import interpret
 from henn.passes import CompileOptions
 from henn.runtime import Client, Server
+from henn.runtime.inputs import check_images
 from henn.runtime.memory import check_memory
 
 log = logging.getLogger(__name__)
@@ -132,19 +133,7 @@ class CompiledModel:
 
     def check_input(self, x, *, ranges: bool = True) -> np.ndarray:
         """Validate a batch (B, C, H, W): shape, finiteness and (optionally) activation ranges."""
-        try:
-            x = np.asarray(x, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"images must be a numeric array (B, C, H, W): {exc}") from None
-        want = tuple(self.input_shape)
-        if x.ndim != len(want) + 1 or x.shape[1:] != want or len(x) == 0:
-            raise InputError(f"expected images of shape (B, {', '.join(map(str, want))}), got {x.shape}: resize or "
-                             "reshape the input (add a batch axis for one image)")
-        bad = ~np.isfinite(x)
-        if bad.any():
-            idx = np.argwhere(bad)[0]
-            raise InputError(f"image {idx[0]} contains NaN or infinity (at {tuple(int(i) for i in idx[1:])}): clean "
-                             "the input")
+        x = check_images(x, self.input_shape)
         if ranges:
             self._check_ranges(x)
         return x
