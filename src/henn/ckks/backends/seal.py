@@ -28,6 +28,7 @@ import numpy as np
 from henn.ckks import security
 from henn.ckks.backend import Backend
 from henn.ckks.params import MAX_PRIME_BITS, ParametersLiteral
+from henn.ckks.selection import check_depth
 from henn.errors import BackendError, InputError, ParameterError, SerializationError
 
 try:  # the binding is optional: available() reports how to install it
@@ -132,6 +133,7 @@ class SealBackend(Backend):
         """SEAL's documented CKKS strategy (examples/4_ckks_basics): [60] + [scale]*depth + [60]
         on the smallest ring whose 128-bit bound (CoeffModulus.MaxBitCount) admits the total."""
         _require_seal()
+        check_depth(depth)
         if log_scale is None:
             log_scale, first = 40, 60
         else:

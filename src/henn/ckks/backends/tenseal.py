@@ -38,6 +38,7 @@ import numpy as np
 from henn.ckks import security
 from henn.ckks.backend import Backend
 from henn.ckks.params import MAX_PRIME_BITS, ParametersLiteral
+from henn.ckks.selection import check_depth
 from henn.errors import BackendError, InputError, ParameterError, SerializationError, UnsupportedOperation
 
 try:  # optional: available() says how to install it
@@ -123,6 +124,7 @@ class TensealBackend(Backend):
         """TenSEAL has no parameter selection; its tutorials follow SEAL's rule: [60] + [scale]*depth
         + [60] on the smallest ring SEAL's 128-bit table (CoeffModulus.MaxBitCount) admits."""
         cls.version()
+        check_depth(depth)
         log_scale = 40 if log_scale is None else int(log_scale)
         if not 20 <= log_scale <= MAX_PRIME_BITS - 1:
             raise ParameterError(f"log_scale {log_scale} out of range 20..{MAX_PRIME_BITS - 1} for TenSEAL")

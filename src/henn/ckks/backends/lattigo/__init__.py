@@ -36,7 +36,7 @@ from henn.ckks import security, serialization
 from henn.ckks.backend import Backend
 from henn.ckks.backends.lattigo import bridge
 from henn.ckks.params import MAX_PRIME_BITS, MAX_SPECIAL_PRIME_BITS, ParametersLiteral
-from henn.ckks.selection import smallest_secure_log_n
+from henn.ckks.selection import check_depth, smallest_secure_log_n
 from henn.errors import BackendError, ParameterError, SerializationError
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,7 @@ class LattigoBackend(Backend):
         - the smallest N that henn's security table (henn.ckks.security, the authority: Lattigo
           itself does not check the standard) admits for the total, and that holds `slots`.
         """
+        check_depth(depth)
         log_scale = DEFAULT_LOG_SCALE if log_scale is None else int(log_scale)
         if not 20 <= log_scale <= MAX_PRIME_BITS - 1:
             raise ParameterError(f"log_scale {log_scale} out of range 20..{MAX_PRIME_BITS - 1} for Lattigo")
