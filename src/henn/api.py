@@ -31,6 +31,7 @@ from henn.passes import CompileOptions
 from henn.runtime import Client, Server
 from henn.runtime.inputs import check_images
 from henn.runtime.memory import check_memory
+from henn.runtime.parallel import check_threads
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class CompiledModel:
         self.program = compiled.program
         self.backend_name = backend
         self.activation_check = ranges.check_mode(activation_check)
-        self.threads = threads
+        self.threads = None if threads is None else check_threads(threads)
         self.timings: dict[str, float] = {}
         self.observed_preactivation: list[float] | None = None  # per activation layer, from the model's .json
         self.calibrated_preactivation: dict[str, float] = {}     # per activation layer, from calibrate()

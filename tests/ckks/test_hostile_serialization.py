@@ -205,6 +205,8 @@ def test_objects_rewrapped_as_another_kind_are_refused(ctx):
         be.serialize(RelinKey(ct.raw, be.name, sk.key_id))
     with pytest.raises(InputError, match="not a galois_keys"):
         be.serialize(GaloisKeys(keys.public.raw, be.name, frozenset(), False, sk.key_id))
+    with pytest.raises(InputError, match="announce keys but hold none"):
+        be.serialize(GaloisKeys(None, be.name, frozenset({1}), False, sk.key_id))
     if be.name != "plain":  # plain's values are one NumPy array for both
         with pytest.raises(InputError, match="not a ciphertext"):
             be.serialize(Ciphertext(pt.raw, pt.level, pt.scale, be.name, key_id=sk.key_id))

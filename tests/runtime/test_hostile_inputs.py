@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+import henn
 from henn.ckks import ParametersLiteral, open_backend, presets
 from henn.ckks.backends import usable_class
 from henn.ckks.values import EvaluationKeys, PublicKey
@@ -145,5 +146,7 @@ def test_thread_counts_are_checked(monkeypatch):
         monkeypatch.setenv("HENN_THREADS", env)
         with pytest.raises(InputError, match="HENN_THREADS"):
             default_threads()
+    with pytest.raises(InputError, match="threads"):
+        henn.compile(build_cnn(LAYERS, SHAPE, seed=2), backend="plain", params=_params(), threads=0)
     monkeypatch.setenv("HENN_THREADS", " 3 ")
     assert default_threads() == 3 and Parallel.for_backend(be).workers == 3

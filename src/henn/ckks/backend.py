@@ -269,6 +269,9 @@ class Backend(ABC):
         obj = self._own(obj, type(obj))
         if obj.raw is not None or kind != "galois_keys":
             self.check_raw_kind(kind, obj.raw, "serialize")
+        elif obj.steps or obj.conjugate:
+            raise InputError("cannot serialize these GaloisKeys: they announce keys but hold none; make them with "
+                             "generate_galois_keys()")
         meta = {"backend": self.name, "params": self.actual_params.fingerprint()}
         if isinstance(obj, (Ciphertext, Plaintext)):
             meta.update(level=obj.level, scale=obj.scale)
