@@ -314,7 +314,13 @@ class TensealBackend(Backend):
                 if self._last is None:
                     raise SerializationError("no keys yet: generate or load keys before loading ciphertexts")
                 (pending,) = struct.unpack_from("<B", payload)
+                if pending > 1:
+                    raise SerializationError(f"tenseal ciphertext announces {pending} pending rescales (at most 1): "
+                                             "the data is corrupted")
                 vec = ts._ts_cpp.CKKSVector(self._last.data, bytes(payload[1:]))
+                if vec.size() != self.slots:
+                    raise SerializationError(f"tenseal ciphertext holds {vec.size()} values, not {self.slots}: the "
+                                             "data is corrupted")
                 return _Ct(vec, self._last, pending)
             if kind in ("public_key", "relin_key"):
                 ctx = _Context(ts._ts_cpp.TenSEALContext.deserialize(bytes(payload), self.n_threads))
