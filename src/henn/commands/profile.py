@@ -35,7 +35,8 @@ def register(sub) -> None:
                            help="vector lengths (default 16,64,256,1024)")
             s.add_argument("--linear-sizes", type=_ints(1 << 12), default=None,
                            help="matrix sizes n (default 16,32,64,128)")
-            s.add_argument("--degrees", type=_ints(1 << 10), default=None, help="polynomial degrees (default 3,7,15,31)")
+            s.add_argument("--degrees", type=_ints(1 << 10), default=None,
+                           help="polynomial degrees (default 3,7,15,31)")
         if suite == "model":
             s.add_argument("--models", nargs="+", metavar="FILE", help="ONNX files (default: zoo mnist-cnn_*.onnx)")
             s.add_argument("--threads", type=_ints(MAX_THREADS), default=[1, 2],

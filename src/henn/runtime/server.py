@@ -63,7 +63,8 @@ class Server:
                                  "public key of the client whose evaluation keys this server holds")
             if ct.level != p.input_level or ct.degree != 1:
                 raise InputError(f"cannot evaluate: input {i} is at level {ct.level} (degree {ct.degree}), the program "
-                                 f"takes fresh ciphertexts at level {p.input_level}: encrypt with this program's Client")
+                                 f"takes fresh ciphertexts at level {p.input_level}: encrypt with this program's "
+                                 "Client")
             if not abs(ct.scale / scale - 1.0) <= SCALE_RTOL:
                 raise InputError(f"cannot evaluate: input {i} has scale 2^{math.log2(ct.scale):.2f}, the program "
                                  f"expects 2^{math.log2(scale):.2f}: encrypt with this program's Client (default "
