@@ -57,6 +57,15 @@ def test_depth_ranges_bounded_before_building_them(argv, match, tmp_path, capsys
     assert err.startswith("henn: error:") and match in err
 
 
+@pytest.mark.parametrize("content", [b"[" * 100_000 + b"]" * 100_000, b"\xff\xfe", b"{", b'{"a": NaN}', b""])
+def test_hostile_results_files(content, tmp_path, capsys):
+    path = tmp_path / "r.json"
+    path.write_bytes(content)
+    assert cli.main(["report", str(path), "--out", str(tmp_path / "report")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("henn: error:") and "Traceback" not in err
+
+
 @pytest.mark.parametrize("env", ["abc", "0", "-1", "1.5"])
 def test_bad_henn_threads_is_an_error_before_any_work(env, monkeypatch, capsys):
     monkeypatch.setenv("HENN_THREADS", env)
