@@ -100,3 +100,24 @@ def test_onnx_poly_attributes_checked(tmp_path, coefficients, rng_attr, match):
     onnx.save(_onnx_poly(coefficients, rng_attr), str(path))
     with pytest.raises(InputError, match=match):
         henn.compile(str(path), backend="plain")
+
+
+@pytest.mark.parametrize("shape", [("a", 7, 7), (1, 7.5, 7), (True, 7, 7), 7, (1, 7), (0, 7, 7), (-1, 7, 7),
+                                   (1, 10**5, 10**5), (1, 1, 1, 7, 7)])
+def test_input_shape_checked_before_import(tmp_path, shape):
+    path = tmp_path / "m.onnx"
+    onnx.save(build_cnn([("conv", 2, 3, 2, 0), ("poly", "square"), ("flatten",), ("gemm", 3)], (1, 7, 7)), str(path))
+    with pytest.raises(InputError, match="input_shape"):
+        henn.compile(str(path), shape, backend="plain")
+    with pytest.raises(InputError, match="input_shape"):
+        henn.compile(_OneTuple(), shape, backend="plain")
+
+
+@pytest.mark.parametrize("log_scale", [float("nan"), 40.5, True, "40"])
+def test_log_scale_must_be_an_integer(tmp_path, log_scale):
+    from henn.errors import ParameterError
+
+    path = tmp_path / "m.onnx"
+    onnx.save(build_cnn([("conv", 2, 3, 2, 0), ("poly", "square"), ("flatten",), ("gemm", 3)], (1, 7, 7)), str(path))
+    with pytest.raises(ParameterError, match="log_scale"):
+        henn.compile(str(path), backend="plain", log_scale=log_scale)

@@ -7,6 +7,8 @@ mode="fixed": one shared set with pinned primes, identical on every backend.
 
 from __future__ import annotations
 
+import numpy as np
+
 from henn.ckks import backends, security
 from henn.ckks.params import MAX_PRIME_BITS, MIN_PRIME_BITS, Parameters, ParametersLiteral
 from henn.ckks.primes import ntt_primes
@@ -25,7 +27,7 @@ def fixed_literal(depth: int, slots: int | None = None, log_scale: int | None = 
                   pin_primes: bool = True) -> ParametersLiteral:
     """The smallest secure ring for `depth` rescales at `log_scale`-bit scale: q0 = scale + 20 bits
     (capped at 60), `depth` primes of the scale's size, one 60-bit special prime."""
-    _check_request(depth, slots)
+    _check_request(depth, slots, log_scale)
     log_scale = DEFAULT_LOG_SCALE if log_scale is None else int(log_scale)
     if not 20 <= log_scale <= MAX_PRIME_BITS - 1:
         raise ParameterError(f"log_scale {log_scale} out of range 20..{MAX_PRIME_BITS - 1}")
@@ -59,7 +61,7 @@ def select_parameters(depth: int, *, backend: str = "plain", mode: str = "librar
     """128-bit secure parameters allowing `depth` rescales with at least `slots` slots."""
     if mode not in MODES:
         raise ParameterError(f"unknown selection mode {mode!r}; use one of {MODES}")
-    _check_request(depth, slots)
+    _check_request(depth, slots, log_scale)
     if mode == "fixed":
         lit = fixed_literal(depth, slots, log_scale)
     else:
@@ -74,8 +76,10 @@ def check_depth(depth: int) -> int:
     return depth
 
 
-def _check_request(depth: int, slots: int | None) -> None:
+def _check_request(depth: int, slots: int | None, log_scale: int | None = None) -> None:
     check_depth(depth)
+    if log_scale is not None and (isinstance(log_scale, bool) or not isinstance(log_scale, (int, np.integer))):
+        raise ParameterError(f"log_scale must be an integer number of bits (e.g. 40) or None, got {log_scale!r}")
     if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_SLOTS):
         raise ParameterError(f"slots must be an integer from 1 to {MAX_SLOTS} (N = 2^{max(security.MAX_LOG_QP_128)}), "
                              f"got {slots!r}")
