@@ -37,7 +37,7 @@ def compiled():
     return compile_model(build_cnn(LAYERS, SHAPE, seed=2), None, CompileOptions(mode="single", params=_params()))
 
 
-@pytest.fixture(scope="module", params=["plain", "seal"])
+@pytest.fixture(scope="module", params=["plain", "seal", "lattigo"])
 def parties(request, compiled):
     """(program, backend, client A, client B, server holding A's keys)."""
     try:
@@ -62,7 +62,11 @@ def test_server_refuses_another_clients_ciphertexts(parties, compiled):
     x = images()
     with pytest.raises(InputError, match="key set"):
         server.evaluate(b.encrypt(x))
-    out = a.decrypt(server.evaluate(a.encrypt(x)), 1).reshape(1, -1)
+    outs = server.evaluate(a.encrypt(x))
+    assert all(ct.key_id == a.keys.key_id for ct in outs)  # the results stay in the client's key set
+    with pytest.raises(InputError, match="key set"):
+        b.decrypt(outs, 1)
+    out = a.decrypt(outs, 1).reshape(1, -1)
     np.testing.assert_allclose(out, interpret.run(compiled.reference, x), atol=1e-3)
 
 
