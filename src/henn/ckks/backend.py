@@ -188,7 +188,7 @@ class Backend(ABC):
         return float(self._log_q_prefix[self._check_level(level)])
 
     def normalize_step(self, step: int) -> int:
-        if not isinstance(step, (int, np.integer)):
+        if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
             raise InputError(f"rotation step must be an integer, got {step!r}")
         return int(step) % self.slots
 
@@ -339,15 +339,21 @@ class Backend(ABC):
         return obj
 
     def _check_level(self, level: int) -> int:
-        if not isinstance(level, (int, np.integer)) or not 0 <= level <= self.max_level:
+        if isinstance(level, (bool, np.bool_)) or not isinstance(level, (int, np.integer)) or \
+                not 0 <= level <= self.max_level:
             raise LevelError(f"level {level!r} outside 0..{self.max_level} of these parameters")
         return int(level)
 
     @staticmethod
     def _check_scale(scale: float) -> float:
-        scale = float(scale)
+        given = scale
+        try:
+            real = not isinstance(scale, (bool, np.bool_)) and isinstance(scale, (int, float, np.integer, np.floating))
+            scale = float(scale) if real else math.nan
+        except OverflowError:
+            scale = math.inf
         if not math.isfinite(scale) or scale < 1.0:
-            raise InputError(f"scale {scale!r} must be a finite number >= 1 (typically 2^30 .. 2^50)")
+            raise InputError(f"scale {given!r} must be a finite number >= 1 (typically 2^30 .. 2^50)")
         return scale
 
     def _as_slot_vector(self, values: Values) -> np.ndarray:

@@ -19,6 +19,13 @@ from henn.errors import InputError, LevelError, MissingKeyError, ScaleError
 SCALE_RTOL = 1e-9  # scales closer than this count as equal (they come from the same primes)
 
 
+def _weights(op: str, weights) -> np.ndarray:
+    try:
+        return np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InputError(f"cannot {op}: weights must be real numbers ({exc})") from None
+
+
 class Evaluator:
     def __init__(self, backend, keys: EvaluationKeys):
         self.backend = backend
@@ -82,7 +89,7 @@ class Evaluator:
         (default q_level, so one rescale restores the inputs' scale). Backends may fuse it.
         """
         cts = list(cts)
-        w = np.asarray(weights, dtype=np.float64)
+        w = _weights("linear_combination", weights)
         if not cts or w.shape != (len(cts),):
             raise InputError(f"linear_combination needs one weight per ciphertext, got {w.shape} for {len(cts)}")
         first = self._uniform_inputs("linear_combination", cts, w)
@@ -119,7 +126,7 @@ class Evaluator:
         skipped (sparse rows are cheap); backends may fuse and parallelize it.
         """
         cts = list(cts)
-        w = np.asarray(weights, dtype=np.float64)
+        w = _weights("linear_combinations", weights)
         if not cts or w.ndim != 2 or w.shape[1] != len(cts):
             raise InputError(f"linear_combinations needs an (outputs, {len(cts)}) weight matrix, got shape {w.shape}")
         first = self._uniform_inputs("linear_combinations", cts, w)
@@ -160,7 +167,7 @@ class Evaluator:
     def drop_level(self, a: Ciphertext, levels: int = 1) -> Ciphertext:
         """Drop `levels` primes without dividing the scale (to align with a lower operand)."""
         a = self._ct(a, "drop_level")
-        if not isinstance(levels, (int, np.integer)) or levels < 0:
+        if isinstance(levels, (bool, np.bool_)) or not isinstance(levels, (int, np.integer)) or levels < 0:
             raise InputError(f"cannot drop_level: levels must be a non-negative integer, got {levels!r}")
         if levels > a.level:
             raise LevelError(f"cannot drop {levels} levels from a ciphertext at level {a.level}")
@@ -185,6 +192,8 @@ class Evaluator:
     def rotate_hoisted(self, a: Ciphertext, steps: Iterable[int]) -> dict[int, Ciphertext]:
         """Several rotations of one input, sharing the decomposition (where the backend can)."""
         a = self._ct(a, "rotate_hoisted", degree1=True)
+        if not isinstance(steps, Iterable):
+            raise InputError(f"cannot rotate_hoisted: steps must be a list of integers, got {steps!r}")
         steps = list(steps)
         norm = {st: self.backend.normalize_step(st) for st in steps}
         todo = sorted({s for s in norm.values() if s})
@@ -278,7 +287,10 @@ class Evaluator:
     def _scalar(op: str, b) -> complex:
         if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, float, complex, np.number)):
             raise InputError(f"cannot {op} with a {type(b).__name__}: use a Ciphertext, Plaintext or number")
-        c = complex(b)
+        try:
+            c = complex(b)
+        except OverflowError:
+            c = complex(math.inf)
         if not (math.isfinite(c.real) and math.isfinite(c.imag)):
             raise InputError(f"cannot {op} by {b!r}: NaN or infinity")
         return c
