@@ -23,41 +23,47 @@ import numpy as np
 import psutil
 from tqdm import tqdm
 
+from henn import ranges
 from henn.ckks import open_backend
 from henn.compiler.driver import Compiled, compile_model
-from henn.errors import InputError
 from henn.ir import interpret
 from henn.passes import CompileOptions
+from henn.ranges import check_bootstraps
 from henn.runtime import Client, Server
+from henn.runtime.inputs import check_images
 from henn.runtime.memory import check_memory
+from henn.runtime.parallel import check_threads
 
 log = logging.getLogger(__name__)
 
-# "far outside" an activation's fitted range: beyond 1.5x its half-width from its centre, and beyond 1.25x the
-# largest |pre-activation| seen on the training set when the model's .json metadata records it
-ACTIVATION_RANGE_SLACK = 1.5
-OBSERVED_SLACK = 1.25
-
 
 def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "single",  # noqa: A001
-            activation_check: bool = True, params=None, log_scale: int | None = None,
-            threads: int | None = None, batch_group: int | None = None, bootstrap: bool = False,
-            calibration=None) -> CompiledModel:
+            activation_check: bool | str = True, calibration=None, params=None, log_scale: int | None = None,
+            threads: int | None = None, batch_group: int | None = None, bootstrap: bool = False) -> CompiledModel:
     """Compile a torch.nn.Module or an .onnx file for CKKS inference on `backend`.
 
     mode: "single" (one image per ciphertext set, latency) or "batch" (throughput: G channels of one
     position for slots / G images per ciphertext; batch_group sets G, by default the smallest that
     fits half the machine's memory: 1 for MNIST, 16-32 for CIFAR-10). params: explicit henn.ckks.Parameters (else chosen from the depth the model
-    needs, 128-bit secure). activation_check: refuse inputs whose pre-activations fall far outside
-    an activation's fitted range (checked on the client, in cleartext, before encrypting).
-    bootstrap: place bootstraps where the model is deeper than the parameters allow (params with bootstrap
-    parameters, default preset boot-n16; backends with bootstrapping: lattigo, plain); calibration: images
-    (B, C, H, W) whose values set each bootstrap's range (also checked on every input before encrypting).
+    needs, 128-bit secure). activation_check: True/"error" refuses inputs whose pre-activations fall
+    far outside an activation's input range, "warn" logs them, False/"off" skips the check (done on
+    the client, in cleartext, before encrypting; see henn.ranges). calibration: sample inputs
+    (B, C, H, W) like the training data, giving each activation its range (the model's .json
+    metadata does so for zoo models; an activation without a fitted range, the square, needs it) and
+    each bootstrap its range. bootstrap: place bootstraps where the model is deeper than the parameters
+    allow (params with bootstrap parameters, default preset boot-n16; backends: lattigo, plain).
     """
+    check_mode = ranges.check_mode(activation_check)
     options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params, batch_group=batch_group,
                              bootstrap=bootstrap, calibration=calibration)
-    cm = CompiledModel(compile_model(model, input_shape, options), backend, activation_check, threads)
+    cm = CompiledModel(compile_model(model, input_shape, options), backend, check_mode, threads)
     cm.observed_preactivation = _observed_preactivation(model)
+    if calibration is not None:
+        cm.calibrate(calibration)
+    unchecked = [name for name, iv in cm.activation_intervals().items() if iv is None]
+    if unchecked and check_mode != "off":
+        log.warning("activation layers %s have no fitted range and no calibration data: their inputs are not "
+                    "range-checked; pass calibration=<inputs like the training data> to henn.compile", unchecked)
     return cm
 
 
@@ -67,22 +73,22 @@ def _observed_preactivation(model) -> list[float] | None:
         return None
     meta = Path(model).with_suffix(".json")
     try:
-        values = json.loads(meta.read_text())["max_abs_preactivation"]["train"]
-        return [float(v) for v in values]
-    except (OSError, ValueError, KeyError, TypeError):
+        return json.loads(meta.read_text())["max_abs_preactivation"]["train"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
 
 
 class CompiledModel:
-    def __init__(self, compiled: Compiled, backend: str, activation_check: bool = True,
+    def __init__(self, compiled: Compiled, backend: str, activation_check: bool | str = True,
                  threads: int | None = None):
         self.compiled = compiled
         self.program = compiled.program
         self.backend_name = backend
-        self.activation_check = activation_check
-        self.threads = threads
+        self.activation_check = ranges.check_mode(activation_check)
+        self.threads = None if threads is None else check_threads(threads)
         self.timings: dict[str, float] = {}
-        self.observed_preactivation: list[float] | None = None
+        self.observed_preactivation: list[float] | None = None  # per activation layer, from the model's .json
+        self.calibrated_preactivation: dict[str, float] = {}     # per activation layer, from calibrate()
         self._sessions: dict[bool, tuple] = {}
 
     # ---- facts -------------------------------------------------------------------------------
@@ -119,7 +125,7 @@ class CompiledModel:
     def run(self, x, encrypted: bool = True, *, progress: bool = False) -> np.ndarray:
         """Logits (B, classes) for images x (B, C, H, W). encrypted=False runs the same compiled program
         on the plain backend (no encryption). Timings of this call: `.timings`."""
-        x = self.check_input(x, ranges=self.activation_check)
+        x = self.check_input(x, ranges=self.activation_check != "off")
         client, server = self._session(encrypted)
         client.reset_timings()
         server.seconds["evaluate"] = 0.0
@@ -140,65 +146,31 @@ class CompiledModel:
 
     def check_input(self, x, *, ranges: bool = True) -> np.ndarray:
         """Validate a batch (B, C, H, W): shape, finiteness and (optionally) activation ranges."""
-        try:
-            x = np.asarray(x, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"images must be a numeric array (B, C, H, W): {exc}") from None
-        want = tuple(self.input_shape)
-        if x.ndim != len(want) + 1 or x.shape[1:] != want or len(x) == 0:
-            raise InputError(f"expected images of shape (B, {', '.join(map(str, want))}), got {x.shape}: resize or "
-                             "reshape the input (add a batch axis for one image)")
-        bad = ~np.isfinite(x)
-        if bad.any():
-            idx = np.argwhere(bad)[0]
-            raise InputError(f"image {idx[0]} contains NaN or infinity (at {tuple(int(i) for i in idx[1:])}): clean "
-                             "the input")
+        x = check_images(x, self.input_shape)
         if ranges:
             self._check_ranges(x)
         if self.program.bootstraps:
-            self._check_bootstrap_ranges(x)
+            check_bootstraps(self.compiled.final, x)  # (`ranges` is the argument here)
         return x
 
-    def _check_bootstrap_ranges(self, x: np.ndarray) -> None:
-        """Each bootstrap refreshes values within its calibrated bound only: beyond it the modular
-        reduction wraps them around (silently wrong logits), so such inputs are refused here."""
+    def calibrate(self, x) -> None:
+        """Record each activation's largest |pre-activation| over sample inputs x (B, C, H, W) like the
+        training data: the ranges run() accepts (henn.ranges) widen to 1.25x of it."""
+        peaks = ranges.observed_peaks(self.compiled.checked, self.check_input(x, ranges=False))
+        for name, peak in peaks.items():
+            self.calibrated_preactivation[name] = max(peak, self.calibrated_preactivation.get(name, 0.0))
 
-        def hook(node, inp, out):
-            if node.op != "bootstrap":
-                return
-            peak = np.abs(inp.reshape(len(inp), -1)).max(axis=1)
-            if np.any(peak > node.attrs["bound"]):
-                i = int(np.argmax(peak > node.attrs["bound"]))
-                raise InputError(f"image {i}: values before {node.name} reach {peak[i]:.3g}, beyond the bound "
-                                 f"{node.attrs['bound']:.3g} calibrated for it; bootstrapping would wrap them "
-                                 "around: feed inputs scaled like the calibration images, or recompile with "
-                                 "calibration images that cover these")
-
-        interpret.run(self.compiled.final, x, hook=hook)
+    def activation_intervals(self) -> dict[str, tuple[float, float] | None]:
+        """Per activation layer, (centre, half-width) of the pre-activations run() accepts (None: unchecked)."""
+        layers = [n.name for n in ranges.poly_layers(self.compiled.checked)]
+        seen = ranges.clean_peaks(self.observed_preactivation, layers, "the model's .json") \
+            if self.observed_preactivation is not None else {}
+        for name, peak in self.calibrated_preactivation.items():
+            seen[name] = max(peak, seen.get(name, 0.0))
+        return ranges.accepted_intervals(self.compiled.checked, seen)
 
     def _check_ranges(self, x: np.ndarray) -> None:
-        polys = [n.name for n in self.compiled.checked.nodes if n.op == "poly"]
-        seen = self.observed_preactivation if self.observed_preactivation and \
-            len(self.observed_preactivation) == len(polys) else [0.0] * len(polys)
-        observed = dict(zip(polys, seen))
-
-        def hook(node, inp, out):
-            rng = node.attrs.get("range") if node.op == "poly" else None
-            if not rng:
-                return
-            lo, hi = rng
-            mid = (lo + hi) / 2
-            half = max((hi - lo) / 2 * ACTIVATION_RANGE_SLACK, observed[node.name] * OBSERVED_SLACK)
-            dev = np.abs(inp.reshape(len(inp), -1) - mid).max(axis=1)
-            if np.any(dev > half):
-                i = int(np.argmax(dev > half))
-                peak = float(inp[i].flat[np.argmax(np.abs(inp[i] - mid))])
-                raise InputError(f"image {i}: pre-activations of layer {node.name!r} reach {peak:.3g}, far outside "
-                                 f"the activation's fitted range [{lo:g}, {hi:g}] (accepted: {mid - half:g} .. "
-                                 f"{mid + half:g}); the polynomial is meaningless there: feed inputs scaled like the "
-                                 "training data (pixels in [0, 1]) or compile with activation_check=False")
-
-        interpret.run(self.compiled.checked, x, hook=hook)
+        ranges.check(self.compiled.checked, x, self.activation_intervals(), self.activation_check)
 
     def _session(self, encrypted: bool):
         if encrypted not in self._sessions:

@@ -13,6 +13,8 @@ import henn
 from henn import commands
 from henn.errors import HennError
 
+log = logging.getLogger("henn")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="henn", description="Neural networks on CKKS-encrypted data.")
@@ -33,8 +35,17 @@ def main(argv: list[str] | None = None) -> int:
     except HennError as exc:
         print(f"henn: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # files and folders: unreadable, unwritable, missing, disk full
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"henn: error: {exc.strerror or exc}{where}: check the path and its permissions", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: a message, never a traceback
+        log.debug("internal error", exc_info=True)
+        print(f"henn: internal error: {type(exc).__name__}: {exc}; this is a bug, please report it (run with -vv "
+              "for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -181,5 +181,8 @@ def test_keys_of_another_backend_are_refused():
     _, lat_keys = lat.generate_keys(bootstrap=True)
     _, plain_keys = plain.generate_keys(bootstrap=True)
     ct = lat.encrypt(np.zeros(4), lat_keys.public, level=1)
-    with pytest.raises(InputError, match="belongs to the 'plain' backend"):
+    with pytest.raises(InputError, match="several key sets"):
         lat.evaluator(dataclasses.replace(lat_keys, bootstrap=plain_keys.bootstrap)).bootstrap(ct)
+    forged = dataclasses.replace(plain_keys.bootstrap, key_id=lat_keys.key_id)  # same key set, other library
+    with pytest.raises(InputError, match="belongs to the 'plain' backend"):
+        lat.evaluator(dataclasses.replace(lat_keys, bootstrap=forged)).bootstrap(ct)

@@ -63,6 +63,6 @@ def test_info_options(capsys):
 
 
 def test_info_bad_depth_reported(capsys):
-    assert cli.main(["info", "--depth", "0"]) == 0
-    out = capsys.readouterr().out
-    assert "unavailable" in out and "depth must be a positive integer" in out
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["info", "--depth", "0"])
+    assert exc.value.code == 2 and "--depth: 0 is out of range" in capsys.readouterr().err

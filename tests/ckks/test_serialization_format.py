@@ -33,7 +33,7 @@ def craft(magic=ser.MAGIC, version=ser.FORMAT_VERSION, kind=1, meta=None, payloa
 
 def test_layout():
     assert HEAD == 4 + 1 + 1 + 4 + 8 + 4
-    assert ser.MAGIC == b"HENN" and ser.FORMAT_VERSION == 1
+    assert ser.MAGIC == b"HENN" and ser.FORMAT_VERSION == 2
     assert ser.KINDS == {"ciphertext": 1, "plaintext": 2, "public_key": 3, "relin_key": 4, "galois_keys": 5}
 
 
@@ -50,7 +50,8 @@ def test_round_trip(kind):
     (craft(magic=b"HEN0"), "magic"),
     (b"\0" * 64, "magic"),
     (craft(version=0), "version 0"),
-    (craft(version=2), "version 2"),
+    (craft(version=1), "version 1"),  # before key-set identities
+    (craft(version=3), "version 3"),
     (craft(version=255), "version 255"),
     (craft(kind=0), "kind 0"),
     (craft(kind=6), "kind 6"),

@@ -41,7 +41,7 @@ def test_arithmetic_matches_numpy(be, rng):
     with pytest.raises(UnsupportedOperation, match="rescale"):
         ev.multiply(ev.multiply(a, b), a)
     other_sk, _ = be.generate_keys()
-    with pytest.raises(InputError, match="another generate_keys"):
+    with pytest.raises(InputError, match="key set"):  # henn.ckks refuses it before TenSEAL would
         be.decrypt_decode(a, other_sk)
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from henn.ckks import serialization
 from henn.ckks.params import Parameters, ParametersLiteral
 from henn.ckks.values import (BootstrapKeys, Ciphertext, EvaluationKeys, GaloisKeys, Plaintext, PublicKey,
-                              RelinKey, SecretKey)
+                              RelinKey, SecretKey, new_key_id)
 from henn.errors import InputError, LevelError, SerializationError, UnsupportedOperation
 
 Values = float | complex | np.ndarray | list
@@ -117,6 +117,11 @@ class Backend(ABC):
     @abstractmethod
     def _conjugate(self, a: Any, gk: Any) -> Any: ...
     @abstractmethod
+    def _raw_kinds(self, raw: Any) -> frozenset[str]:
+        """The serialization kinds (serialization.KINDS) this library object may be written as,
+        judged from the object itself, never from the Python wrapper around it; "secret_key" for
+        secret key material."""
+    @abstractmethod
     def _serialize(self, kind: str, raw: Any) -> bytes: ...
     @abstractmethod
     def _deserialize(self, kind: str, payload: bytes, meta: dict) -> Any: ...
@@ -202,24 +207,27 @@ class Backend(ABC):
         return float(self._log_q_prefix[self._check_level(level)])
 
     def normalize_step(self, step: int) -> int:
-        if not isinstance(step, (int, np.integer)):
+        if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
             raise InputError(f"rotation step must be an integer, got {step!r}")
         return int(step) % self.slots
 
     # ---- keys --------------------------------------------------------------------------
     def generate_secret_key(self) -> SecretKey:
-        return SecretKey(self._gen_secret_key(), self.name)
+        return SecretKey(self._gen_secret_key(), self.name, new_key_id())
 
     def generate_public_key(self, sk: SecretKey) -> PublicKey:
-        return PublicKey(self._gen_public_key(self._own(sk, SecretKey).raw), self.name)
+        sk = self._own(sk, SecretKey)
+        return PublicKey(self._gen_public_key(sk.raw), self.name, sk.key_id)
 
     def generate_relin_key(self, sk: SecretKey) -> RelinKey:
-        return RelinKey(self._gen_relin_key(self._own(sk, SecretKey).raw), self.name)
+        sk = self._own(sk, SecretKey)
+        return RelinKey(self._gen_relin_key(sk.raw), self.name, sk.key_id)
 
     def generate_galois_keys(self, sk: SecretKey, steps: Iterable[int] = (), conjugate: bool = False) -> GaloisKeys:
         norm = sorted({self.normalize_step(s) for s in steps} - {0})
-        raw = self._gen_galois_keys(self._own(sk, SecretKey).raw, norm, bool(conjugate)) if norm or conjugate else None
-        return GaloisKeys(raw, self.name, frozenset(norm), bool(conjugate))
+        sk = self._own(sk, SecretKey)
+        raw = self._gen_galois_keys(sk.raw, norm, bool(conjugate)) if norm or conjugate else None
+        return GaloisKeys(raw, self.name, frozenset(norm), bool(conjugate), sk.key_id)
 
     def generate_bootstrap_keys(self, sk: SecretKey) -> BootstrapKeys:
         """The bootstrapping keys of these parameters (they must carry bootstrap parameters)."""
@@ -228,8 +236,9 @@ class Backend(ABC):
         if self.params.bootstrap is None:
             raise UnsupportedOperation("these parameters have no bootstrap parameters: build them with "
                                        "ParametersLiteral(..., bootstrap=BootstrapLiteral()) or a boot-* preset")
-        raw, nbytes = self._gen_bootstrap_keys(self._own(sk, SecretKey).raw)
-        return BootstrapKeys(raw, self.name, nbytes)
+        sk = self._own(sk, SecretKey)
+        raw, nbytes = self._gen_bootstrap_keys(sk.raw)
+        return BootstrapKeys(raw, self.name, nbytes, sk.key_id)
 
     def generate_keys(self, rotations: Iterable[int] = (), conjugate: bool = False,
                       relin: bool = True, bootstrap: bool = False) -> tuple[SecretKey, EvaluationKeys]:
@@ -266,11 +275,12 @@ class Backend(ABC):
         pk = self._own(pk, PublicKey)  # before encoding: no library call with a foreign key
         pt = x if isinstance(x, Plaintext) else self.encode(x, level=level, scale=scale)
         pt = self._own(pt, Plaintext)
-        return Ciphertext(self._encrypt(pt.raw, pk.raw), pt.level, pt.scale, self.name)
+        return Ciphertext(self._encrypt(pt.raw, pk.raw), pt.level, pt.scale, self.name, key_id=pk.key_id)
 
     def decrypt(self, ct: Ciphertext, sk: SecretKey) -> Plaintext:
-        ct = self._own(ct, Ciphertext)
-        return Plaintext(self._decrypt(ct.raw, self._own(sk, SecretKey).raw), ct.level, ct.scale, self.name)
+        ct, sk = self._own(ct, Ciphertext), self._own(sk, SecretKey)
+        check_same_key_set("decrypt", ct.key_id, sk.key_id, "this secret key")
+        return Plaintext(self._decrypt(ct.raw, sk.raw), ct.level, ct.scale, self.name)
 
     def decrypt_decode(self, ct: Ciphertext, sk: SecretKey, *, as_complex: bool = False) -> np.ndarray:
         return self.decode(self.decrypt(ct, sk), as_complex=as_complex)
@@ -289,6 +299,11 @@ class Backend(ABC):
         if kind is None:
             raise InputError(f"cannot serialize a {type(obj).__name__}")
         obj = self._own(obj, type(obj))
+        if obj.raw is not None or kind != "galois_keys":
+            self.check_raw_kind(kind, obj.raw, "serialize")
+        elif obj.steps or obj.conjugate:
+            raise InputError("cannot serialize these GaloisKeys: they announce keys but hold none; make them with "
+                             "generate_galois_keys()")
         meta = {"backend": self.name, "params": self.actual_params.fingerprint()}
         if isinstance(obj, (Ciphertext, Plaintext)):
             meta.update(level=obj.level, scale=obj.scale)
@@ -296,8 +311,22 @@ class Backend(ABC):
             meta["degree"] = obj.degree
         if isinstance(obj, GaloisKeys):
             meta.update(steps=sorted(obj.steps), conjugate=obj.conjugate)
+        if not isinstance(obj, Plaintext):
+            if obj.key_id is None:
+                raise InputError(f"cannot serialize this {type(obj).__name__}: it carries no key-set identity "
+                                 "(key_id); make keys with generate_keys() and ciphertexts with encrypt()")
+            meta["key_id"] = obj.key_id
         payload = b"" if obj.raw is None else self._serialize(kind, obj.raw)
         return serialization.pack(kind, meta, payload)
+
+    def check_raw_kind(self, kind: str, raw: Any, op: str) -> None:
+        """Refuse a library object that is not a `kind` (a secret key in a PublicKey wrapper, ...)."""
+        kinds = self._raw_kinds(raw)
+        if kind not in kinds:
+            what = "secret key material" if "secret_key" in kinds else f"a {'/'.join(sorted(kinds)) or 'foreign'} " \
+                                                                      "object"
+            raise InputError(f"cannot {op} this {kind}: its {self.name} library object is {what}, not a {kind}; "
+                             "use the objects generate_keys()/encrypt() return, never re-wrapped ones")
 
     def deserialize(self, data: bytes):
         kind, meta, payload = serialization.unpack(data)
@@ -307,24 +336,30 @@ class Backend(ABC):
         if meta.get("params") != self.actual_params.fingerprint():
             raise SerializationError("data was made under other encryption parameters: open the backend with "
                                      "the same parameters (and primes) as the sender")
-        try:
-            if kind in ("ciphertext", "plaintext"):
-                level, scale = int(meta["level"]), float(meta["scale"])
-                self._check_level(level)
-            if kind == "galois_keys":
-                steps, conjugate = frozenset(int(s) for s in meta["steps"]), bool(meta["conjugate"])
-            raw = None if (kind == "galois_keys" and not payload) else self._deserialize(kind, payload, meta)
-        except (KeyError, ValueError, TypeError, LevelError) as exc:
-            raise SerializationError(f"malformed {kind} data: {exc}") from None
+        meta = serialization.check_meta(kind, meta, max_level=self.max_level, slots=self.slots)
+        if kind in ("ciphertext", "plaintext") and math.log2(meta["scale"]) >= self.log_q_at(meta["level"]):
+            raise SerializationError(f"{kind} header announces scale 2^{math.log2(meta['scale']):.1f}, beyond the "
+                                     f"{self.log_q_at(meta['level']):.0f}-bit modulus at level {meta['level']}: "
+                                     "the data is corrupted")
+        serialization.check_payload_size(kind, len(payload), meta, n=self.params.n, q_count=len(self.q_primes),
+                                         p_count=len(self.p_primes))
+        if kind == "galois_keys" and not payload:
+            if meta["steps"] or meta["conjugate"]:
+                raise SerializationError("galois_keys header announces keys but the payload holds none: the data "
+                                         "is corrupted")
+            raw = None
+        else:
+            raw = self._deserialize(kind, payload, meta)
+        level, scale, key_id = meta.get("level"), meta.get("scale"), meta.get("key_id")
         if kind == "ciphertext":
-            return Ciphertext(raw, level, scale, self.name, int(meta.get("degree", 1)))
+            return Ciphertext(raw, level, scale, self.name, meta["degree"], key_id)
         if kind == "plaintext":
             return Plaintext(raw, level, scale, self.name)
         if kind == "public_key":
-            return PublicKey(raw, self.name)
+            return PublicKey(raw, self.name, key_id)
         if kind == "relin_key":
-            return RelinKey(raw, self.name)
-        return GaloisKeys(raw, self.name, steps, conjugate)
+            return RelinKey(raw, self.name, key_id)
+        return GaloisKeys(raw, self.name, meta["steps"], meta["conjugate"], key_id)
 
     # ---- checks shared with the evaluator ---------------------------------------------------
     def _own(self, obj, cls):
@@ -336,15 +371,21 @@ class Backend(ABC):
         return obj
 
     def _check_level(self, level: int) -> int:
-        if not isinstance(level, (int, np.integer)) or not 0 <= level <= self.max_level:
+        if isinstance(level, (bool, np.bool_)) or not isinstance(level, (int, np.integer)) or \
+                not 0 <= level <= self.max_level:
             raise LevelError(f"level {level!r} outside 0..{self.max_level} of these parameters")
         return int(level)
 
     @staticmethod
     def _check_scale(scale: float) -> float:
-        scale = float(scale)
+        given = scale
+        try:
+            real = not isinstance(scale, (bool, np.bool_)) and isinstance(scale, (int, float, np.integer, np.floating))
+            scale = float(scale) if real else math.nan
+        except OverflowError:
+            scale = math.inf
         if not math.isfinite(scale) or scale < 1.0:
-            raise InputError(f"scale {scale!r} must be a finite number >= 1 (typically 2^30 .. 2^50)")
+            raise InputError(f"scale {given!r} must be a finite number >= 1 (typically 2^30 .. 2^50)")
         return scale
 
     def _as_slot_vector(self, values: Values) -> np.ndarray:
@@ -369,3 +410,11 @@ class Backend(ABC):
         if arr.size < self.slots:
             arr = np.concatenate([arr, np.zeros(self.slots - arr.size, np.complex128)])
         return arr
+
+
+def check_same_key_set(op: str, key_id: str | None, other: str | None, what: str) -> None:
+    """Refuse a ciphertext of key set `key_id` meeting `what` of key set `other` (unknown ids pass)."""
+    if key_id is not None and other is not None and key_id != other:
+        raise InputError(f"cannot {op}: the ciphertext was encrypted under key set {key_id[:8]}, {what} belongs to key "
+                         f"set {other[:8]}; values of different clients' keys cannot be combined: encrypt with the "
+                         "public key of the keys in use")

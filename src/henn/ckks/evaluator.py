@@ -12,16 +12,29 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from henn.ckks.backend import check_same_key_set
 from henn.ckks.values import Ciphertext, EvaluationKeys, Plaintext
 from henn.errors import InputError, LevelError, MissingKeyError, ScaleError, UnsupportedOperation
 
 SCALE_RTOL = 1e-9  # scales closer than this count as equal (they come from the same primes)
 
 
+def _weights(op: str, weights) -> np.ndarray:
+    try:
+        return np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InputError(f"cannot {op}: weights must be real numbers ({exc})") from None
+
+
 class Evaluator:
     def __init__(self, backend, keys: EvaluationKeys):
         self.backend = backend
         self.keys = keys
+        ids = {k.key_id for k in keys.members()}
+        if len(ids) > 1:
+            raise InputError("cannot evaluate with keys of several key sets (key_id differ): use the EvaluationKeys "
+                             "of one Client.generate_keys()/Backend.generate_keys() call")
+        self.key_id = keys.key_id
 
     # ---- addition ------------------------------------------------------------------------
     def add(self, a: Ciphertext, b) -> Ciphertext:
@@ -53,20 +66,21 @@ class Evaluator:
         if isinstance(b, Ciphertext):
             b = self._ct(b, "multiply", degree1=True)
             self._same_level("multiply", a, b)
+            self._same_keys("multiply", a, b)
             out_scale = self._product_scale("multiply", a, b.scale)
             rk = self._relin_key("multiply") if relinearize else None
             raw = be._square(a.raw, rk) if b is a else be._mul(a.raw, b.raw, rk)
-            return Ciphertext(raw, a.level, out_scale, be.name, 1 if relinearize else 2)
+            return Ciphertext(raw, a.level, out_scale, be.name, 1 if relinearize else 2, a.key_id)
         if isinstance(b, Plaintext):
             b = be._own(b, Plaintext)
             self._same_level("multiply", a, b)
             out_scale = self._product_scale("multiply", a, b.scale)
-            return Ciphertext(be._mul_plain(a.raw, b.raw), a.level, out_scale, be.name)
+            return Ciphertext(be._mul_plain(a.raw, b.raw), a.level, out_scale, be.name, key_id=a.key_id)
         c = self._scalar("multiply", b)
         s = float(be.prime(a.level)) if scale is None else be._check_scale(scale)
         out_scale = self._product_scale("multiply", a, s)
         self._scalar_fits("multiply", abs(c), s, a.level)
-        return Ciphertext(be._mul_scalar(a.raw, c, a.level, s), a.level, out_scale, be.name)
+        return Ciphertext(be._mul_scalar(a.raw, c, a.level, s), a.level, out_scale, be.name, key_id=a.key_id)
 
     def linear_combination(self, cts: list[Ciphertext], weights, *, scale: float | None = None) -> Ciphertext:
         """sum_i weights[i] * cts[i] (real weights), NOT rescaled: the caller rescales once.
@@ -75,7 +89,7 @@ class Evaluator:
         (default q_level, so one rescale restores the inputs' scale). Backends may fuse it.
         """
         cts = list(cts)
-        w = np.asarray(weights, dtype=np.float64)
+        w = _weights("linear_combination", weights)
         if not cts or w.shape != (len(cts),):
             raise InputError(f"linear_combination needs one weight per ciphertext, got {w.shape} for {len(cts)}")
         first = self._uniform_inputs("linear_combination", cts, w)
@@ -84,7 +98,7 @@ class Evaluator:
         out_scale = self._product_scale("linear_combination", first, s)
         self._scalar_fits("linear_combination", float(np.max(np.abs(w))), s, first.level)
         raw = be._linear_combination([c.raw for c in cts], w, first.level, s)
-        return Ciphertext(raw, first.level, out_scale, be.name)
+        return Ciphertext(raw, first.level, out_scale, be.name, key_id=first.key_id)
 
     def dot_plain(self, cts: list[Ciphertext], pts: list[Plaintext]) -> Ciphertext:
         """sum_i cts[i] * pts[i], NOT rescaled: one level and one product scale for every term.
@@ -101,7 +115,9 @@ class Evaluator:
             self._same_level("dot_plain", first, c)
             self._same_level("dot_plain", first, p)
             self._same_scale("dot_plain", first, c.scale * p.scale / pts[0].scale)
-        return Ciphertext(be._dot_plain([c.raw for c in cts], [p.raw for p in pts]), first.level, out_scale, be.name)
+            self._same_keys("dot_plain", first, c)
+        return Ciphertext(be._dot_plain([c.raw for c in cts], [p.raw for p in pts]), first.level, out_scale, be.name,
+                          key_id=first.key_id)
 
     def linear_combinations(self, cts: list[Ciphertext], weights, *, scale: float | None = None) -> list[Ciphertext]:
         """[sum_i W[o, i] * cts[i] for each row o of W] (an (m, len(cts)) real matrix), NOT rescaled.
@@ -110,7 +126,7 @@ class Evaluator:
         skipped (sparse rows are cheap); backends may fuse and parallelize it.
         """
         cts = list(cts)
-        w = np.asarray(weights, dtype=np.float64)
+        w = _weights("linear_combinations", weights)
         if not cts or w.ndim != 2 or w.shape[1] != len(cts):
             raise InputError(f"linear_combinations needs an (outputs, {len(cts)}) weight matrix, got shape {w.shape}")
         first = self._uniform_inputs("linear_combinations", cts, w)
@@ -123,7 +139,7 @@ class Evaluator:
         scales = [self._product_scale("linear_combinations", cts[int(f)], s) for f in firsts]
         self._scalar_fits("linear_combinations", float(np.max(np.abs(w))), s, first.level)
         raws = be._linear_combinations([c.raw for c in cts], w, first.level, s)
-        return [Ciphertext(raw, first.level, sc, be.name) for raw, sc in zip(raws, scales)]
+        return [Ciphertext(raw, first.level, sc, be.name, key_id=first.key_id) for raw, sc in zip(raws, scales)]
 
     def square(self, a: Ciphertext, *, relinearize: bool = True) -> Ciphertext:
         return self.multiply(a, a, relinearize=relinearize)
@@ -133,7 +149,7 @@ class Evaluator:
         if a.degree == 1:
             return a
         return Ciphertext(self.backend._relinearize(a.raw, self._relin_key("relinearize")), a.level, a.scale,
-                          self.backend.name)
+                          self.backend.name, key_id=a.key_id)
 
     # ---- levels --------------------------------------------------------------------------
     def rescale(self, a: Ciphertext) -> Ciphertext:
@@ -146,19 +162,19 @@ class Evaluator:
         if new_scale < 2.0:
             raise ScaleError(f"cannot rescale: scale 2^{math.log2(a.scale):.1f} divided by the {q.bit_length()}-bit "
                              "prime leaves no precision; rescale only after a multiplication")
-        return Ciphertext(self.backend._rescale(a.raw), a.level - 1, new_scale, self.backend.name, a.degree)
+        return Ciphertext(self.backend._rescale(a.raw), a.level - 1, new_scale, self.backend.name, a.degree, a.key_id)
 
     def drop_level(self, a: Ciphertext, levels: int = 1) -> Ciphertext:
         """Drop `levels` primes without dividing the scale (to align with a lower operand)."""
         a = self._ct(a, "drop_level")
-        if not isinstance(levels, (int, np.integer)) or levels < 0:
+        if isinstance(levels, (bool, np.bool_)) or not isinstance(levels, (int, np.integer)) or levels < 0:
             raise InputError(f"cannot drop_level: levels must be a non-negative integer, got {levels!r}")
         if levels > a.level:
             raise LevelError(f"cannot drop {levels} levels from a ciphertext at level {a.level}")
         if levels == 0:
             return a
         return Ciphertext(self.backend._drop_level(a.raw, int(levels)), a.level - int(levels), a.scale,
-                          self.backend.name, a.degree)
+                          self.backend.name, a.degree, a.key_id)
 
     def drop_to_level(self, a: Ciphertext, level: int) -> Ciphertext:
         return self.drop_level(a, a.level - level)
@@ -198,7 +214,7 @@ class Evaluator:
             raise ScaleError(f"cannot bootstrap with bound {bound:g}: the output scale 2^{math.log2(out_scale):.1f} "
                              "would hold no precision; scale the values down before")
         raw = be._bootstrap(a.raw, bound, keys.raw, bool(parallel))
-        return Ciphertext(raw, be.max_level, out_scale, be.name)
+        return Ciphertext(raw, be.max_level, out_scale, be.name, key_id=a.key_id)
 
     # ---- rotations -----------------------------------------------------------------------
     def rotate(self, a: Ciphertext, steps: int) -> Ciphertext:
@@ -213,6 +229,8 @@ class Evaluator:
     def rotate_hoisted(self, a: Ciphertext, steps: Iterable[int]) -> dict[int, Ciphertext]:
         """Several rotations of one input, sharing the decomposition (where the backend can)."""
         a = self._ct(a, "rotate_hoisted", degree1=True)
+        if not isinstance(steps, Iterable):
+            raise InputError(f"cannot rotate_hoisted: steps must be a list of integers, got {steps!r}")
         steps = list(steps)
         norm = {st: self.backend.normalize_step(st) for st in steps}
         todo = sorted({s for s in norm.values() if s})
@@ -238,6 +256,7 @@ class Evaluator:
             b = self._ct(b, op)
             self._same_level(op, a, b)
             self._same_scale(op, a, b.scale)
+            self._same_keys(op, a, b)
             if a.degree != b.degree:
                 raise InputError(f"cannot {op}: operands have degrees {a.degree} and {b.degree}; relinearize both")
             raw = be._add(a.raw, b.raw) if op == "add" else be._sub(a.raw, b.raw)
@@ -261,10 +280,12 @@ class Evaluator:
             c = self._ct(c, op, degree1=True)
             self._same_level(op, first, c)
             self._same_scale(op, first, c.scale)
+            self._same_keys(op, first, c)
         return first
 
     def _ct(self, a, op: str, degree1: bool = False) -> Ciphertext:
         a = self.backend._own(a, Ciphertext)
+        check_same_key_set(op, a.key_id, self.key_id, "the evaluation keys")
         if degree1 and a.degree != 1:
             raise InputError(f"cannot {op}: the ciphertext was not relinearized (degree {a.degree}); "
                              "call relinearize() first")
@@ -272,7 +293,11 @@ class Evaluator:
 
     @staticmethod
     def _like(a: Ciphertext, raw) -> Ciphertext:
-        return Ciphertext(raw, a.level, a.scale, a.backend, a.degree)
+        return Ciphertext(raw, a.level, a.scale, a.backend, a.degree, a.key_id)
+
+    @staticmethod
+    def _same_keys(op: str, a: Ciphertext, b: Ciphertext) -> None:
+        check_same_key_set(op, a.key_id, b.key_id, "the other operand")
 
     @staticmethod
     def _same_level(op: str, a, b) -> None:
@@ -299,7 +324,10 @@ class Evaluator:
     def _scalar(op: str, b) -> complex:
         if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, float, complex, np.number)):
             raise InputError(f"cannot {op} with a {type(b).__name__}: use a Ciphertext, Plaintext or number")
-        c = complex(b)
+        try:
+            c = complex(b)
+        except OverflowError:
+            c = complex(math.inf)
         if not (math.isfinite(c.real) and math.isfinite(c.imag)):
             raise InputError(f"cannot {op} by {b!r}: NaN or infinity")
         return c

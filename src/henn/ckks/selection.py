@@ -7,21 +7,27 @@ mode="fixed": one shared set with pinned primes, identical on every backend.
 
 from __future__ import annotations
 
+import numpy as np
+
 from henn.ckks import backends, security
-from henn.ckks.params import MAX_PRIME_BITS, Parameters, ParametersLiteral
+from henn.ckks.params import MAX_PRIME_BITS, MIN_PRIME_BITS, Parameters, ParametersLiteral
 from henn.ckks.primes import ntt_primes
 from henn.errors import ParameterError
 
 MODES = ("library", "fixed")
 DEFAULT_LOG_SCALE = 40
 INTEGER_BITS = 20  # headroom in q0 above the scale for the integer part of results
+# no 128-bit secure ring holds more primes than its whole modulus in the smallest primes: a bound on
+# any depth request, checked before anything is allocated for it
+MAX_DEPTH = max(security.MAX_LOG_QP_128.values()) // MIN_PRIME_BITS
+MAX_SLOTS = 1 << (max(security.MAX_LOG_QP_128) - 1)
 
 
 def fixed_literal(depth: int, slots: int | None = None, log_scale: int | None = None,
                   pin_primes: bool = True) -> ParametersLiteral:
     """The smallest secure ring for `depth` rescales at `log_scale`-bit scale: q0 = scale + 20 bits
     (capped at 60), `depth` primes of the scale's size, one 60-bit special prime."""
-    _check_request(depth, slots)
+    _check_request(depth, slots, log_scale)
     log_scale = DEFAULT_LOG_SCALE if log_scale is None else int(log_scale)
     if not 20 <= log_scale <= MAX_PRIME_BITS - 1:
         raise ParameterError(f"log_scale {log_scale} out of range 20..{MAX_PRIME_BITS - 1}")
@@ -55,16 +61,25 @@ def select_parameters(depth: int, *, backend: str = "plain", mode: str = "librar
     """128-bit secure parameters allowing `depth` rescales with at least `slots` slots."""
     if mode not in MODES:
         raise ParameterError(f"unknown selection mode {mode!r}; use one of {MODES}")
+    _check_request(depth, slots, log_scale)
     if mode == "fixed":
         lit = fixed_literal(depth, slots, log_scale)
     else:
-        _check_request(depth, slots)
         lit = backends.backend_class(backend).recommend(depth, slots, log_scale)
     return Parameters.from_literal(lit, name=f"{mode}-{backend if mode == 'library' else 'shared'}-d{depth}")
 
 
-def _check_request(depth: int, slots: int | None) -> None:
-    if not isinstance(depth, int) or depth < 1:
-        raise ParameterError(f"depth must be a positive integer, got {depth!r}")
-    if slots is not None and (not isinstance(slots, int) or slots < 1):
-        raise ParameterError(f"slots must be a positive integer, got {slots!r}")
+def check_depth(depth: int) -> int:
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
+        raise ParameterError(f"depth must be an integer from 1 to {MAX_DEPTH} (the most levels any 128-bit secure "
+                             f"ring holds), got {depth!r}: lower the depth")
+    return depth
+
+
+def _check_request(depth: int, slots: int | None, log_scale: int | None = None) -> None:
+    check_depth(depth)
+    if log_scale is not None and (isinstance(log_scale, bool) or not isinstance(log_scale, (int, np.integer))):
+        raise ParameterError(f"log_scale must be an integer number of bits (e.g. 40) or None, got {log_scale!r}")
+    if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_SLOTS):
+        raise ParameterError(f"slots must be an integer from 1 to {MAX_SLOTS} (N = 2^{max(security.MAX_LOG_QP_128)}), "
+                             f"got {slots!r}")

@@ -2,22 +2,28 @@
 foreign data before any library parses the payload.
 
     magic "HENN" | format version u8 | kind u8 | meta length u32 | payload length u64 | crc32 u32
-    meta (JSON: backend, params fingerprint, level, scale, ...) | payload (library bytes)
+    meta (JSON: backend, params fingerprint, level, scale, key_id, ...) | payload (library bytes)
 
 The crc32 covers the header fields before it as well as meta and payload, so that a changed
-kind byte cannot pass a key off as another kind of object.
+kind byte cannot pass a key off as another kind of object. The crc is no signature: `check_meta`
+then validates every meta field (types, ranges, known names) and `check_payload_size` bounds the
+payload by what the parameters imply, before a library parses it.
+
+Version 2 added the key-set identity (`key_id`) of ciphertexts and keys.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import struct
 import zlib
 
+from henn.ckks.values import KEY_ID_PATTERN
 from henn.errors import SerializationError
 
 MAGIC = b"HENN"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _HEADER = struct.Struct("<4sBBIQI")
 _CRC_OFFSET = _HEADER.size - 4  # the header bytes the checksum covers: magic .. payload length
 KINDS = {"ciphertext": 1, "plaintext": 2, "public_key": 3, "relin_key": 4, "galois_keys": 5}
@@ -58,9 +64,95 @@ def unpack(data: bytes) -> tuple[str, dict, bytes]:
     if zlib.crc32(body, zlib.crc32(data[:_CRC_OFFSET])) != crc:
         raise SerializationError("checksum mismatch: the data is corrupted")
     try:
-        meta = json.loads(body[:meta_len])
-    except ValueError:
-        raise SerializationError("header metadata is not valid JSON: data is corrupted") from None
+        meta = json.loads(body[:meta_len], parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        raise SerializationError("header metadata is not valid JSON (or holds NaN/Infinity or nests too deeply): "
+                                 "data is corrupted") from None
     if not isinstance(meta, dict):
         raise SerializationError("header metadata is not a JSON object: data is corrupted")
     return _KIND_NAMES[kind], meta, body[meta_len:]
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"JSON constant {name}")
+
+
+# ---- the meta fields of each kind --------------------------------------------------------------
+_COMMON = ("backend", "params")
+FIELDS = {"ciphertext": _COMMON + ("level", "scale", "degree", "key_id"),
+          "plaintext": _COMMON + ("level", "scale"),
+          "public_key": _COMMON + ("key_id",),
+          "relin_key": _COMMON + ("key_id",),
+          "galois_keys": _COMMON + ("steps", "conjugate", "key_id")}
+MAX_DEGREE = 2  # a product that was not relinearized
+
+
+def _bad(kind: str, msg: str):
+    raise SerializationError(f"malformed {kind} header: {msg}; the data is corrupted or forged: serialize it "
+                             "again with Backend.serialize()")
+
+
+def _int(kind: str, meta: dict, name: str, lo: int, hi: int) -> int:
+    v = meta[name]
+    if type(v) is not int or not lo <= v <= hi:
+        _bad(kind, f"{name} = {v!r} is not an integer in {lo}..{hi}")
+    return v
+
+
+def check_meta(kind: str, meta: dict, *, max_level: int, slots: int) -> dict:
+    """The meta fields of `kind`, each checked (type, range, known names) against parameters with
+    `max_level` and `slots`; SerializationError naming the first bad field."""
+    want = FIELDS[kind]
+    missing, unknown = set(want) - set(meta), set(meta) - set(want)
+    if missing or unknown:
+        _bad(kind, f"fields {sorted(missing)} missing, {sorted(unknown)} unknown (expected {list(want)})")
+    for name in _COMMON:
+        if not isinstance(meta[name], str):
+            _bad(kind, f"{name} = {meta[name]!r} is not a string")
+    out = dict(meta)
+    if "level" in want:
+        _int(kind, meta, "level", 0, max_level)
+        scale = meta["scale"]
+        if type(scale) not in (int, float) or not math.isfinite(scale) or scale < 1.0:
+            _bad(kind, f"scale = {scale!r} is not a finite number >= 1")
+        out["scale"] = float(scale)
+    if kind == "ciphertext":
+        _int(kind, meta, "degree", 1, MAX_DEGREE)
+    if "key_id" in want and not (isinstance(meta["key_id"], str) and KEY_ID_PATTERN.fullmatch(meta["key_id"])):
+        _bad(kind, f"key_id = {meta['key_id']!r} is not 32 hex digits")
+    if kind == "galois_keys":
+        steps = meta["steps"]
+        if not isinstance(steps, list) or len(steps) >= slots or \
+                any(type(s) is not int or not 0 < s < slots for s in steps) or steps != sorted(set(steps)):
+            _bad(kind, f"steps must be a sorted list of distinct integers in 1..{slots - 1}")
+        if type(meta["conjugate"]) is not bool:
+            _bad(kind, f"conjugate = {meta['conjugate']!r} is not true or false")
+        out["steps"] = frozenset(steps)
+    return out
+
+
+def max_payload(kind: str, meta: dict, *, n: int, q_count: int, p_count: int) -> int:
+    """The most bytes a payload of `kind` can hold at ring degree n with q_count ciphertext and
+    p_count special primes: its polynomials of 8-byte coefficients (values at their level,
+    keys over Q*P with at most q_count decomposition rows), plus generous room for the library's
+    own headers and indexes. Every backend's format fits (checked by the hostile-serialization tests)."""
+    def polys(count: int, limbs: int) -> int:
+        return count * (limbs * (8 * n + 64) + 256)
+
+    keys = q_count + p_count
+    if kind in ("ciphertext", "plaintext"):
+        size = polys(meta.get("degree", 0) + 1, meta["level"] + 1)
+    elif kind == "public_key":
+        size = polys(2, keys)
+    else:
+        per_key = q_count * polys(2, keys)
+        # a Galois key set may index its keys by Galois element (SEAL: 8 bytes per element, used or not)
+        size = per_key if kind == "relin_key" else (len(meta["steps"]) + int(meta["conjugate"])) * per_key + 16 * n
+    return size + 4096
+
+
+def check_payload_size(kind: str, size: int, meta: dict, *, n: int, q_count: int, p_count: int) -> None:
+    bound = max_payload(kind, meta, n=n, q_count=q_count, p_count=p_count)
+    if size > bound:
+        raise SerializationError(f"{kind} payload of {size} bytes exceeds the {bound} bytes these parameters and "
+                                 "its header allow: the data is corrupted or forged")

@@ -1,10 +1,25 @@
 """Backend-neutral handles. Every value carries its level and scale so that checks happen in
-Python, before a library is called."""
+Python, before a library is called.
+
+Keys and ciphertexts also carry a key-set identity (`key_id`): a random id drawn when a secret
+key is generated, inherited by every key made from it and by every ciphertext encrypted under
+it (and serialized with them). Values of different key sets cannot meet: decrypting or
+evaluating them would give garbage, so henn refuses it instead. It names a key set, it is not
+secret and it authenticates nothing."""
 
 from __future__ import annotations
 
+import re
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
+
+KEY_ID_PATTERN = re.compile(r"[0-9a-f]{32}")
+
+
+def new_key_id() -> str:
+    """A fresh key-set identity (128 random bits, hex)."""
+    return secrets.token_hex(16)
 
 
 @dataclass(eq=False)
@@ -22,6 +37,7 @@ class Ciphertext:
     scale: float
     backend: str
     degree: int = 1  # 1: (c0, c1); 2: after a multiplication that was not relinearized
+    key_id: str | None = None  # the key set it was encrypted under
 
 
 @dataclass(eq=False)
@@ -30,6 +46,7 @@ class SecretKey:
 
     raw: Any = field(repr=False)
     backend: str
+    key_id: str | None = None
 
     def __reduce__(self):
         raise TypeError("secret keys never leave the client: they cannot be pickled or serialized")
@@ -39,12 +56,14 @@ class SecretKey:
 class PublicKey:
     raw: Any = field(repr=False)
     backend: str
+    key_id: str | None = None
 
 
 @dataclass(eq=False)
 class RelinKey:
     raw: Any = field(repr=False)
     backend: str
+    key_id: str | None = None
 
 
 @dataclass(eq=False)
@@ -55,6 +74,7 @@ class GaloisKeys:
     backend: str
     steps: frozenset[int]
     conjugate: bool
+    key_id: str | None = None
 
 
 @dataclass(eq=False)
@@ -65,6 +85,7 @@ class BootstrapKeys:
     raw: Any = field(repr=False)
     backend: str
     nbytes: int = 0  # their size, as the library reports it
+    key_id: str | None = None
 
 
 @dataclass(eq=False)
@@ -79,3 +100,12 @@ class EvaluationKeys:
     @property
     def steps(self) -> frozenset[int]:
         return self.galois.steps if self.galois else frozenset()
+
+    def members(self) -> list[PublicKey | RelinKey | GaloisKeys | BootstrapKeys]:
+        return [k for k in (self.public, self.relin, self.galois, self.bootstrap) if k is not None]
+
+    @property
+    def key_id(self) -> str | None:
+        """The key set these keys belong to (None when there are no keys or they carry no id)."""
+        ids = {k.key_id for k in self.members()}
+        return ids.pop() if len(ids) == 1 else None

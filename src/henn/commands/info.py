@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from henn.ckks import backends, select_parameters
+from henn.ckks.selection import MAX_DEPTH, MAX_SLOTS
+from henn.commands import int_in
 from henn.errors import HennError
 
 
 def register(sub) -> None:
     p = sub.add_parser("info", help="installed backends and the parameters they would choose")
-    p.add_argument("--depth", type=int, default=5, help="multiplicative depth to choose parameters for")
-    p.add_argument("--slots", type=int, default=None, help="minimum number of slots")
+    p.add_argument("--depth", type=int_in(1, MAX_DEPTH), default=5,
+                   help=f"multiplicative depth to choose parameters for (1..{MAX_DEPTH})")
+    p.add_argument("--slots", type=int_in(1, MAX_SLOTS), default=None, help="minimum number of slots")
     p.add_argument("--log-scale", type=int, default=None, help="scale bits (default: each library's own)")
     p.set_defaults(handler=run)
 

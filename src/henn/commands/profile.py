@@ -10,7 +10,9 @@ import time
 from functools import partial
 
 from henn.ckks import backends
+from henn.commands import int_in, output_file
 from henn.errors import InputError
+from henn.runtime.parallel import MAX_THREADS
 
 DEFAULT_DEPTHS = {"primitives": "1-19", "kernels": "7", "model": "5"}
 
@@ -29,23 +31,32 @@ def register(sub) -> None:
         if suite == "kernels":
             s.add_argument("--kernels", nargs="+", metavar="K",
                            help="only these: dot_product linear_transform polynomial mul_chain")
-            s.add_argument("--dot-sizes", type=_ints, default=None, help="vector lengths (default 16,64,256,1024)")
-            s.add_argument("--linear-sizes", type=_ints, default=None, help="matrix sizes n (default 16,32,64,128)")
-            s.add_argument("--degrees", type=_ints, default=None, help="polynomial degrees (default 3,7,15,31)")
+            s.add_argument("--dot-sizes", type=_ints(1 << 16), default=None,
+                           help="vector lengths (default 16,64,256,1024)")
+            s.add_argument("--linear-sizes", type=_ints(1 << 12), default=None,
+                           help="matrix sizes n (default 16,32,64,128)")
+            s.add_argument("--degrees", type=_ints(1 << 10), default=None,
+                           help="polynomial degrees (default 3,7,15,31)")
         if suite == "model":
             s.add_argument("--models", nargs="+", metavar="FILE", help="ONNX files (default: zoo mnist-cnn_*.onnx)")
-            s.add_argument("--threads", type=_ints, default=[1, 2], help="thread counts to compare (default 1,2)")
+            s.add_argument("--threads", type=_ints(MAX_THREADS), default=[1, 2],
+                           help="thread counts to compare (default 1,2)")
         s.set_defaults(handler=run)
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        vals = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not vals or min(vals) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return vals
+def _ints(hi: int):
+    """argparse type: comma-separated integers in 1..hi."""
+    def parse(text: str) -> list[int]:
+        try:
+            vals = [int(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        if not vals or min(vals) < 1 or max(vals) > hi:
+            raise argparse.ArgumentTypeError(f"expected integers from 1 to {hi}, got {text!r}")
+        return vals
+
+    parse.__name__ = "integers"
+    return parse
 
 
 def _common(s, suite: str) -> None:
@@ -58,14 +69,16 @@ def _common(s, suite: str) -> None:
                    help=f"multiplicative depths, e.g. 1-19 or 1,5,10 (default {DEFAULT_DEPTHS[suite]})")
     s.add_argument("--preset", nargs="+", default=[], metavar="NAME",
                    help="also (or with --depths none: only) profile these parameter presets, e.g. insecure_short_d2")
-    s.add_argument("--repeats", type=int, default=10, help="timed calls per op at most (default 10)")
-    s.add_argument("--min-repeats", type=int, default=3, help="timed calls per op at least (default 3)")
-    s.add_argument("--warmup", type=int, default=1, help="untimed calls before timing (default 1)")
+    s.add_argument("--repeats", type=int_in(1, 10_000), default=10, help="timed calls per op at most (default 10)")
+    s.add_argument("--min-repeats", type=int_in(1, 10_000), default=3,
+                   help="timed calls per op at least (default 3)")
+    s.add_argument("--warmup", type=int_in(0, 10_000), default=1, help="untimed calls before timing (default 1)")
     s.add_argument("--budget", type=float, default=0.5,
                    help="seconds of timed calls per op after which timing stops, once --min-repeats are done")
-    s.add_argument("--hoisted-steps", type=int, default=8, help="rotations of the hoisted-rotation op (default 8)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the inputs")
-    s.add_argument("--out", default=f"results/profile-{suite}.json", help="results file to write")
+    s.add_argument("--hoisted-steps", type=int_in(1, 1024), default=8,
+                   help="rotations of the hoisted-rotation op (default 8)")
+    s.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="seed of the inputs")
+    s.add_argument("--out", type=output_file, default=f"results/profile-{suite}.json", help="results file to write")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--no-isolate", action="store_true",
                    help="run every configuration in this process (default: one fresh process each, so that "
@@ -135,4 +148,10 @@ def run(args) -> int:
     failed = sum(r["status"] == "failed" for r in records)
     sys.stdout.write(f"{len(records)} measurements ({failed} failed) in {doc['run']['duration_s']:.0f} s "
                      f"-> {path}\n")
-    return 130 if interrupted else 0
+    if interrupted:
+        return 130
+    if failed == len(records):
+        sys.stderr.write(f"henn: error: every measurement failed: see the errors recorded in {path} (run with -v for "
+                         "more)\n")
+        return 1
+    return 0

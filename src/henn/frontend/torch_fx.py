@@ -85,6 +85,20 @@ class _Emitter:
         self.nodes.append(n)
         self.alias[node.name] = out
 
+    def _output(self, arg) -> str:
+        """The one tensor the model returns (a 1-tuple counts as one); several outputs or a dict are refused."""
+        if isinstance(arg, (tuple, list)) and len(arg) == 1:
+            arg = arg[0]
+        if isinstance(arg, dict):
+            raise UnsupportedOperation(f"the model returns a dict of outputs ({', '.join(map(str, arg))}); henn "
+                                       "compiles models that return one tensor, the logits: return only those")
+        if isinstance(arg, (tuple, list)):
+            raise UnsupportedOperation(f"the model returns {len(arg)} outputs; henn compiles models that return one "
+                                       "tensor, the logits: return only those")
+        if not hasattr(arg, "name") or arg.name not in self.alias:
+            raise UnsupportedOperation(f"the model returns {arg!r}, not a tensor computed from the image input")
+        return self.alias[arg.name]
+
     def _src(self, node) -> str:
         arg = node.args[0]
         if not hasattr(arg, "name") or arg.name not in self.alias:
@@ -99,8 +113,7 @@ class _Emitter:
             self.values[node.name] = Value(node.name, self.shape0)
             self.alias[node.name] = node.name
         elif node.op == "output":
-            arg = node.args[0]
-            self.output = self.alias[(arg[0] if isinstance(arg, (tuple, list)) else arg).name]
+            self.output = self._output(node.args[0])
         elif node.op == "call_module":
             self._module(node, modules[node.target])
         elif node.op in ("call_function", "call_method"):

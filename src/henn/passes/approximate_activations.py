@@ -11,16 +11,20 @@ Every `poly` node gets an evaluation form with the least depth, written as
 Shifts and inner constants are additions (free); `tcoef * u` is a scalar product on a branch with a
 spare level; gain and offset are later folded into the next linear layer (merge_act_pool), so a
 degree-2 activation costs one level and a degree-4 one two, as in paper 000 Table 5.
-Non-polynomial activations (ReLU, sigmoid, ...) are errors naming the layer and what is supported.
+Non-polynomial activations (ReLU, sigmoid, ...) are errors naming the layer and what is supported,
+and so are polynomials with NaN/infinite coefficients or a fitted range that is not a finite
+interval (henn.ranges checks inputs against it).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numpy.polynomial import Polynomial
 
 from henn.activations import ACTIVATIONS
-from henn.errors import UnsupportedOperation
+from henn.errors import InputError, UnsupportedOperation
 from henn.ir.graph import Graph
 
 MAX_DEGREE = 4
@@ -35,9 +39,28 @@ def run(graph: Graph, options=None) -> Graph:
                 f"layer {n.name!r} is a {n.attrs['kind']} activation, which is not a polynomial and cannot be "
                 f"evaluated on CKKS ciphertexts; supported: henn.Poly activations ({', '.join(ACTIVATIONS)}, or any "
                 f"polynomial of degree <= {MAX_DEGREE}): retrain with henn.training (PolyAct)")
+        if n.op == "poly":
+            check_poly(n.attrs, n.name)
         if n.op == "poly" and "form" not in n.attrs:
             n.attrs.update(decompose(n.attrs["coefficients"], n.name))
     return g
+
+
+def check_poly(attrs: dict, layer: str) -> None:
+    """Finite coefficients, and a fitted range (if any) that is a finite interval lo < hi."""
+    try:
+        c = np.asarray(attrs["coefficients"], dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        c = np.array([np.nan])
+    if c.ndim != 1 or not c.size or not np.all(np.isfinite(c)):
+        raise InputError(f"layer {layer!r}: the polynomial activation's coefficients {attrs['coefficients']!r} are "
+                         "not a list of finite numbers: the model is damaged; re-export or retrain it")
+    rng = attrs.get("range")
+    if rng is not None:
+        ok = isinstance(rng, (tuple, list)) and len(rng) == 2 and all(isinstance(v, (int, float)) for v in rng)
+        if not (ok and math.isfinite(rng[0]) and math.isfinite(rng[1]) and rng[0] < rng[1]):
+            raise InputError(f"layer {layer!r}: the activation's fitted range {rng!r} is not a finite interval "
+                             "[lo, hi] with lo < hi: fix the model's range attribute or re-export it")
 
 
 def trim(coefficients) -> np.ndarray:

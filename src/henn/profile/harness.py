@@ -24,6 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from henn.ckks import backends, presets, select_parameters
+from henn.ckks.selection import MAX_DEPTH
 from henn.ckks.precision import precision_bits, relative_error
 from henn.errors import InputError
 from henn.profile import results
@@ -130,13 +131,15 @@ def parse_depths(text: str) -> list[int]:
             part = part.strip()
             if "-" in part:
                 lo, hi = (int(v) for v in part.split("-", 1))
+                if not 1 <= lo <= hi <= MAX_DEPTH:  # before the range is built
+                    raise InputError(f"depths {part!r} must run upward within 1..{MAX_DEPTH}, e.g. 1-19")
                 depths.update(range(lo, hi + 1))
             elif part:
                 depths.add(int(part))
     except ValueError:
         raise InputError(f"cannot read depths {text!r}: write e.g. 1-19, 3,5,7 or 1-4,8") from None
-    if not depths or min(depths) < 1:
-        raise InputError(f"depths {text!r} must be positive integers, e.g. 1-19")
+    if not depths or min(depths) < 1 or max(depths) > MAX_DEPTH:
+        raise InputError(f"depths {text!r} must be integers from 1 to {MAX_DEPTH}, e.g. 1-19")
     return sorted(depths)
 
 

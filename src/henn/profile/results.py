@@ -153,7 +153,8 @@ def read_results(path: str | os.PathLike) -> dict:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
         raise InputError(f"results file {path} does not exist: give the path `henn profile ... --out` wrote") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read results file {path}: {exc}") from None
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON or bad UTF-8
+        raise InputError(f"cannot read results file {path} ({type(exc).__name__}: {exc}): give a JSON file "
+                         "`henn profile` wrote") from None
     validate(doc, source=str(path))
     return doc

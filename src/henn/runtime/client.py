@@ -11,6 +11,7 @@ import numpy as np
 from henn.ckks.values import Ciphertext, EvaluationKeys
 from henn.compiler.program import Program
 from henn.errors import InputError
+from henn.runtime.inputs import check_images
 from henn.runtime.parallel import Parallel
 
 
@@ -65,8 +66,9 @@ class Client:
         return [np.tile(v, slots // len(v)) for v in vecs]
 
     def encrypt(self, images: np.ndarray) -> list[Ciphertext]:
+        """Ciphertexts of one set of images (B, *input_shape), checked as CompiledModel.run checks them."""
         self._need_keys()
-        vecs = self.pack(images)
+        vecs = self.pack(check_images(images, self.program.input_shape))
         be, level = self.backend, self.program.input_level
         t0 = time.perf_counter()
         pts = self.pool.map(lambda v: be.encode(v, level=level), vecs)
@@ -80,6 +82,10 @@ class Client:
     def decrypt(self, cts: list[Ciphertext], n_images: int) -> np.ndarray:
         """Logits (n_images, *output_shape) of one ciphertext set."""
         self._need_keys()
+        per = self.program.images_per_set
+        if isinstance(n_images, bool) or not isinstance(n_images, (int, np.integer)) or not 1 <= n_images <= per:
+            raise InputError(f"a ciphertext set holds 1 to {per} images, got n_images={n_images!r}: give the number "
+                             "of images that were encrypted together")
         t0 = time.perf_counter()
         vecs = self.pool.map(lambda ct: self.backend.decrypt_decode(ct, self._sk), cts)
         self.seconds["decrypt"] += time.perf_counter() - t0

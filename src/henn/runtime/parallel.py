@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+from henn.errors import InputError
+
 DEFAULT_THREADS = 2
 GIL_HOLDING_BACKENDS = ("seal",)
 
@@ -18,9 +20,27 @@ def releases_gil(backend) -> bool:
     return bool(getattr(backend, "releases_gil", backend.name not in GIL_HOLDING_BACKENDS))
 
 
+MAX_THREADS = 1024
+
+
+def check_threads(threads) -> int:
+    """`threads` as an int in 1..MAX_THREADS, else InputError."""
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+        raise InputError(f"threads must be an integer from 1 to {MAX_THREADS}, got {threads!r}: give the number of "
+                         "worker threads (e.g. 2)")
+    return threads
+
+
 def default_threads() -> int:
-    env = os.environ.get("HENN_THREADS")
-    return max(1, int(env)) if env else min(DEFAULT_THREADS, os.cpu_count() or 1)
+    """HENN_THREADS when set, else DEFAULT_THREADS (at most the CPU count)."""
+    env = os.environ.get("HENN_THREADS", "").strip()
+    if not env:
+        return min(DEFAULT_THREADS, os.cpu_count() or 1)
+    try:
+        return check_threads(int(env))
+    except (ValueError, InputError):
+        raise InputError(f"HENN_THREADS={env!r} is not an integer from 1 to {MAX_THREADS}: set it to the number of "
+                         "worker threads (e.g. HENN_THREADS=2) or unset it") from None
 
 
 class Parallel:
@@ -32,7 +52,7 @@ class Parallel:
 
     @classmethod
     def for_backend(cls, backend, threads: int | None = None) -> Parallel:
-        n = default_threads() if threads is None else threads
+        n = default_threads() if threads is None else check_threads(threads)
         return cls(n if releases_gil(backend) else 1)
 
     def map(self, fn, items) -> list:

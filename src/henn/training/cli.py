@@ -9,6 +9,8 @@ import json
 def add_train_command(subparsers) -> argparse.ArgumentParser:
     """Register ``train`` on an ``argparse`` sub-parsers object; returns the sub-parser."""
     from henn.activations import ACTIVATIONS
+    from henn.commands import int_in, output_file
+    from henn.runtime.parallel import MAX_THREADS
 
     p = subparsers.add_parser(
         "train",
@@ -20,11 +22,11 @@ def add_train_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default=None,
                    help="folder holding mnist/ and cifar10/ (default: $HENN_DATA_DIR or "
                         "../shared/datasets next to the repository)")
-    p.add_argument("--out", required=True, help="output .onnx path")
-    p.add_argument("--epochs", type=int, default=None,
+    p.add_argument("--out", required=True, type=output_file, help="output .onnx path")
+    p.add_argument("--epochs", type=int_in(1, 10_000), default=None,
                    help="default: 30 for mnist-cnn, 25 for cifar-cnn")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0)
+    p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=2, help="torch CPU threads (default 2)")
     p.set_defaults(func=run_train, handler=run_train)
     return p
 

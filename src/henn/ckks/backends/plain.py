@@ -6,9 +6,12 @@ estimate precision without encrypting."""
 from __future__ import annotations
 
 import io
+import json
 import math
+import tokenize
 
 import numpy as np
+from numpy.lib import format as npy_format
 
 from henn.ckks.backend import Backend
 from henn.ckks.primes import ntt_primes
@@ -16,10 +19,15 @@ from henn.ckks.selection import fixed_literal
 from henn.errors import SerializationError
 
 _SIGMA = 3.2  # standard deviation of the RLWE error distribution
+_NPY_HEADER_MAX = 1024  # bytes of .npy header a (slots,) complex128 vector needs, with room
+# what NumPy's .npy reader raises on forged headers (literal parsing, tokenizing, sizes)
+_NPY_ERRORS = (ValueError, SyntaxError, TypeError, OverflowError, MemoryError, RecursionError, EOFError, OSError,
+               tokenize.TokenError)
 
 
 class _Key:
-    """Stands in for key material; remembers what it was made for."""
+    """Stands in for key material; remembers what it was made for (kind: a serialization kind or
+    "secret_key")."""
 
     def __init__(self, kind: str, steps=(), conjugate=False):
         self.kind, self.steps, self.conjugate = kind, tuple(steps), conjugate
@@ -59,16 +67,16 @@ class PlainBackend(Backend):
 
     # ---- keys ----------------------------------------------------------------------------
     def _gen_secret_key(self):
-        return _Key("secret")
+        return _Key("secret_key")
 
     def _gen_public_key(self, sk):
-        return _Key("public")
+        return _Key("public_key")
 
     def _gen_relin_key(self, sk):
-        return _Key("relin")
+        return _Key("relin_key")
 
     def _gen_galois_keys(self, sk, steps, conjugate):
-        return _Key("galois", steps, conjugate)
+        return _Key("galois_keys", steps, conjugate)
 
     # ---- encoding ------------------------------------------------------------------------
     def _encode(self, values, level, scale):
@@ -128,7 +136,7 @@ class PlainBackend(Backend):
         return a * c
 
     def _gen_bootstrap_keys(self, sk):
-        return _Key("bootstrap"), 0
+        return _Key("bootstrap_keys"), 0
 
     def _bootstrap(self, a, divide, keys, parallel):
         """The refreshed values; with the noise model, a Gaussian error whose maximum over the slots
@@ -142,23 +150,57 @@ class PlainBackend(Backend):
         return self._noisy(v, self.params.default_scale, _SIGMA)
 
     # ---- serialization ---------------------------------------------------------------------
+    def _raw_kinds(self, raw):
+        if isinstance(raw, _Key):
+            return frozenset({raw.kind})
+        if isinstance(raw, np.ndarray):
+            return frozenset({"ciphertext", "plaintext"})
+        return frozenset()
+
     def _serialize(self, kind, raw):
         if isinstance(raw, _Key):
-            return repr((raw.kind, list(raw.steps), raw.conjugate)).encode()
+            return json.dumps({"kind": raw.kind, "steps": sorted(raw.steps), "conjugate": raw.conjugate}).encode()
         buf = io.BytesIO()
         np.save(buf, raw, allow_pickle=False)
         return buf.getvalue()
 
     def _deserialize(self, kind, payload, meta):
         if kind in ("public_key", "relin_key", "galois_keys"):
-            return _Key(kind, meta.get("steps", ()), meta.get("conjugate", False))
+            return self._load_key(kind, payload, meta)
+        return self._load_vector(kind, payload)
+
+    @staticmethod
+    def _load_key(kind, payload, meta):
+        """The key the payload describes, which must be exactly what the header announces."""
         try:
-            arr = np.load(io.BytesIO(payload), allow_pickle=False)
-        except (ValueError, OSError, EOFError) as exc:
-            raise SerializationError(f"plain payload unreadable: {exc}") from None
-        if arr.shape != (self.slots,) or arr.dtype != np.complex128:
-            raise SerializationError(f"plain payload has shape {arr.shape}, expected ({self.slots},)")
-        return arr
+            d = json.loads(payload)
+        except (ValueError, RecursionError):
+            d = None
+        steps, conjugate = sorted(meta.get("steps", ())), meta.get("conjugate", False)
+        if d != {"kind": kind, "steps": steps, "conjugate": conjugate}:
+            raise SerializationError(f"plain {kind} payload does not hold the key its header announces: the data "
+                                     "is corrupted")
+        return _Key(kind, steps, conjugate)
+
+    def _load_vector(self, kind, payload):
+        """A (slots,) complex128 vector from .npy bytes: the .npy header is read and checked before
+        any array is allocated, and every error of NumPy's reader becomes a SerializationError."""
+        fp = io.BytesIO(payload)
+        try:
+            version = npy_format.read_magic(fp)
+            read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+            shape, fortran, dtype = read(fp, max_header_size=_NPY_HEADER_MAX)
+        except _NPY_ERRORS as exc:
+            raise SerializationError(f"plain {kind} payload is not a readable .npy array ({type(exc).__name__}: "
+                                     f"{exc}): the data is corrupted") from None
+        if shape != (self.slots,) or fortran or dtype != np.dtype("<c16"):
+            raise SerializationError(f"plain {kind} payload holds a {dtype} array of shape {shape}, expected "
+                                     f"complex128 of shape ({self.slots},): the data is corrupted")
+        body = payload[fp.tell():]
+        if len(body) != self.slots * 16:
+            raise SerializationError(f"plain {kind} payload has {len(body)} data bytes, its .npy header announces "
+                                     f"{self.slots * 16}: the data is corrupted")
+        return np.frombuffer(body, dtype=np.complex128).copy()
 
 
 BACKEND = PlainBackend

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import math
+import struct
 from functools import lru_cache
 
 import numpy as np
@@ -27,6 +28,7 @@ import numpy as np
 from henn.ckks import security
 from henn.ckks.backend import Backend
 from henn.ckks.params import MAX_PRIME_BITS, ParametersLiteral
+from henn.ckks.selection import check_depth
 from henn.errors import BackendError, InputError, ParameterError, SerializationError
 
 try:  # the binding is optional: available() reports how to install it
@@ -39,6 +41,8 @@ log = logging.getLogger(__name__)
 INSTALL_HINT = "pip install seal-python==4.4.0"
 SEAL_MAX_LOG_N = 15  # SEAL's 128-bit tables (CoeffModulus.MaxBitCount) stop at N = 32768
 _SCALE_RTOL = 1e-9
+_SEAL_HEADER = struct.Struct("<HBBBBHQ")  # SEALHeader: magic, header size, version major/minor, compr mode, -, size
+_SEAL_MAGIC = 0xA15E
 
 
 class _SecretKeyRaw:
@@ -89,6 +93,24 @@ def galois_element(step: int, n: int) -> int:
     return 2 * n - 1 if step == 0 else pow(3, step, 2 * n)
 
 
+def _check_seal_header(kind: str, payload: bytes) -> None:
+    """SEAL's own 16-byte header (magic, header size, version, compression mode, total size):
+    uncompressed data of exactly the payload's length, so that SEAL neither decompresses nor
+    reads past what was received."""
+    if len(payload) < _SEAL_HEADER.size:
+        raise SerializationError(f"{kind} payload of {len(payload)} bytes is shorter than SEAL's header: the data "
+                                 "is corrupted")
+    magic, header_size, _, _, compression, _, size = _SEAL_HEADER.unpack_from(payload)
+    if magic != _SEAL_MAGIC or header_size != _SEAL_HEADER.size:
+        raise SerializationError(f"{kind} payload does not start with SEAL's header: the data is corrupted")
+    if compression != 0:
+        raise SerializationError(f"{kind} payload is compressed (SEAL mode {compression}); henn writes and reads "
+                                 "uncompressed SEAL data only: serialize it with Backend.serialize()")
+    if size != len(payload):
+        raise SerializationError(f"{kind} payload is {len(payload)} bytes but SEAL's header announces {size}: the "
+                                 "data is corrupted")
+
+
 class SealBackend(Backend):
     name = "seal"
 
@@ -111,6 +133,7 @@ class SealBackend(Backend):
         """SEAL's documented CKKS strategy (examples/4_ckks_basics): [60] + [scale]*depth + [60]
         on the smallest ring whose 128-bit bound (CoeffModulus.MaxBitCount) admits the total."""
         _require_seal()
+        check_depth(depth)
         if log_scale is None:
             log_scale, first = 40, 60
         else:
@@ -328,6 +351,17 @@ class SealBackend(Backend):
         return self._mul_plain(a, self._encode_constant(c, level, scale))
 
     # ---- serialization -----------------------------------------------------------------------
+    def _raw_kinds(self, raw):
+        if isinstance(raw, (_SecretKeyRaw, seal.SecretKey)):
+            return frozenset({"secret_key"})
+        if isinstance(raw, _PublicKeyRaw):
+            return frozenset({"public_key"} if isinstance(raw.key, seal.PublicKey) else ())
+        for cls, kind in ((seal.Ciphertext, "ciphertext"), (seal.Plaintext, "plaintext"),
+                          (seal.RelinKeys, "relin_key"), (seal.GaloisKeys, "galois_keys")):
+            if isinstance(raw, cls):
+                return frozenset({kind})
+        return frozenset()
+
     def _serialize(self, kind, raw):
         none = seal.compr_mode_type.none  # the only mode this binding was built with
         if kind == "ciphertext":
@@ -339,6 +373,7 @@ class SealBackend(Backend):
         return raw.to_string()  # relin_key, galois_keys
 
     def _deserialize(self, kind, payload, meta):
+        _check_seal_header(kind, payload)
         try:
             if kind == "ciphertext":
                 obj = seal.Ciphertext()
@@ -365,7 +400,7 @@ class SealBackend(Backend):
         if kind == "relin_key" and not obj.has_key(2):
             raise SerializationError("relin_key payload holds no relinearization key: the data is corrupted")
         if kind == "galois_keys":
-            want = [int(s) for s in meta.get("steps", [])] + ([0] if meta.get("conjugate") else [])
+            want = sorted(meta["steps"]) + ([0] if meta["conjugate"] else [])
             missing = [s for s in want if not obj.has_key(galois_element(s, self.params.n))]
             if missing:
                 raise SerializationError(f"galois_keys payload lacks the keys of steps {missing} (0 = conjugation) "
@@ -374,17 +409,17 @@ class SealBackend(Backend):
 
     def _check_loaded_value(self, kind, obj, meta):
         level = self._level_of.get(tuple(obj.parms_id()))
-        if level is None or level != int(meta["level"]):
+        if level is None or level != meta["level"]:
             raise SerializationError(f"{kind} payload sits at SEAL chain index {level}, header says level "
                                      f"{meta['level']}: the data is corrupted")
         if not obj.is_ntt_form():
             raise SerializationError(f"{kind} payload is not in NTT form as CKKS requires: the data is corrupted")
         if kind == "ciphertext":
-            if obj.contains_seed() or obj.size() != int(meta.get("degree", 1)) + 1:
+            if obj.contains_seed() or obj.size() != meta["degree"] + 1:
                 raise SerializationError(f"ciphertext payload has {obj.size()} parts, header says degree "
-                                         f"{meta.get('degree', 1)}: the data is corrupted")
-        scale = float(meta["scale"])
-        if not scale > 0 or abs(obj.scale() / scale - 1.0) > _SCALE_RTOL:
+                                         f"{meta['degree']}: the data is corrupted")
+        scale = meta["scale"]
+        if abs(obj.scale() / scale - 1.0) > _SCALE_RTOL:
             raise SerializationError(f"{kind} payload has scale {obj.scale()!r}, header says {scale!r}: the data "
                                      "is corrupted")
         obj.scale(scale)

@@ -38,6 +38,7 @@ import numpy as np
 from henn.ckks import security
 from henn.ckks.backend import Backend
 from henn.ckks.params import MAX_PRIME_BITS, ParametersLiteral
+from henn.ckks.selection import check_depth
 from henn.errors import BackendError, InputError, ParameterError, SerializationError, UnsupportedOperation
 
 try:  # optional: available() says how to install it
@@ -123,6 +124,7 @@ class TensealBackend(Backend):
         """TenSEAL has no parameter selection; its tutorials follow SEAL's rule: [60] + [scale]*depth
         + [60] on the smallest ring SEAL's 128-bit table (CoeffModulus.MaxBitCount) admits."""
         cls.version()
+        check_depth(depth)
         log_scale = 40 if log_scale is None else int(log_scale)
         if not 20 <= log_scale <= MAX_PRIME_BITS - 1:
             raise ParameterError(f"log_scale {log_scale} out of range 20..{MAX_PRIME_BITS - 1} for TenSEAL")
@@ -291,6 +293,13 @@ class TensealBackend(Backend):
         return float(c.real)
 
     # ---- serialization -----------------------------------------------------------------------
+    def _raw_kinds(self, raw):
+        """A context holds the secret, public and relinearization keys together; serializing it as a
+        public or relinearization key writes that key alone (never the secret one)."""
+        if isinstance(raw, _Context):
+            return frozenset({"public_key"} | ({"relin_key"} if raw.data.has_relin_keys() else set()))
+        return frozenset({"ciphertext"} if isinstance(raw, _Ct) else {"plaintext"} if isinstance(raw, _Plain) else ())
+
     def _serialize(self, kind, raw):
         if kind == "ciphertext":
             return struct.pack("<B", raw.pending) + raw.vec.serialize()
@@ -305,7 +314,13 @@ class TensealBackend(Backend):
                 if self._last is None:
                     raise SerializationError("no keys yet: generate or load keys before loading ciphertexts")
                 (pending,) = struct.unpack_from("<B", payload)
+                if pending > 1:
+                    raise SerializationError(f"tenseal ciphertext announces {pending} pending rescales (at most 1): "
+                                             "the data is corrupted")
                 vec = ts._ts_cpp.CKKSVector(self._last.data, bytes(payload[1:]))
+                if vec.size() != self.slots:
+                    raise SerializationError(f"tenseal ciphertext holds {vec.size()} values, not {self.slots}: the "
+                                             "data is corrupted")
                 return _Ct(vec, self._last, pending)
             if kind in ("public_key", "relin_key"):
                 ctx = _Context(ts._ts_cpp.TenSEALContext.deserialize(bytes(payload), self.n_threads))

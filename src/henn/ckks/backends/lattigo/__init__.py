@@ -41,12 +41,14 @@ from henn.ckks import security, serialization
 from henn.ckks.backend import Backend
 from henn.ckks.backends.lattigo import bridge
 from henn.ckks.params import MAX_PRIME_BITS, MAX_SPECIAL_PRIME_BITS, ParametersLiteral
-from henn.ckks.selection import smallest_secure_log_n
+from henn.ckks.selection import check_depth, smallest_secure_log_n
 from henn.errors import BackendError, ParameterError, SecurityError, SerializationError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LOG_SCALE = 45  # Lattigo's example parameters (schemes/ckks/example_parameters.go)
+_KIND_NAMES = {**{v: k for k, v in serialization.KINDS.items()}, 6: "secret_key",
+               7: "bootstrap_keys"}  # go/exports_kind.go
 _SCALE_RTOL = 1e-9
 
 
@@ -108,6 +110,7 @@ class LattigoBackend(Backend):
         - the smallest N that henn's security table (henn.ckks.security, the authority: Lattigo
           itself does not check the standard) admits for the total, and that holds `slots`.
         """
+        check_depth(depth)
         log_scale = DEFAULT_LOG_SCALE if log_scale is None else int(log_scale)
         if not 20 <= log_scale <= MAX_PRIME_BITS - 1:
             raise ParameterError(f"log_scale {log_scale} out of range 20..{MAX_PRIME_BITS - 1} for Lattigo")
@@ -307,25 +310,31 @@ class LattigoBackend(Backend):
         return hs, np.ascontiguousarray(weights, dtype=np.float64)
 
     # ---- serialization ---------------------------------------------------------------------------
+    def _raw_kinds(self, raw):
+        if not isinstance(raw, bridge.Handle):
+            return frozenset()
+        code = c_int()
+        self._bridge.call("henn_kind", raw.value, byref(code))
+        name = _KIND_NAMES.get(code.value)
+        return frozenset({name} if name else ())
+
     def _serialize(self, kind, raw):
         ptr, n = c_void_p(), c_size_t()
         self._bridge.call("henn_marshal", raw.value, byref(ptr), byref(n))
         return self._bridge.take_bytes(ptr, n.value)
 
     def _deserialize(self, kind, payload, meta):
-        level = int(meta["level"]) if kind in ("ciphertext", "plaintext") else 0
-        degree = int(meta.get("degree", 1)) if kind == "ciphertext" else 0
-        if kind == "ciphertext" and degree not in (1, 2):
-            raise SerializationError(f"ciphertext header announces degree {degree}: the data is corrupted")
+        level = meta["level"] if kind in ("ciphertext", "plaintext") else 0
+        degree = meta["degree"] if kind == "ciphertext" else 0
         raw = self._new("henn_unmarshal", serialization.KINDS[kind], bytes(payload), len(payload), level, degree)
         if kind in ("ciphertext", "plaintext"):
             got = self._metadata(raw)[1]
-            want = float(meta["scale"])
-            if not (want > 0 and math.isfinite(got) and abs(got / want - 1.0) <= _SCALE_RTOL):
+            want = meta["scale"]
+            if not (math.isfinite(got) and abs(got / want - 1.0) <= _SCALE_RTOL):
                 raise SerializationError(f"{kind} payload has scale {got!r}, its header says {want!r}: the data "
                                          "is corrupted")
         if kind == "galois_keys":
-            self._check_galois(raw, [int(s) for s in meta["steps"]], bool(meta["conjugate"]))
+            self._check_galois(raw, sorted(meta["steps"]), meta["conjugate"])
         return raw
 
     def _check_galois(self, raw, steps: list[int], conjugate: bool) -> None:

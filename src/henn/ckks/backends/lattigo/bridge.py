@@ -79,6 +79,7 @@ SIGNATURES: dict[str, tuple] = {
     "henn_keygen_bootstrap": (H, H, OUT_H),
     "henn_bootstrap_key_bytes": (H, H, INT64S),
     "henn_bootstrap": (H, H, H, c_double, c_int, OUT_H),
+    "henn_kind": (H, POINTER(c_int)),
 }
 
 _load_lock = threading.Lock()

@@ -1,0 +1,130 @@
+"""The input range of every polynomial activation, checked on the client before encrypting.
+
+A polynomial only stands for its activation on the interval it was fitted on (swish: [-7, 7]),
+and even an exact one (the square) only gives the trained network's logits for pre-activations
+like those of the data it was trained on; far beyond, CKKS values also outgrow the modulus. So
+every `poly` layer gets an accepted interval, centre +- half-width:
+
+    half = max(ACTIVATION_RANGE_SLACK * fitted half-width,  OBSERVED_SLACK * largest |pre-activation|)
+
+The largest |pre-activation| comes from calibration data: the model's .json metadata (the
+training set, written by `henn train`) and/or sample inputs given to `henn.compile(calibration=)`.
+A layer with neither a fitted range nor calibration data has no interval: compiling warns, and
+its inputs are unchecked. Modes: "error" (refuse the batch), "warn" (log and go on), "off".
+
+Bootstraps (place_bootstraps) have a bound calibrated the same way; beyond it the modular
+reduction wraps values around, so an input that exceeds one is always refused (check_bootstraps).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+
+from henn.errors import InputError
+from henn.ir import interpret
+from henn.ir.graph import Graph
+
+log = logging.getLogger(__name__)
+
+ACTIVATION_RANGE_SLACK = 1.5
+OBSERVED_SLACK = 1.25
+MODES = {True: "error", False: "off", "error": "error", "warn": "warn", "off": "off"}
+
+
+def check_mode(mode) -> str:
+    """activation_check as one of "error", "warn", "off" (True = "error", False = "off")."""
+    if isinstance(mode, (bool, str)) and mode in MODES:
+        return MODES[mode]
+    raise InputError(f"activation_check={mode!r}: use True/'error' (refuse out-of-range inputs), 'warn' (log them) "
+                     "or False/'off'")
+
+
+def poly_layers(graph: Graph) -> list:
+    return [n for n in graph.nodes if n.op == "poly"]
+
+
+def observed_peaks(graph: Graph, x: np.ndarray) -> dict[str, float]:
+    """The largest |pre-activation| of each polynomial activation over the inputs x."""
+    peaks: dict[str, float] = {}
+
+    def hook(node, inp, out):
+        if node.op == "poly":
+            peaks[node.name] = max(peaks.get(node.name, 0.0), float(np.max(np.abs(inp))))
+
+    interpret.run(graph, x, hook=hook)
+    return peaks
+
+
+def accepted_intervals(graph: Graph, observed: dict[str, float]) -> dict[str, tuple[float, float] | None]:
+    """Per poly layer: (centre, half-width) of the inputs it accepts, or None (nothing to go by)."""
+    out = {}
+    for node in poly_layers(graph):
+        rng, seen = node.attrs.get("range"), observed.get(node.name, 0.0)
+        mid, half = 0.0, 0.0
+        if rng:
+            lo, hi = rng
+            mid, half = (lo + hi) / 2, (hi - lo) / 2 * ACTIVATION_RANGE_SLACK
+        half = max(half, seen * OBSERVED_SLACK)
+        out[node.name] = (mid, half) if half > 0 else None
+    return out
+
+
+def check(graph: Graph, x: np.ndarray, intervals: dict[str, tuple[float, float] | None], mode: str) -> None:
+    """Refuse (mode "error") or log (mode "warn") a batch whose pre-activations leave an interval."""
+    if mode == "off":
+        return
+
+    def hook(node, inp, out):
+        if node.op != "poly" or intervals.get(node.name) is None:
+            return
+        mid, half = intervals[node.name]
+        dev = np.abs(inp.reshape(len(inp), -1) - mid).max(axis=1)
+        if not np.any(dev > half):
+            return
+        i = int(np.argmax(dev > half))
+        peak = float(inp[i].flat[np.argmax(np.abs(inp[i] - mid))])
+        rng = node.attrs.get("range")
+        fitted = f"the activation's fitted range [{rng[0]:g}, {rng[1]:g}]" if rng else \
+            "the pre-activations seen on calibration data"
+        msg = (f"image {i}: pre-activations of layer {node.name!r} reach {peak:.3g}, far outside {fitted} "
+               f"(accepted: {mid - half:g} .. {mid + half:g}); the encrypted logits are meaningless there")
+        if mode == "error":
+            raise InputError(f"{msg}: feed inputs scaled like the training data (pixels in [0, 1]) or compile with "
+                             "activation_check=False (or 'warn' to log such inputs and go on)")
+        log.warning("%s (activation_check='warn': evaluating anyway)", msg)
+
+    interpret.run(graph, x, hook=hook)
+
+
+def clean_peaks(values, layers: list[str], source: str) -> dict[str, float]:
+    """Per-layer peaks from a list in layer order; ignored (with a warning) unless it has one finite
+    non-negative number per layer."""
+    try:
+        peaks = [float(v) for v in values]
+    except (TypeError, ValueError, OverflowError):
+        peaks = None
+    if peaks is None or len(peaks) != len(layers) or not all(math.isfinite(v) and v >= 0 for v in peaks):
+        log.warning("ignoring the pre-activation maxima in %s: expected %d finite non-negative numbers, one per "
+                    "activation layer", source, len(layers))
+        return {}
+    return dict(zip(layers, peaks))
+
+
+def check_bootstraps(graph: Graph, x: np.ndarray) -> None:
+    """Refuse inputs whose values before a bootstrap of the compiled graph exceed its bound."""
+
+    def hook(node, inp, out):
+        if node.op != "bootstrap":
+            return
+        peak = np.abs(inp.reshape(len(inp), -1)).max(axis=1)
+        if np.any(peak > node.attrs["bound"]):
+            i = int(np.argmax(peak > node.attrs["bound"]))
+            raise InputError(f"image {i}: values before {node.name} reach {peak[i]:.3g}, beyond the bound "
+                             f"{node.attrs['bound']:.3g} calibrated for it; bootstrapping would wrap them around: "
+                             "feed inputs scaled like the calibration images, or recompile with calibration images "
+                             "that cover these")
+
+    interpret.run(graph, x, hook=hook)
