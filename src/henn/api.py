@@ -29,7 +29,7 @@ from henn.errors import InputError
 from henn.ir import interpret
 from henn.passes import CompileOptions
 from henn.runtime import Client, Server
-from henn.runtime.memory import check_memory
+from henn.runtime.memory import check_memory, machine_budget
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,12 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
 
     mode: "single" (one image per ciphertext set, latency) or "batch" (throughput: G channels of one
     position for slots / G images per ciphertext; batch_group sets G, by default the smallest that
-    fits half the machine's memory: 1 for MNIST, 16-32 for CIFAR-10). params: explicit henn.ckks.Parameters (else chosen from the depth the model
+    fits henn.runtime.memory's share of the machine's memory: 1 for MNIST, 16-32 for CIFAR-10). params: explicit henn.ckks.Parameters (else chosen from the depth the model
     needs, 128-bit secure). activation_check: refuse inputs whose pre-activations fall far outside
     an activation's fitted range (checked on the client, in cleartext, before encrypting).
     """
-    options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params, batch_group=batch_group)
+    options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params, batch_group=batch_group,
+                             memory_budget=machine_budget())
     cm = CompiledModel(compile_model(model, input_shape, options), backend, activation_check, threads)
     cm.observed_preactivation = _observed_preactivation(model)
     return cm

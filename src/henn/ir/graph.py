@@ -11,35 +11,17 @@ Passes are pure: they `copy()` the graph, change the copy and return it; `verify
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import numpy as np
 
-from henn.errors import HennError
+from henn.ir import ops
+from henn.ir.node import IRError, Node, Value
 
-
-class IRError(HennError):
-    """The IR is malformed: a bug in a frontend or a pass (the message names the node)."""
-
-
-@dataclass
-class Value:
-    name: str
-    shape: tuple[int, ...]
-    level: int | None = None
-    log_scale: float | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Node:
-    op: str
-    name: str
-    inputs: list[str]
-    output: str
-    attrs: dict[str, Any] = field(default_factory=dict)
-    params: dict[str, np.ndarray] = field(default_factory=dict)
+__all__ = ["Graph", "IRError", "Node", "Value"]
 
 
 @dataclass
@@ -98,8 +80,6 @@ class Graph:
 
     # ---- checking and printing --------------------------------------------------------------
     def verify(self) -> Graph:
-        from henn.ir import ops
-
         defined = {self.input}
         if self.input not in self.values:
             raise IRError(f"graph input {self.input!r} has no value entry")
@@ -162,6 +142,11 @@ def _fmt_value(v: Value) -> str:
 def _fmt(v: Any) -> str:
     if hasattr(v, "describe"):
         return v.describe()
+    if isinstance(v, Enum):
+        return repr(v.value)
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):  # layouts and plans: fields set apart from defaults
+        return type(v).__name__ + _fmt({f.name: getattr(v, f.name) for f in dataclasses.fields(v)
+                                        if not _is_default(getattr(v, f.name), f.default)})
     if isinstance(v, np.ndarray):
         return _fmt_array(v)
     if isinstance(v, float):
@@ -172,6 +157,10 @@ def _fmt(v: Any) -> str:
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k}: {_fmt(x)}" for k, x in sorted(v.items())) + "}"
     return repr(v) if isinstance(v, str) else str(v)
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    return default is not dataclasses.MISSING and not isinstance(value, np.ndarray) and value == default
 
 
 def _fmt_array(a: np.ndarray) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from henn.ir.graph import IRError, Node
+from henn.ir.node import IRError, Node
 
 OPS = ("conv2d", "batchnorm", "poly", "activation", "avgpool", "sumpool", "flatten", "linear")
 LINEAR_OPS = ("conv2d", "linear")

@@ -19,7 +19,8 @@ class CompileOptions:
     threshold_eps: float | None = None    # None: paper 000's rule (1e-6 with a degree-4 activation, else 1e-7)
     selection: str = "library"            # henn.ckks.select_parameters mode: "library" or "fixed"
     batch_group: int | None = None        # batch mode: channels per ciphertext (None: the fewest that fit memory)
-    memory_budget: int | None = None      # bytes of ciphertexts alive at once (None: half the machine's RAM)
+    memory_budget: int | None = None      # batch mode: bytes for ciphertexts + weights (None: no limit;
+                                          # henn.compile fills it from the machine)
 
     def __post_init__(self):
         if self.mode not in MODES:

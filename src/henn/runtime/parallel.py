@@ -1,8 +1,8 @@
 """Coarse-grained parallelism over independent ciphertext operations.
 
-Backends whose calls release the GIL (lattigo through ctypes, plain/NumPy) get a thread pool;
-SEAL's binding holds the GIL for every call, so it runs single-threaded (threads would only add
-overhead).
+Backends whose calls release the GIL (`backend.releases_gil`: lattigo through ctypes, plain/NumPy)
+get a thread pool; SEAL's binding holds the GIL for every call, so it runs single-threaded (threads
+would only add overhead).
 """
 
 from __future__ import annotations
@@ -11,11 +11,6 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 DEFAULT_THREADS = 2
-GIL_HOLDING_BACKENDS = ("seal",)
-
-
-def releases_gil(backend) -> bool:
-    return bool(getattr(backend, "releases_gil", backend.name not in GIL_HOLDING_BACKENDS))
 
 
 def default_threads() -> int:
@@ -33,7 +28,7 @@ class Parallel:
     @classmethod
     def for_backend(cls, backend, threads: int | None = None) -> Parallel:
         n = default_threads() if threads is None else threads
-        return cls(n if releases_gil(backend) else 1)
+        return cls(n if backend.releases_gil else 1)
 
     def map(self, fn, items) -> list:
         items = list(items)

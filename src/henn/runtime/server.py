@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from henn.ckks.values import Ciphertext, EvaluationKeys, SecretKey
-from henn.compiler.program import Program
+from henn.program import Program
 from henn.errors import InputError
 from henn.runtime.executor import Executor
 

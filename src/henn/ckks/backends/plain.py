@@ -27,6 +27,7 @@ class _Key:
 
 class PlainBackend(Backend):
     name = "plain"
+    encrypts = False
 
     def __init__(self, params, *, noise: bool = False, seed: int | None = 0):
         self.noise = noise

@@ -91,6 +91,7 @@ def galois_element(step: int, n: int) -> int:
 
 class SealBackend(Backend):
     name = "seal"
+    releases_gil = False  # seal-python holds the GIL for every call
 
     # ---- library, parameters -------------------------------------------------------------
     @classmethod
