@@ -56,7 +56,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def _packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    unit = lambda name: ".".join(name.split(".")[:2])  # noqa: E731 - henn.<package or module>
+    unit = lambda name: ".".join(name.split(".")[:2])
     out: dict[str, set[str]] = {}
     for src, targets in graph.items():
         out.setdefault(unit(src), set()).update(unit(t) for t in targets if unit(t) != unit(src))

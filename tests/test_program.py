@@ -90,7 +90,7 @@ def test_loader_refuses_malformed_files(single, monkeypatch):
         "types": lambda h: h.update(depth="5"),
         "arrays": lambda h: h["steps"][0].update(arrays=["weight"]),
     }
-    for name, edit in bad.items():
+    for edit in bad.values():
         with pytest.raises(SerializationError, match="malformed"):
             Program.from_bytes(_rewrite(data, edit))
     for junk in (b"", b"PK\x03\x04junk", np.arange(3).tobytes()):

@@ -46,9 +46,10 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
 
     mode: "single" (one image per ciphertext set, latency) or "batch" (throughput: G channels of one
     position for slots / G images per ciphertext; batch_group sets G, by default the smallest that
-    fits henn.runtime.memory's share of the machine's memory: 1 for MNIST, 16-32 for CIFAR-10). params: explicit henn.ckks.Parameters (else chosen from the depth the model
-    needs, 128-bit secure). activation_check: refuse inputs whose pre-activations fall far outside
-    an activation's fitted range (checked on the client, in cleartext, before encrypting).
+    fits henn.runtime.memory's share of the machine's memory: 1 for MNIST, 16-32 for CIFAR-10).
+    params: explicit henn.ckks.Parameters (else chosen from the depth the model needs, 128-bit secure).
+    activation_check: refuse inputs whose pre-activations fall far outside an activation's fitted
+    range (checked on the client, in cleartext, before encrypting).
     """
     options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params, batch_group=batch_group,
                              memory_budget=machine_budget())

@@ -28,7 +28,7 @@ import math
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
@@ -47,7 +47,7 @@ class ProgramError(HennError):
     """A Program breaks its own contract (a compiler bug, or a damaged or hostile file)."""
 
 
-class StepKind(str, Enum):
+class StepKind(StrEnum):
     LINEAR_BATCH = "linear_batch"
     SUM_BATCH = "sum_batch"
     ACT = "act"
@@ -256,7 +256,8 @@ class Program:
                   "input_pack": pack, "input_arrays": sorted(k[3:] for k in arrays if k.startswith("in.")),
                   "output_gain": self.output_gain, "final_level": self.final_level}
         buf = io.BytesIO()
-        np.savez_compressed(buf, __header__=np.frombuffer(json.dumps(header).encode(), np.uint8), **arrays)
+        arrays["__header__"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+        np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub misreads **kwds
         return buf.getvalue()
 
     @classmethod
@@ -264,10 +265,10 @@ class Program:
         """Load and verify a program file; anything malformed is a SerializationError."""
         try:
             z = np.load(io.BytesIO(data), allow_pickle=False)
-            if not isinstance(z, np.lib.npyio.NpzFile):
+            if not isinstance(z, np.lib.npyio.NpzFile) or z.zip is None:
                 raise SerializationError("not an archive")
-            if sum(info.file_size for info in z.zip.infolist()) > MAX_FILE_BYTES or \
-                    z.zip.getinfo("__header__.npy").file_size > MAX_HEADER_BYTES:
+            sizes = {info.filename: info.file_size for info in z.zip.infolist()}
+            if sum(sizes.values()) > MAX_FILE_BYTES or sizes.get("__header__.npy", 0) > MAX_HEADER_BYTES:
                 raise SerializationError(f"more than {MAX_FILE_BYTES >> 30} GiB once decompressed")
             h = json.loads(bytes(z["__header__"]).decode())
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, SerializationError) as exc:
@@ -321,19 +322,25 @@ def _typed(value, kind: type):
     return value
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+_ATTR_TYPES: dict[str, Callable[[object], bool]] = {
+    "int": lambda v: _is_int(v) and v >= 0,  # type: ignore[operator]
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+    "form": lambda v: isinstance(v, str) and v in ACT_FORMS,
+    "ints": lambda v: isinstance(v, list) and all(_is_int(x) for x in v),
+}
+
+
 def _check_fields(step: Step, spec: StepSpec) -> None:
     if set(step.attrs) != set(spec.attrs) or set(step.arrays) != set(spec.arrays):
         raise ProgramError(f"layer {step.name!r} ({step.kind.value}) has attributes {sorted(step.attrs)} and "
                            f"arrays {sorted(step.arrays)}, expected {sorted(spec.attrs)} and {sorted(spec.arrays)}")
     for key, kind in spec.attrs.items():
-        v = step.attrs[key]
-        ok = {"int": lambda: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-              "float": lambda: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-              "form": lambda: v in ACT_FORMS,
-              "ints": lambda: isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v),
-              }[kind]()
-        if not ok:
-            raise ProgramError(f"layer {step.name!r}: attribute {key}={v!r} is not a valid {kind}")
+        if not _ATTR_TYPES[kind](step.attrs[key]):
+            raise ProgramError(f"layer {step.name!r}: attribute {key}={step.attrs[key]!r} is not a valid {kind}")
     for key, (dtype, ndim) in spec.arrays.items():
         a = step.arrays[key]
         if not isinstance(a, np.ndarray) or a.dtype.kind != dtype or a.ndim != ndim or \

@@ -162,7 +162,8 @@ def test_memory_guard_refuses_oversized_batches():
     c = compile_model(build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="batch"))
     be = open_backend("plain", c.program.params)
     need = ciphertext_bytes(c.program, be)
-    assert need == (720 + 800) * 16 * 8192  # the second conv: 720 in, 800 out (complex slots); activations free as they go
+    # the second conv: 720 in, 800 out (complex slots); activations free as they go
+    assert need == (720 + 800) * 16 * 8192
     check_memory(c.program, be, need)
     with pytest.raises(UnsupportedOperation, match="GiB of ciphertexts"):
         check_memory(c.program, be, need - 1)

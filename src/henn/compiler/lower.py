@@ -34,11 +34,18 @@ def lower(g: Graph) -> Program:
         steps, pack, elem = _single(g)
     return Program(m["packing"], m["params"], m["depth"], tuple(g.input_shape), tuple(g.output_shape),
                    tuple(m["rotation_steps"]), bool(m["relin"]), steps, pack, elem,
-                   float(m.get("output_gain", 1.0)), m.get("output_offset"), g.values[g.output].level).verify()
+                   float(m.get("output_gain", 1.0)), m.get("output_offset"), _at(g, g.output)).verify()
+
+
+def _at(g: Graph, value: str) -> int:
+    level = g.values[value].level
+    if level is None:
+        raise AssertionError("lowering needs the levels of plan_levels")
+    return level
 
 
 def _level(g: Graph, node: Node) -> int:
-    return g.values[node.inputs[0]].level
+    return _at(g, node.inputs[0])
 
 
 def _act(g: Graph, node: Node) -> list[Step]:

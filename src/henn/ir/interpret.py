@@ -12,7 +12,7 @@ import numpy as np
 
 from henn.ir.graph import Graph, IRError, Node
 
-_NONPOLY = {
+_NONPOLY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "relu": lambda x: np.maximum(x, 0.0),
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "tanh": np.tanh,

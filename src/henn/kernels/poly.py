@@ -201,8 +201,8 @@ class _Poly:
             if m == 1:
                 return ct
             return self.ev.negate(ct) if m == -1 else self.ev.multiply(ct, float(m), scale=1.0)
-        m = math.copysign(math.ceil(abs(c)), c)
-        return self.ev.multiply(ct, float(c), scale=m / c)
+        whole = math.copysign(math.ceil(abs(c)), c)
+        return self.ev.multiply(ct, float(c), scale=whole / c)
 
     def sum_terms(self, coeffs: dict[int, float], budget: int, level: int, pre_scale: float) -> Ciphertext:
         """sum_k c_k x^k (all k < 2^budget) at `level` = top - budget + 1 and exactly `pre_scale`,

@@ -71,6 +71,8 @@ def rotate_and_sum(ev, ct: Ciphertext, n: int, stride: int = 1) -> Ciphertext:
             acc = partial if acc is None else ev.add(partial, ev.rotate(acc, (1 << i) * stride))
         if i < top:
             partial = ev.add(partial, ev.rotate(partial, (1 << i) * stride))
+    if acc is None:
+        raise AssertionError("n >= 1 sets acc")
     return acc
 
 

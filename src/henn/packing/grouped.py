@@ -11,11 +11,12 @@ every plaintext entry repeated B times. Convolutions share weights across positi
 diagonal vectors repeat: a layer keeps only its distinct ones.
 
 A grouped layout has period G and K (virtual) ciphertexts, plus for feature maps `chan` (groups,
-G): the channel in each virtual slot of a group, and `hw`: (H, W). Ciphertexts of a feature map are position-major (k = p * groups + g), so
-a convolution's outputs, computed in order, finish with their inputs row by row and the executor
-can free them as it goes. The graph input may be *replicated* (fewer channels than G: slot j holds
-channel j mod C, which the client packs for free), so that a first convolution reads every input
-channel within a slot or two of every output channel instead of through G diagonals.
+G): the channel in each virtual slot of a group, and `hw`: (H, W). Ciphertexts of a feature map are
+position-major (k = p * groups + g), so a convolution's outputs, computed in order, finish with
+their inputs row by row and the executor can free them as it goes. The graph input may be
+*replicated* (fewer channels than G: slot j holds channel j mod C, which the client packs for
+free), so that a first convolution reads every input channel within a slot or two of every output
+channel instead of through G diagonals.
 """
 
 from __future__ import annotations

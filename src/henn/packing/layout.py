@@ -9,12 +9,12 @@ image) or of one virtual ciphertext of G slots (grouped batch packing).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
 
-class LayoutKind(str, Enum):
+class LayoutKind(StrEnum):
     NATURAL = "natural"          # element i in slot i of a periodic block
     STRIDED = "strided"          # conv output after an im2col input: position p of channel o at o*Np' + p
     EXPANDED = "expanded"        # im2col of the next conv's input: tap j, position p at j*Np' + p

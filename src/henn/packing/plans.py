@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
 
-class Strategy(str, Enum):
+class Strategy(StrEnum):
     TAPS = "taps"
     DIRECT = "direct"        # out slot r = sum of diagonals, BSGS rotations
     HYBRID = "hybrid"        # few outputs: pow2(m) diagonals over the period, then a rotate-and-sum

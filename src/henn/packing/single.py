@@ -57,7 +57,10 @@ def taps_tables(conv, in_shape, out_layout: Layout):
     return index, weight, bias
 
 
-def _triples(strategy: Strategy, in_layout: Layout, mat, conv, in_shape):
+Triples = tuple[np.ndarray, np.ndarray, np.ndarray, int, Layout]  # out_slot, delta, weight, period, out layout
+
+
+def _triples(strategy: Strategy, in_layout: Layout, mat, conv, in_shape) -> Triples:
     """(out_slot, delta, weight, period, out_layout) of one block."""
     if strategy == Strategy.EXPANDED:
         cols, wts = matrices.conv_taps(conv, in_shape)
@@ -81,7 +84,7 @@ def _triples(strategy: Strategy, in_layout: Layout, mat, conv, in_shape):
     return (in_slot - delta) % period, delta, coo.data, period, natural(m)
 
 
-def _blocked(slot, delta, w, period, out: Layout, blocks: int):
+def _blocked(slot, delta, w, period: int, out: Layout, blocks: int) -> Triples | None:
     """Spread the diagonals over `blocks` copies of a P-periodic input (P = period, K = P / blocks):
     block r takes the diagonals r*K <= delta < (r+1)*K with the common rotation delta - r*K and writes
     output i at position i + r*K of its block; a rotate-and-sum with stride P + K adds the blocks into
@@ -107,7 +110,7 @@ def transform(strategy: Strategy, blocks: int, in_layout: Layout, mat, conv=None
     return _diagonals(spread)
 
 
-def _diagonals(spread):
+def _diagonals(spread: Triples) -> tuple[bsgs.Diagonals, Layout]:
     slot, delta, w, period, out = spread
     zeros = np.zeros(len(slot), np.int64)
     return bsgs.diagonals(zeros, zeros, delta, slot, w, period), out

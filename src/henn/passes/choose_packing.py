@@ -84,7 +84,8 @@ def _plan_multi(g: Graph, slots: int) -> None:
 
 def segments(g: Graph) -> list[list]:
     """Runs of linear nodes between activations, in order (empty runs included)."""
-    out, cur = [], []
+    out: list[list] = []
+    cur: list = []
     for n in g.nodes:
         if n.op == "poly":
             out.append(cur)

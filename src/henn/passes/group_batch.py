@@ -71,6 +71,8 @@ def _plan(g: Graph, group: int, stride: int) -> None:
         elif node.op == "flatten":
             layout = grouped.flattened(layout)
         elif node.op != "poly":
-            raise UnsupportedOperation(f"layer {node.name!r} ({node.op}) cannot be packed; run the earlier passes first")
+            raise UnsupportedOperation(
+                f"layer {node.name!r} ({node.op}) cannot be packed; run the earlier passes first"
+            )
         g.values[node.output].meta["layout"] = layout
         shape = g.shape(node.output)

@@ -24,7 +24,7 @@ from henn.passes.approximate_activations import decompose
 
 def run(graph: Graph, options=None) -> Graph:
     g = graph.copy()
-    pending: dict[str, tuple[float, np.ndarray]] = {}
+    pending: dict[str, tuple[float, np.ndarray | None]] = {}
     for n in list(g.nodes):
         src = n.inputs[0]
         gain, offset = pending.get(src, (1.0, None))

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +52,7 @@ class _Keys:
         self.pk = be.generate_public_key(self.sk)
         self.rk = be.generate_relin_key(self.sk)
 
-    def evaluator(self, steps=()) -> tuple[object, dict]:
+    def evaluator(self, steps=()) -> tuple[Any, dict]:
         """An evaluator with Galois keys for exactly `steps`, and what making them cost."""
         steps = sorted(set(steps))
         t0 = time.perf_counter()
@@ -159,7 +161,7 @@ def _chain(keys: _Keys, rec: Recorder) -> None:
                 errors.append(error_entry(kind, expect, keys.dec(acc)))
             return {"latency": summarize([seconds / len(state)], 0), "error": errors,
                     "extra": {"level": be.max_level - step}}
-        if rec.run("mul_chain", one, size=step, size_name="multiplications")["status"] != "ok":
+        if (rec.run("mul_chain", one, size=step, size_name="multiplications") or {}).get("status") != "ok":
             break
 
 
@@ -186,6 +188,6 @@ def run(be, rec: Recorder, settings: Settings, kernels: tuple[str, ...] | None =
                 rec.fail(name, f"InputError: n = {size} does not fit the {be.slots} slots of these parameters",
                          size=size, size_name=size_name)
                 continue
-            rec.run(name, lambda fn=fn, size=size: fn(keys, size, settings), size=size, size_name=size_name)
+            rec.run(name, partial(fn, keys, size, settings), size=size, size_name=size_name)
     if "mul_chain" in wanted:
         _chain(keys, rec)

@@ -150,13 +150,13 @@ class Executor:
                 ct = self.ev.add(ct, float(bias[r]))
             return self.ev.rescale(ct) if step.rescale else ct
 
-        out = []
+        out: list[Ciphertext] = []
         n, per = len(indptr) - 1, self.LINEAR_ROWS_PER_CALL
         for lo in range(0, n, per):
             rows = range(lo, min(n, lo + per))
-            cts = self.ev.linear_combinations(value, dense[rows.start:rows.stop])
-            out.extend(ct for part in self.pool.map(lambda rng: [finish(cts[r - lo], r) for r in rng],
-                                                   self._split(rows)) for ct in part)
+            cts = dict(zip(rows, self.ev.linear_combinations(value, dense[rows.start:rows.stop])))
+            for part in self.pool.map(lambda rng, cts=cts: [finish(cts[r], r) for r in rng], self._split(rows)):
+                out.extend(part)
         return out
 
     def _split(self, rows: range) -> list[range]:
