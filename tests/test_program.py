@@ -22,8 +22,9 @@ def single():
     name = "insecure_program_n12_d5"
     if name not in presets.names():
         presets.register(name, ParametersLiteral(12, (50,) + (36,) * 5, (50,), 36))
-    return compile_model(build_cnn(mnist_layers("square"), seed=1), None,
-                         CompileOptions(mode="single", params=presets.get(name))).program
+    return compile_model(
+        build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="single", params=presets.get(name))
+    ).program
 
 
 def _with_step(p: Program, i: int, **changes) -> Program:
@@ -57,8 +58,9 @@ def test_verify_names_what_breaks_the_contract(single):
         "without a key": dataclasses.replace(single, rotation_steps=single.rotation_steps[:-1]),
         "has attributes": _with_step(single, 1, attrs={"form": "square"}),
         "BSGS tables": _with_step(single, bsgs, attrs={**single.steps[bsgs].attrs, "cts_in": 2}),
-        "finite": _with_step(single, 0, arrays={**single.steps[0].arrays,
-                                                "bias": np.full_like(single.steps[0].arrays["bias"], np.nan)}),
+        "finite": _with_step(
+            single, 0, arrays={**single.steps[0].arrays, "bias": np.full_like(single.steps[0].arrays["bias"], np.nan)}
+        ),
         "not a valid form": _with_step(single, 1, attrs={**single.steps[1].attrs, "form": "__class__"}),
     }
     for message, broken in cases.items():
@@ -103,6 +105,7 @@ def test_loader_refuses_malformed_files(single, monkeypatch):
 
 def test_a_new_step_kind_is_a_spec_in_the_registry(single):
     assert set(program_module.STEPS) == set(StepKind)
-    step = Step(StepKind.ACT, "extra", single.final_level, attrs={"form": "identity", "shift": 0.5, "inner": 0,
-                                                                 "tcoef": 0})
+    step = Step(
+        StepKind.ACT, "extra", single.final_level, attrs={"form": "identity", "shift": 0.5, "inner": 0, "tcoef": 0}
+    )
     dataclasses.replace(single, steps=[*single.steps, step]).verify()

@@ -37,7 +37,7 @@ from henn.ckks.params import Parameters, ParametersLiteral
 from henn.errors import HennError, SerializationError
 
 FORMAT = "henn-program/2"
-MAX_FILE_BYTES = 16 << 30    # decompressed size of a program file we agree to read
+MAX_FILE_BYTES = 16 << 30  # decompressed size of a program file we agree to read
 MAX_HEADER_BYTES = 64 << 20
 ACT_FORMS = ("identity", "square", "cubic", "quartic")
 PACK_KINDS = ("batch", "grouped", "taps", "multi", "natural")
@@ -95,8 +95,13 @@ def _csr_check(step: Step, n_in: int, slots: int) -> None:
 
 def _taps_check(step: Step, n_in: int, slots: int) -> None:
     weight, period, blocks = step.arrays["weight"], step.attrs["period"], step.attrs["blocks"]
-    if len(weight) != n_in or weight.shape[1] != period * blocks or slots % weight.shape[1] or \
-            step.arrays["bias"].shape != (period,) or blocks & (blocks - 1):
+    if (
+        len(weight) != n_in
+        or weight.shape[1] != period * blocks
+        or slots % weight.shape[1]
+        or step.arrays["bias"].shape != (period,)
+        or blocks & (blocks - 1)
+    ):
         raise ProgramError(f"layer {step.name!r}: taps tables do not match {n_in} ciphertexts of {slots} slots")
 
 
@@ -104,11 +109,22 @@ def _bsgs_check(step: Step, n_in: int, slots: int) -> None:
     a, cts_in, cts_out = step.arrays, step.attrs["cts_in"], step.attrs["cts_out"]
     ent, vectors, biases = a["entries"], a["vectors"], a["biases"]
     width = vectors.shape[1] * step.attrs["stride"]
-    ok = (cts_in == n_in and ent.shape[1:] == (5,) and width >= 1 and slots % width == 0 and
-          biases.shape[1:] == vectors.shape[1:] and a["bias_index"].shape == (cts_out,))
+    ok = (
+        cts_in == n_in
+        and ent.shape[1:] == (5,)
+        and width >= 1
+        and slots % width == 0
+        and biases.shape[1:] == vectors.shape[1:]
+        and a["bias_index"].shape == (cts_out,)
+    )
     if ok and len(ent):
-        ok = bool(ent.min() >= 0 and ent[:, 0].max() < cts_in and ent[:, 1].max() < cts_out and
-                  ent[:, 4].max() < len(vectors) and np.all(np.diff(ent[:, 1]) >= 0))
+        ok = bool(
+            ent.min() >= 0
+            and ent[:, 0].max() < cts_in
+            and ent[:, 1].max() < cts_out
+            and ent[:, 4].max() < len(vectors)
+            and np.all(np.diff(ent[:, 1]) >= 0)
+        )
     if ok and cts_out:
         ok = bool(a["bias_index"].min() >= 0 and a["bias_index"].max() < len(biases))
     if not ok:
@@ -131,25 +147,41 @@ def _bsgs_rotations(step: Step) -> set[int]:
 
 _CSR = {"indptr": ("i", 1), "indices": ("i", 1)}
 STEPS: dict[StepKind, StepSpec] = {
-    StepKind.LINEAR_BATCH: StepSpec({}, {**_CSR, "data": ("f", 1), "bias": ("f", 1)},
-                                    lambda s, n: len(s.arrays["indptr"]) - 1, _csr_check),
+    StepKind.LINEAR_BATCH: StepSpec(
+        {}, {**_CSR, "data": ("f", 1), "bias": ("f", 1)}, lambda s, n: len(s.arrays["indptr"]) - 1, _csr_check
+    ),
     StepKind.SUM_BATCH: StepSpec({}, _CSR, lambda s, n: len(s.arrays["indptr"]) - 1, _csr_check, frees_inputs=True),
-    StepKind.ACT: StepSpec({"form": "form", "shift": "float", "inner": "float", "tcoef": "float"}, {},
-                           lambda s, n: n, lambda s, n, slots: None, frees_inputs=True),
-    StepKind.TAPS: StepSpec({"period": "int", "blocks": "int"}, {"weight": ("f", 2), "bias": ("f", 1)},
-                            lambda s, n: 1, _taps_check,
-                            lambda s: {s.attrs["period"] << k for k in range(s.attrs["blocks"].bit_length() - 1)}),
-    StepKind.BSGS: StepSpec({"cts_in": "int", "cts_out": "int", "stride": "int", "fold": "int", "fold_stride": "int"},
-                            {"entries": ("i", 2), "vectors": ("f", 2), "biases": ("f", 2), "bias_index": ("i", 1)},
-                            lambda s, n: s.attrs["cts_out"], _bsgs_check, _bsgs_rotations, frees_inputs=True),
-    StepKind.ROTATION_POOL: StepSpec({"steps": "ints", "cts_in": "int"}, {}, lambda s, n: n, _count_check,
-                                     lambda s: set(s.attrs["steps"])),
+    StepKind.ACT: StepSpec(
+        {"form": "form", "shift": "float", "inner": "float", "tcoef": "float"},
+        {},
+        lambda s, n: n,
+        lambda s, n, slots: None,
+        frees_inputs=True,
+    ),
+    StepKind.TAPS: StepSpec(
+        {"period": "int", "blocks": "int"},
+        {"weight": ("f", 2), "bias": ("f", 1)},
+        lambda s, n: 1,
+        _taps_check,
+        lambda s: {s.attrs["period"] << k for k in range(s.attrs["blocks"].bit_length() - 1)},
+    ),
+    StepKind.BSGS: StepSpec(
+        {"cts_in": "int", "cts_out": "int", "stride": "int", "fold": "int", "fold_stride": "int"},
+        {"entries": ("i", 2), "vectors": ("f", 2), "biases": ("f", 2), "bias_index": ("i", 1)},
+        lambda s, n: s.attrs["cts_out"],
+        _bsgs_check,
+        _bsgs_rotations,
+        frees_inputs=True,
+    ),
+    StepKind.ROTATION_POOL: StepSpec(
+        {"steps": "ints", "cts_in": "int"}, {}, lambda s, n: n, _count_check, lambda s: set(s.attrs["steps"])
+    ),
 }
 
 
 @dataclass(frozen=True)
 class Program:
-    mode: str                       # "batch" | "single"
+    mode: str  # "batch" | "single"
     params: Parameters
     depth: int
     input_shape: tuple[int, ...]
@@ -157,7 +189,7 @@ class Program:
     rotation_steps: tuple[int, ...]
     relin: bool
     steps: list[Step]
-    input_pack: dict                # kind (PACK_KINDS) and the client's slot maps
+    input_pack: dict  # kind (PACK_KINDS) and the client's slot maps
     output_elem: np.ndarray | None  # logical output index of each slot of the output ciphertexts (not batch)
     output_gain: float = 1.0
     output_offset: np.ndarray | None = None
@@ -203,9 +235,13 @@ class Program:
         return -(-len(self.output_elem) // width) if self.output_elem is not None else 0
 
     def summary(self) -> dict:
-        return {"mode": self.mode, "depth": self.depth, "params": self.params.describe(),
-                "rotation_steps": len(self.rotation_steps),
-                "steps": [(s.kind.value, s.name, s.level) for s in self.steps]}
+        return {
+            "mode": self.mode,
+            "depth": self.depth,
+            "params": self.params.describe(),
+            "rotation_steps": len(self.rotation_steps),
+            "steps": [(s.kind.value, s.name, s.level) for s in self.steps],
+        }
 
     # ---- checking ----------------------------------------------------------------------------
     def verify(self) -> Program:
@@ -227,8 +263,10 @@ class Program:
                 raise ProgramError(f"layer {step.name!r} rotates by {sorted(missing)[:4]} without a key")
             n, level = spec.outputs(step, n), (self.depth if spec.refreshes_level else step.level)
         if self.final_level > level or n != self.output_cts:
-            raise ProgramError(f"the program ends with {n} ciphertexts at level {self.final_level}, expected "
-                               f"{self.output_cts} at level {level} or below")
+            raise ProgramError(
+                f"the program ends with {n} ciphertexts at level {self.final_level}, expected "
+                f"{self.output_cts} at level {level} or below"
+            )
         return self
 
     # ---- serialization -----------------------------------------------------------------------
@@ -238,8 +276,16 @@ class Program:
         for i, s in enumerate(self.steps):
             for k, a in s.arrays.items():
                 arrays[f"s{i}.{k}"] = a
-            steps.append({"kind": s.kind.value, "name": s.name, "level": s.level, "rescale": s.rescale,
-                          "attrs": s.attrs, "arrays": sorted(s.arrays)})
+            steps.append(
+                {
+                    "kind": s.kind.value,
+                    "name": s.name,
+                    "level": s.level,
+                    "rescale": s.rescale,
+                    "attrs": s.attrs,
+                    "arrays": sorted(s.arrays),
+                }
+            )
         pack = {}
         for k, v in self.input_pack.items():
             if isinstance(v, np.ndarray):
@@ -249,12 +295,22 @@ class Program:
         for k, v in (("out.elem", self.output_elem), ("out.offset", self.output_offset)):
             if v is not None:
                 arrays[k] = v
-        header = {"format": FORMAT, "mode": self.mode, "params": self.params.literal().to_dict(),
-                  "params_name": self.params.name, "depth": self.depth,
-                  "input_shape": list(self.input_shape), "output_shape": list(self.output_shape),
-                  "rotation_steps": list(self.rotation_steps), "relin": self.relin, "steps": steps,
-                  "input_pack": pack, "input_arrays": sorted(k[3:] for k in arrays if k.startswith("in.")),
-                  "output_gain": self.output_gain, "final_level": self.final_level}
+        header = {
+            "format": FORMAT,
+            "mode": self.mode,
+            "params": self.params.literal().to_dict(),
+            "params_name": self.params.name,
+            "depth": self.depth,
+            "input_shape": list(self.input_shape),
+            "output_shape": list(self.output_shape),
+            "rotation_steps": list(self.rotation_steps),
+            "relin": self.relin,
+            "steps": steps,
+            "input_pack": pack,
+            "input_arrays": sorted(k[3:] for k in arrays if k.startswith("in.")),
+            "output_gain": self.output_gain,
+            "final_level": self.final_level,
+        }
         buf = io.BytesIO()
         arrays["__header__"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
         np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub misreads **kwds
@@ -290,16 +346,34 @@ class Program:
             names = s["arrays"]
             if not isinstance(names, list) or not all(isinstance(k, str) for k in names):
                 raise TypeError(f"step {i}: array names must be a list of strings")
-            steps.append(Step(StepKind(s["kind"]), _typed(s["name"], str), _typed(s["level"], int),
-                              _typed(s["rescale"], bool), _typed(s["attrs"], dict),
-                              {k: z[f"s{i}.{k}"] for k in names}))
+            steps.append(
+                Step(
+                    StepKind(s["kind"]),
+                    _typed(s["name"], str),
+                    _typed(s["level"], int),
+                    _typed(s["rescale"], bool),
+                    _typed(s["attrs"], dict),
+                    {k: z[f"s{i}.{k}"] for k in names},
+                )
+            )
         pack = dict(_typed(h["input_pack"], dict))
         pack.update({k: z[f"in.{k}"] for k in h["input_arrays"]})
         shapes = [tuple(_typed(d, int) for d in _typed(h[k], list)) for k in ("input_shape", "output_shape")]
-        return cls(_typed(h["mode"], str), params, _typed(h["depth"], int), shapes[0], shapes[1],
-                   tuple(_typed(s, int) for s in h["rotation_steps"]), _typed(h["relin"], bool), steps, pack,
-                   z["out.elem"] if "out.elem" in z else None, float(h["output_gain"]),
-                   z["out.offset"] if "out.offset" in z else None, _typed(h["final_level"], int))
+        return cls(
+            _typed(h["mode"], str),
+            params,
+            _typed(h["depth"], int),
+            shapes[0],
+            shapes[1],
+            tuple(_typed(s, int) for s in h["rotation_steps"]),
+            _typed(h["relin"], bool),
+            steps,
+            pack,
+            z["out.elem"] if "out.elem" in z else None,
+            float(h["output_gain"]),
+            z["out.offset"] if "out.offset" in z else None,
+            _typed(h["final_level"], int),
+        )
 
 
 def _params(literal: dict, name: str) -> Parameters:
@@ -336,17 +410,25 @@ _ATTR_TYPES: dict[str, Callable[[object], bool]] = {
 
 def _check_fields(step: Step, spec: StepSpec) -> None:
     if set(step.attrs) != set(spec.attrs) or set(step.arrays) != set(spec.arrays):
-        raise ProgramError(f"layer {step.name!r} ({step.kind.value}) has attributes {sorted(step.attrs)} and "
-                           f"arrays {sorted(step.arrays)}, expected {sorted(spec.attrs)} and {sorted(spec.arrays)}")
+        raise ProgramError(
+            f"layer {step.name!r} ({step.kind.value}) has attributes {sorted(step.attrs)} and "
+            f"arrays {sorted(step.arrays)}, expected {sorted(spec.attrs)} and {sorted(spec.arrays)}"
+        )
     for key, kind in spec.attrs.items():
         if not _ATTR_TYPES[kind](step.attrs[key]):
             raise ProgramError(f"layer {step.name!r}: attribute {key}={step.attrs[key]!r} is not a valid {kind}")
     for key, (dtype, ndim) in spec.arrays.items():
         a = step.arrays[key]
-        if not isinstance(a, np.ndarray) or a.dtype.kind != dtype or a.ndim != ndim or \
-                (dtype == "f" and not np.all(np.isfinite(a))):
-            raise ProgramError(f"layer {step.name!r}: array {key} must be a finite {ndim}-D "
-                               f"{'integer' if dtype == 'i' else 'float'} array")
+        if (
+            not isinstance(a, np.ndarray)
+            or a.dtype.kind != dtype
+            or a.ndim != ndim
+            or (dtype == "f" and not np.all(np.isfinite(a)))
+        ):
+            raise ProgramError(
+                f"layer {step.name!r}: array {key} must be a finite {ndim}-D "
+                f"{'integer' if dtype == 'i' else 'float'} array"
+            )
 
 
 def _check_pack(p: Program) -> None:
@@ -354,12 +436,20 @@ def _check_pack(p: Program) -> None:
     kind = pack.get("kind")
     if kind not in PACK_KINDS or (p.mode == "batch") != (kind in ("batch", "grouped")):
         raise ProgramError(f"input packing {kind!r} does not fit {p.mode!r} mode")
-    need = {"batch": {}, "grouped": {"elem": 1, "group": 0}, "taps": {"index": 2, "period": 0},
-            "multi": {"elem": 1, "period": 0}, "natural": {"elem": 1, "period": 0}}[kind]
+    need = {
+        "batch": {},
+        "grouped": {"elem": 1, "group": 0},
+        "taps": {"index": 2, "period": 0},
+        "multi": {"elem": 1, "period": 0},
+        "natural": {"elem": 1, "period": 0},
+    }[kind]
     for key, ndim in need.items():
         v = pack.get(key)
-        ok = isinstance(v, np.ndarray) and v.dtype.kind == "i" and v.ndim == ndim if ndim else \
-            isinstance(v, int) and not isinstance(v, bool) and v >= 1 and slots % v == 0
+        ok = (
+            isinstance(v, np.ndarray) and v.dtype.kind == "i" and v.ndim == ndim
+            if ndim
+            else isinstance(v, int) and not isinstance(v, bool) and v >= 1 and slots % v == 0
+        )
         if not ok:
             raise ProgramError(f"input packing {kind!r}: {key} missing or malformed")
     n_in = math.prod(p.input_shape)
@@ -372,8 +462,12 @@ def _check_pack(p: Program) -> None:
         if not fits or (v.size and (v.max() >= n_in or v.min() < -1)):
             raise ProgramError(f"input packing {kind!r}: {key} does not fit {n_in} inputs in {slots} slots")
     out = p.output_elem
-    if kind != "batch" and (out is None or out.dtype.kind != "i" or out.ndim != 1 or
-                            (out.size and (out.max() >= p.n_outputs or out.min() < -1))):
+    if kind != "batch" and (
+        out is None
+        or out.dtype.kind != "i"
+        or out.ndim != 1
+        or (out.size and (out.max() >= p.n_outputs or out.min() < -1))
+    ):
         raise ProgramError("output_elem missing or malformed")
     if p.output_offset is not None and p.output_offset.size != p.n_outputs:
         raise ProgramError("output_offset does not match the outputs")

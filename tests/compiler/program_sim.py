@@ -48,7 +48,7 @@ def simulate(program: Program, x: np.ndarray) -> np.ndarray:
             vecs = _bsgs(step, vecs, slots)
         elif step.kind == StepKind.SUM_BATCH:
             ip, idx = a["indptr"], a["indices"]
-            vecs = [sum(vecs[k] for k in idx[ip[r]:ip[r + 1]]) for r in range(len(ip) - 1)]
+            vecs = [sum(vecs[k] for k in idx[ip[r] : ip[r + 1]]) for r in range(len(ip) - 1)]
         elif step.kind == StepKind.ROTATION_POOL:
             for s in step.attrs["steps"]:
                 vecs = [v + np.roll(v, -s) for v in vecs]

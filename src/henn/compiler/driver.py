@@ -16,9 +16,9 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Compiled:
-    reference: Graph     # the imported model (the plaintext reference)
-    checked: Graph       # after fold_batchnorm + approximate_activations: poly inputs = pre-activations
-    final: Graph         # after every pass
+    reference: Graph  # the imported model (the plaintext reference)
+    checked: Graph  # after fold_batchnorm + approximate_activations: poly inputs = pre-activations
+    final: Graph  # after every pass
     program: Program
 
 
@@ -26,8 +26,13 @@ def compile_graph(graph: Graph, options: CompileOptions) -> Compiled:
     checked = run_pipeline(graph, options, until="approximate_activations")
     final = run_pipeline(graph, options)
     program = lower(final)
-    log.info("compiled %s program: depth %d, %d rotation keys, %s", program.mode, program.depth,
-             len(program.rotation_steps), program.params.describe())
+    log.info(
+        "compiled %s program: depth %d, %d rotation keys, %s",
+        program.mode,
+        program.depth,
+        len(program.rotation_steps),
+        program.params.describe(),
+    )
     return Compiled(graph, checked, final, program)
 
 

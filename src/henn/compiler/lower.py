@@ -32,9 +32,21 @@ def lower(g: Graph) -> Program:
         steps, pack, elem = _batch(g), {"kind": "batch"}, None
     else:
         steps, pack, elem = _single(g)
-    return Program(m["packing"], m["params"], m["depth"], tuple(g.input_shape), tuple(g.output_shape),
-                   tuple(m["rotation_steps"]), bool(m["relin"]), steps, pack, elem,
-                   float(m.get("output_gain", 1.0)), m.get("output_offset"), _at(g, g.output)).verify()
+    return Program(
+        m["packing"],
+        m["params"],
+        m["depth"],
+        tuple(g.input_shape),
+        tuple(g.output_shape),
+        tuple(m["rotation_steps"]),
+        bool(m["relin"]),
+        steps,
+        pack,
+        elem,
+        float(m.get("output_gain", 1.0)),
+        m.get("output_offset"),
+        _at(g, g.output),
+    ).verify()
 
 
 def _at(g: Graph, value: str) -> int:
@@ -56,8 +68,13 @@ def _act(g: Graph, node: Node) -> list[Step]:
 
 
 def _csr(kind: StepKind, name: str, level: int, indptr, indices, rescale: bool = False, **arrays) -> Step:
-    return Step(kind, name, level, rescale, arrays={"indptr": np.asarray(indptr, np.int64),
-                                                    "indices": np.asarray(indices, np.int64), **arrays})
+    return Step(
+        kind,
+        name,
+        level,
+        rescale,
+        arrays={"indptr": np.asarray(indptr, np.int64), "indices": np.asarray(indices, np.int64), **arrays},
+    )
 
 
 def _batch(g: Graph) -> list[Step]:
@@ -66,8 +83,18 @@ def _batch(g: Graph) -> list[Step]:
         shape = g.shape(n.inputs[0])
         if n.op in LINEAR_OPS:
             m = matrices.matrix(n, shape)
-            steps.append(_csr(StepKind.LINEAR_BATCH, n.name, _level(g, n), m.indptr, m.indices, n.attrs["rescale"],
-                              data=m.data.astype(np.float64), bias=matrices.full_bias(n, shape)))
+            steps.append(
+                _csr(
+                    StepKind.LINEAR_BATCH,
+                    n.name,
+                    _level(g, n),
+                    m.indptr,
+                    m.indices,
+                    n.attrs["rescale"],
+                    data=m.data.astype(np.float64),
+                    bias=matrices.full_bias(n, shape),
+                )
+            )
         elif n.op == "sumpool":
             m = matrices.matrix(n, shape)
             steps.append(_csr(StepKind.SUM_BATCH, n.name, _level(g, n), m.indptr, m.indices))
@@ -94,18 +121,31 @@ def _grouped(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
     return steps, pack, g.values[g.output].meta["layout"].elem.copy()
 
 
-def _bsgs_step(main: Node, level: int, diags: bsgs.Diagonals, plan: BsgsPlan, bias: np.ndarray,
-               out: Layout) -> Step:
+def _bsgs_step(main: Node, level: int, diags: bsgs.Diagonals, plan: BsgsPlan, bias: np.ndarray, out: Layout) -> Step:
     """Assembled diagonals, and the bias of each output ciphertext (distinct rows once)."""
     t = bsgs.assemble(diags, plan.split)
     per_ct = np.where(out.elem >= 0, bias[np.maximum(out.elem, 0)], 0.0).reshape(plan.cts_out, -1)
     per_ct = np.tile(per_ct, (1, diags.length // per_ct.shape[1]))  # a hybrid output block repeats
     biases, bias_index = np.unique(per_ct, axis=0, return_inverse=True)
-    return Step(StepKind.BSGS, main.name, level, main.attrs["rescale"],
-                {"cts_in": int(plan.cts_in), "cts_out": int(plan.cts_out), "stride": int(plan.stride),
-                 "fold": int(plan.fold), "fold_stride": int(plan.fold_stride)},
-                {"entries": t.entries, "vectors": t.vectors, "biases": biases,
-                 "bias_index": bias_index.reshape(-1).astype(np.int64)})
+    return Step(
+        StepKind.BSGS,
+        main.name,
+        level,
+        main.attrs["rescale"],
+        {
+            "cts_in": int(plan.cts_in),
+            "cts_out": int(plan.cts_out),
+            "stride": int(plan.stride),
+            "fold": int(plan.fold),
+            "fold_stride": int(plan.fold_stride),
+        },
+        {
+            "entries": t.entries,
+            "vectors": t.vectors,
+            "biases": biases,
+            "bias_index": bias_index.reshape(-1).astype(np.int64),
+        },
+    )
 
 
 def _single(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
@@ -119,8 +159,15 @@ def _single(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
             continue
         pool = seg[0].attrs.get("packing")
         if isinstance(pool, RotationPoolPlan):  # pool by rotations first
-            steps.append(Step(StepKind.ROTATION_POOL, seg[0].name, _level(g, seg[0]), False,
-                              {"steps": [int(s) for s in pool.steps], "cts_in": int(pool.cts_in)}))
+            steps.append(
+                Step(
+                    StepKind.ROTATION_POOL,
+                    seg[0].name,
+                    _level(g, seg[0]),
+                    False,
+                    {"steps": [int(s) for s in pool.steps], "cts_in": int(pool.cts_in)},
+                )
+            )
             shape, seg = g.shape(seg[0].output), seg[1:]
         lin = [n for n in seg if n.op in LINEAR_OPS]
         if lin:
@@ -146,8 +193,14 @@ def _segment_step(g: Graph, seg: list[Node], main: Node, shape) -> Step:
     if isinstance(plan, TapsPlan):
         _, weight, bias = single.taps_tables(main, shape, out)
         blocks = plan.blocks(g.meta["params"].slots)
-        return Step(StepKind.TAPS, main.name, level, main.attrs["rescale"], {"period": plan.period, "blocks": blocks},
-                    {"weight": single.blocked_taps(weight, blocks), "bias": bias})
+        return Step(
+            StepKind.TAPS,
+            main.name,
+            level,
+            main.attrs["rescale"],
+            {"period": plan.period, "blocks": blocks},
+            {"weight": single.blocked_taps(weight, blocks), "bias": bias},
+        )
     lay_in = g.values[seg[0].inputs[0]].meta["layout"]
     if lay_in.spans_ciphertexts:
         diags, bias = multi.transform(lay_in, out, seg, shape)

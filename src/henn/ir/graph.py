@@ -100,8 +100,10 @@ class Graph:
                     raise IRError(f"node {n.name!r} parameter {key!r} is not a finite numpy array")
             shape = ops.infer_shape(n, [self.values[v].shape for v in n.inputs])
             if tuple(shape) != tuple(self.values[n.output].shape):
-                raise IRError(f"node {n.name!r} ({n.op}) produces shape {tuple(shape)} but its value says "
-                              f"{self.values[n.output].shape}")
+                raise IRError(
+                    f"node {n.name!r} ({n.op}) produces shape {tuple(shape)} but its value says "
+                    f"{self.values[n.output].shape}"
+                )
             for v in n.inputs:
                 lin, lout = self.values[v].level, self.values[n.output].level
                 if lin is not None and lout is not None and lout > lin:
@@ -119,9 +121,12 @@ class Graph:
         for n in self.nodes:
             attrs = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(n.attrs.items()))
             params = ", ".join(f"{k}:{_fmt_array(v)}" for k, v in sorted(n.params.items()))
-            lines.append(f"{n.output} = {n.op}[{n.name}]({', '.join(n.inputs)})"
-                         + (f" {{{attrs}}}" if attrs else "") + (f" <{params}>" if params else "")
-                         + f" : {_fmt_value(self.values[n.output])}")
+            lines.append(
+                f"{n.output} = {n.op}[{n.name}]({', '.join(n.inputs)})"
+                + (f" {{{attrs}}}" if attrs else "")
+                + (f" <{params}>" if params else "")
+                + f" : {_fmt_value(self.values[n.output])}"
+            )
         lines.append(f"output {self.output}")
         for k, v in sorted(self.meta.items()):
             lines.append(f"meta {k} = {_fmt(v)}")
@@ -145,8 +150,13 @@ def _fmt(v: Any) -> str:
     if isinstance(v, Enum):
         return repr(v.value)
     if dataclasses.is_dataclass(v) and not isinstance(v, type):  # layouts and plans: fields set apart from defaults
-        return type(v).__name__ + _fmt({f.name: getattr(v, f.name) for f in dataclasses.fields(v)
-                                        if not _is_default(getattr(v, f.name), f.default)})
+        return type(v).__name__ + _fmt(
+            {
+                f.name: getattr(v, f.name)
+                for f in dataclasses.fields(v)
+                if not _is_default(getattr(v, f.name), f.default)
+            }
+        )
     if isinstance(v, np.ndarray):
         return _fmt_array(v)
     if isinstance(v, float):

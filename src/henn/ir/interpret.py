@@ -23,8 +23,9 @@ _NONPOLY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def run(graph: Graph, x: np.ndarray, *, hook: Callable[[Node, np.ndarray, np.ndarray], None] | None = None
-        ) -> np.ndarray:
+def run(
+    graph: Graph, x: np.ndarray, *, hook: Callable[[Node, np.ndarray, np.ndarray], None] | None = None
+) -> np.ndarray:
     """Evaluate `graph` on x of shape (B, *input_shape) in float64; hook(node, input, output) per node."""
     x = np.asarray(x, dtype=np.float64)
     if x.shape[1:] != tuple(graph.input_shape):

@@ -9,9 +9,25 @@ polynomial activation.
 
 from henn.kernels.activation import act_core
 from henn.kernels.linear import LinearTransform
-from henn.kernels.poly import (evaluate_polynomial, logistic_coefficients, output_level, polynomial_cost,
-                               polynomial_depth)
+from henn.kernels.poly import (
+    evaluate_polynomial,
+    logistic_coefficients,
+    output_level,
+    polynomial_cost,
+    polynomial_depth,
+)
 from henn.kernels.rotsum import dot_product, rotate_and_sum, rotate_and_sum_count, rotate_and_sum_steps
 
-__all__ = ["LinearTransform", "act_core", "dot_product", "evaluate_polynomial", "logistic_coefficients", "output_level",
-           "polynomial_cost", "polynomial_depth", "rotate_and_sum", "rotate_and_sum_count", "rotate_and_sum_steps"]
+__all__ = [
+    "LinearTransform",
+    "act_core",
+    "dot_product",
+    "evaluate_polynomial",
+    "logistic_coefficients",
+    "output_level",
+    "polynomial_cost",
+    "polynomial_depth",
+    "rotate_and_sum",
+    "rotate_and_sum_count",
+    "rotate_and_sum_steps",
+]

@@ -23,7 +23,7 @@ from henn.ckks.values import Ciphertext, Plaintext
 
 @dataclass(frozen=True, eq=False)
 class Transform:
-    entries: np.ndarray     # (E, 5) sorted by output ciphertext, then giant step
+    entries: np.ndarray  # (E, 5) sorted by output ciphertext, then giant step
     cts_in: int
     cts_out: int
     stride: int = 1
@@ -41,9 +41,17 @@ def _serial(fn, items) -> list:
     return [fn(x) for x in items]
 
 
-def evaluate(ev, value: list, t: Transform, weight: Callable[[int], Plaintext], *, rescale: bool = False,
-             bias: Callable[[int, Ciphertext], Plaintext] | None = None,
-             run: Callable[[Callable, Sequence], list] = _serial, window: int = 8) -> list[Ciphertext]:
+def evaluate(
+    ev,
+    value: list,
+    t: Transform,
+    weight: Callable[[int], Plaintext],
+    *,
+    rescale: bool = False,
+    bias: Callable[[int, Ciphertext], Plaintext] | None = None,
+    run: Callable[[Callable, Sequence], list] = _serial,
+    window: int = 8,
+) -> list[Ciphertext]:
     """The transform's outputs. weight(v) is the plaintext of vector v; bias(k, y) the bias plaintext of
     output k matching y's level and scale; run(fn, items) maps fn (a thread pool's map)."""
     ent, stride = t.entries, t.stride
@@ -62,7 +70,7 @@ def evaluate(ev, value: list, t: Transform, weight: Callable[[int], Plaintext], 
         return {0: value[k], **{b: rot[b * stride] for b in steps}}
 
     def giants(ko: int) -> list[np.ndarray]:
-        rows = ent[bounds[ko]:bounds[ko + 1]]
+        rows = ent[bounds[ko] : bounds[ko + 1]]
         if not len(rows):
             raise AssertionError(f"output ciphertext {ko} reads nothing")
         starts = np.flatnonzero(np.diff(rows[:, 2], prepend=-1))
@@ -84,7 +92,7 @@ def evaluate(ev, value: list, t: Transform, weight: Callable[[int], Plaintext], 
     freed = 0
     for lo in range(0, t.cts_out, window):
         hi = min(t.cts_out, lo + window)
-        need = [int(k) for k in np.unique(ent[bounds[lo]:bounds[hi], 0]) if int(k) not in cache]
+        need = [int(k) for k in np.unique(ent[bounds[lo] : bounds[hi], 0]) if int(k) not in cache]
         cache.update(zip(need, run(hoist, need)))
         if hi - lo > 1:  # outputs side by side
             out.extend(run(lambda ko: finish(ko, ev.add_many([part(r) for r in giants(ko)])), range(lo, hi)))

@@ -50,8 +50,9 @@ class LinearTransform:
 
     depth = 1  # levels consumed (the caller's single rescale)
 
-    def __init__(self, matrix, slots: int, *, layout: str = "periodic", period: int | None = None,
-                 level: int | None = None):
+    def __init__(
+        self, matrix, slots: int, *, layout: str = "periodic", period: int | None = None, level: int | None = None
+    ):
         """level: the level inputs will arrive at (optional): evaluate drops higher inputs to it and
         `prepare` encodes there."""
         if isinstance(slots, bool) or not isinstance(slots, (int, np.integer)) or not _pow2(int(slots)):
@@ -80,8 +81,10 @@ class LinearTransform:
             raise InputError(f"expected a 2-D numeric matrix, got shape {mat.shape} dtype {mat.dtype}")
         m, n = mat.shape
         if not (1 <= m <= self.slots and 1 <= n <= self.slots):
-            raise InputError(f"a {m} x {n} matrix does not fit {self.slots} slots: split it into blocks of at most "
-                             f"{self.slots} rows/columns or choose a larger ring")
+            raise InputError(
+                f"a {m} x {n} matrix does not fit {self.slots} slots: split it into blocks of at most "
+                f"{self.slots} rows/columns or choose a larger ring"
+            )
         if not np.all(np.isfinite(mat)):
             raise InputError("the matrix contains NaN or infinity")
         return mat.astype(np.complex128 if np.iscomplexobj(mat) and np.any(mat.imag) else np.float64)
@@ -126,8 +129,9 @@ class LinearTransform:
         rows = np.repeat(np.arange(len(offsets)), self.period)
         delta = np.array(offsets, np.int64)[rows] % modulus
         zeros = np.zeros(len(rows), np.int64)
-        diags = bsgs.diagonals(zeros, zeros, delta, np.tile(np.arange(self.period), len(offsets)), vecs.reshape(-1),
-                               modulus, self.period)
+        diags = bsgs.diagonals(
+            zeros, zeros, delta, np.tile(np.arange(self.period), len(offsets)), vecs.reshape(-1), modulus, self.period
+        )
         self.split = bsgs.split(diags.key, modulus)
         self.baby = self.split.n1 * self.split.unit
         assembled = bsgs.assemble(diags, self.split)
@@ -149,9 +153,17 @@ class LinearTransform:
         """Operation counts of one `evaluate` for the chosen baby-step/giant-step split."""
         k = len(self._diagonals)
         baby, giant = len(self.split.baby), len(self.split.giant)
-        return {"diagonals": k, "baby_step": self.baby, "giant_groups": len(np.unique(self._transform.entries[:, 2])),
-                "baby_rotations": baby, "giant_rotations": giant, "rotations": baby + giant,
-                "pt_mults": max(k, 1), "additions": max(k - 1, 0), "depth": self.depth}
+        return {
+            "diagonals": k,
+            "baby_step": self.baby,
+            "giant_groups": len(np.unique(self._transform.entries[:, 2])),
+            "baby_rotations": baby,
+            "giant_rotations": giant,
+            "rotations": baby + giant,
+            "pt_mults": max(k, 1),
+            "additions": max(k - 1, 0),
+            "depth": self.depth,
+        }
 
     # ---- layouts -------------------------------------------------------------------------
     def pack_input(self, x) -> np.ndarray:
@@ -160,9 +172,12 @@ class LinearTransform:
         if x.shape != (self.shape[1],):
             raise InputError(f"expected an input vector of length {self.shape[1]}, got shape {x.shape}")
         block = np.zeros(self.period, np.result_type(x.dtype, np.float64))
-        block[:x.size] = x
-        return np.tile(block, self.slots // self.period) if self.layout == "periodic" else \
-            np.concatenate([block, np.zeros(self.slots - self.period, block.dtype)])
+        block[: x.size] = x
+        return (
+            np.tile(block, self.slots // self.period)
+            if self.layout == "periodic"
+            else np.concatenate([block, np.zeros(self.slots - self.period, block.dtype)])
+        )
 
     def unpack_output(self, slots_vec, block: int = 0) -> np.ndarray:
         """y (length m) read from block `block` of a decrypted output slot vector."""
@@ -170,7 +185,7 @@ class LinearTransform:
         if v.shape != (self.slots,):
             raise InputError(f"expected {self.slots} slot values, got shape {v.shape}")
         start = block * self.period
-        return v[start:start + self.shape[0]]
+        return v[start : start + self.shape[0]]
 
     def reference(self, slots_vec) -> np.ndarray:
         """What `evaluate` computes, in NumPy on a plain slot vector (same layout semantics)."""
@@ -193,8 +208,10 @@ class LinearTransform:
         if level is None:
             raise InputError("prepare needs the input level: pass level= here or to the constructor")
         if backend.slots != self.slots:
-            raise InputError(f"this transform was built for {self.slots} slots, the backend has {backend.slots}: "
-                             "rebuild it with LinearTransform(matrix, backend.slots)")
+            raise InputError(
+                f"this transform was built for {self.slots} slots, the backend has {backend.slots}: "
+                "rebuild it with LinearTransform(matrix, backend.slots)"
+            )
         per_backend = self._cache.setdefault(backend, {})
         if level not in per_backend:
             scale = float(backend.prime(level))
@@ -208,12 +225,16 @@ class LinearTransform:
             raise InputError(f"evaluate needs a Ciphertext, got {type(ct).__name__}")
         if self.level is not None:
             if ct.level < self.level:
-                raise LevelError(f"input at level {ct.level} is below the level {self.level} this transform was "
-                                 "built for: build it with level=None or a lower level")
+                raise LevelError(
+                    f"input at level {ct.level} is below the level {self.level} this transform was "
+                    "built for: build it with level=None or a lower level"
+                )
             ct = ev.drop_to_level(ct, self.level)
         if ct.level < 1:
-            raise LevelError("a linear transform consumes one level but the input is at level 0: choose parameters "
-                             "with more depth (select_parameters(depth=...))")
+            raise LevelError(
+                "a linear transform consumes one level but the input is at level 0: choose parameters "
+                "with more depth (select_parameters(depth=...))"
+            )
         pts = self.prepare(ev.backend, ct.level)
         if not self._diagonals:
             return ev.multiply(ct, 0.0)  # all-zero matrix: an encryption of 0 at the documented scale

@@ -22,19 +22,19 @@ import numpy as np
 
 from henn.packing.plans import BsgsSplit
 
-HOISTED_COST = 0.65      # a hoisted baby-step rotation costs ~65% of a plain one (FACTS.md, Lattigo)
-KEY_COST = 0.02          # a rotation key no other step needs, in rotations
-MAX_SCAN = 256           # n1 tried one by one up to here, then powers of two
+HOISTED_COST = 0.65  # a hoisted baby-step rotation costs ~65% of a plain one (FACTS.md, Lattigo)
+KEY_COST = 0.02  # a rotation key no other step needs, in rotations
+MAX_SCAN = 256  # n1 tried one by one up to here, then powers of two
 
 
 @dataclass(frozen=True, eq=False)
 class Diagonals:
-    key: np.ndarray        # (D, 3) distinct (k_in, k_out, delta)
-    rows: np.ndarray       # (nnz,) each nonzero's row in key
-    out_slot: np.ndarray   # (nnz,)
-    weight: np.ndarray     # (nnz,)
-    period: int            # rotations are modulo period
-    length: int            # entries of a diagonal vector (divides period; the vector repeats)
+    key: np.ndarray  # (D, 3) distinct (k_in, k_out, delta)
+    rows: np.ndarray  # (nnz,) each nonzero's row in key
+    out_slot: np.ndarray  # (nnz,)
+    weight: np.ndarray  # (nnz,)
+    period: int  # rotations are modulo period
+    length: int  # entries of a diagonal vector (divides period; the vector repeats)
 
 
 def diagonals(k_in, k_out, delta, out_slot, weight, period: int, length: int | None = None) -> Diagonals:
@@ -43,8 +43,14 @@ def diagonals(k_in, k_out, delta, out_slot, weight, period: int, length: int | N
     k_outs = int(k_out.max()) + 1 if len(k_out) else 1
     codes, rows = np.unique((k_in * k_outs + k_out) * period + delta, return_inverse=True)
     key = np.stack([codes // period // k_outs, codes // period % k_outs, codes % period], 1)
-    return Diagonals(key.reshape(-1, 3), rows.reshape(-1), np.asarray(out_slot, np.int64), np.asarray(weight),
-                     period, period if length is None else length)
+    return Diagonals(
+        key.reshape(-1, 3),
+        rows.reshape(-1),
+        np.asarray(out_slot, np.int64),
+        np.asarray(weight),
+        period,
+        period if length is None else length,
+    )
 
 
 def split(key: np.ndarray, period: int) -> BsgsSplit:
@@ -53,8 +59,10 @@ def split(key: np.ndarray, period: int) -> BsgsSplit:
     unit = int(np.gcd.reduce(np.concatenate([delta[delta > 0], [period]])))
     j = delta // unit
     span = period // unit
-    candidates = sorted({n for n in range(1, min(len(np.unique(j)), MAX_SCAN) + 2) if n <= span}
-                        | {1 << i for i in range(span.bit_length()) if 1 << i <= span})
+    candidates = sorted(
+        {n for n in range(1, min(len(np.unique(j)), MAX_SCAN) + 2) if n <= span}
+        | {1 << i for i in range(span.bit_length()) if 1 << i <= span}
+    )
     best = None
     for n1 in candidates:
         baby = j % n1
@@ -67,8 +75,15 @@ def split(key: np.ndarray, period: int) -> BsgsSplit:
             best = (cost, n1, nb + ng)
     cost, n1, rotations = best if best is not None else (0.0, 1, 0)
     baby = j % n1
-    return BsgsSplit(unit, n1, tuple(sorted({int(b) * unit for b in baby} - {0})),
-                     tuple(sorted({int(g) * unit for g in j - baby} - {0})), rotations, len(key), round(float(cost), 2))
+    return BsgsSplit(
+        unit,
+        n1,
+        tuple(sorted({int(b) * unit for b in baby} - {0})),
+        tuple(sorted({int(g) * unit for g in j - baby} - {0})),
+        rotations,
+        len(key),
+        round(float(cost), 2),
+    )
 
 
 @dataclass(frozen=True, eq=False)

@@ -15,16 +15,16 @@ import numpy as np
 
 
 class LayoutKind(StrEnum):
-    NATURAL = "natural"          # element i in slot i of a periodic block
-    STRIDED = "strided"          # conv output after an im2col input: position p of channel o at o*Np' + p
-    EXPANDED = "expanded"        # im2col of the next conv's input: tap j, position p at j*Np' + p
-    BLOCK0 = "block0"            # valid in the first block of a blocked plan's output only
-    TAPS = "taps"                # client-packed kernel taps of the first conv (no slot map of its own)
+    NATURAL = "natural"  # element i in slot i of a periodic block
+    STRIDED = "strided"  # conv output after an im2col input: position p of channel o at o*Np' + p
+    EXPANDED = "expanded"  # im2col of the next conv's input: tap j, position p at j*Np' + p
+    BLOCK0 = "block0"  # valid in the first block of a blocked plan's output only
+    TAPS = "taps"  # client-packed kernel taps of the first conv (no slot map of its own)
     MULTIPLEXED = "multiplexed"  # several ciphertexts: channels interleaved on the input's spatial grid
-    POOLED = "pooled"            # a multiplexed map after a 2x2 pool by rotations
-    FLAT = "flat"                # several ciphertexts: element i in slot i of the concatenation
-    HYBRID = "hybrid"            # m outputs replicated with period pow2(m) over one ciphertext
-    GROUPED = "grouped"          # batch packing: G channels of one position per virtual ciphertext
+    POOLED = "pooled"  # a multiplexed map after a 2x2 pool by rotations
+    FLAT = "flat"  # several ciphertexts: element i in slot i of the concatenation
+    HYBRID = "hybrid"  # m outputs replicated with period pow2(m) over one ciphertext
+    GROUPED = "grouped"  # batch packing: G channels of one position per virtual ciphertext
 
 
 SEVERAL_CIPHERTEXT_KINDS = (LayoutKind.MULTIPLEXED, LayoutKind.POOLED, LayoutKind.FLAT, LayoutKind.HYBRID)
@@ -34,15 +34,15 @@ SEVERAL_CIPHERTEXT_KINDS = (LayoutKind.MULTIPLEXED, LayoutKind.POOLED, LayoutKin
 class Layout:
     kind: LayoutKind
     period: int
-    elem: np.ndarray                  # (cts * period,) int64; empty for TAPS
+    elem: np.ndarray  # (cts * period,) int64; empty for TAPS
     cts: int = 1
-    ntaps: int = 0                    # TAPS: kernel taps the client packs
-    expands: str | None = None        # EXPANDED: the conv whose im2col input this is
-    npos: int = 0                     # EXPANDED: output positions of that conv, and their power of two
+    ntaps: int = 0  # TAPS: kernel taps the client packs
+    expands: str | None = None  # EXPANDED: the conv whose im2col input this is
+    npos: int = 0  # EXPANDED: output positions of that conv, and their power of two
     npos2: int = 0
-    gap: int | None = None            # MULTIPLEXED: grid spacing of a channel's pixels
-    base: tuple[int, int] | None = None   # MULTIPLEXED: the spatial grid (the input's H, W)
-    chan: np.ndarray | None = None    # GROUPED feature map: (groups, G) channel in each virtual slot
+    gap: int | None = None  # MULTIPLEXED: grid spacing of a channel's pixels
+    base: tuple[int, int] | None = None  # MULTIPLEXED: the spatial grid (the input's H, W)
+    chan: np.ndarray | None = None  # GROUPED feature map: (groups, G) channel in each virtual slot
     hw: tuple[int, int] | None = None  # GROUPED feature map: spatial size
 
     @property

@@ -25,7 +25,7 @@ class Stage:
     cts_out: int
     level_out: int
     frees_inputs: bool
-    rotations_held: int = 0     # hoisted baby steps alive at once, at level_in
+    rotations_held: int = 0  # hoisted baby steps alive at once, at level_in
 
 
 def ciphertext_bytes(n: int, level: int) -> int:

@@ -28,7 +28,7 @@ from henn.packing import bsgs, matrices
 from henn.packing.layout import Layout, LayoutKind, flat, pow2
 from henn.packing.plans import BsgsPlan, RotationPoolPlan, Strategy
 
-MULTI_SLOTS = 1 << 14   # default slots per ciphertext in multi mode (N = 2^15: depth and 128-bit security fit)
+MULTI_SLOTS = 1 << 14  # default slots per ciphertext in multi mode (N = 2^15: depth and 128-bit security fit)
 
 
 def feature_layout(shape, base_hw, slots: int) -> Layout:
@@ -59,8 +59,14 @@ def pool_plan(layout: Layout, node, in_shape) -> tuple[RotationPoolPlan, Layout]
     """A 2x2/2 sum-pool on a multiplexed layout as two rotate-and-adds (steps gap and gap*Wb): the sum
     lands on each window's top-left slot, so the next conv reads a sparser layout with a quarter fewer
     diagonals than a pool composed into it. None where it does not apply."""
-    if layout.gap is None or layout.base is None or node.op != "sumpool" or tuple(node.attrs["kernel"]) != (2, 2) \
-            or tuple(node.attrs["stride"]) != (2, 2) or any(node.attrs["pads"]):
+    if (
+        layout.gap is None
+        or layout.base is None
+        or node.op != "sumpool"
+        or tuple(node.attrs["kernel"]) != (2, 2)
+        or tuple(node.attrs["stride"]) != (2, 2)
+        or any(node.attrs["pads"])
+    ):
         return None
     c, h, w = in_shape
     if h % 2 or w % 2:
@@ -101,10 +107,12 @@ def plan_segment(in_layout: Layout, nodes, in_shape, base_hw, slots: int) -> tup
     mat, _, out_shape = matrices.segment_matrix(nodes, in_shape)
     m = mat.shape[0]
     hybrid = len(out_shape) == 1 and pow2(m) <= slots
-    out = hybrid_layout(m, slots) if hybrid else (feature_layout(out_shape, base_hw, slots) if len(out_shape) == 3
-                                                  else flat(m, slots))
+    out = (
+        hybrid_layout(m, slots)
+        if hybrid
+        else (feature_layout(out_shape, base_hw, slots) if len(out_shape) == 3 else flat(m, slots))
+    )
     cut = bsgs.split(diagonals(in_layout, None if hybrid else out, mat, slots).key, slots)
     fold = int(math.log2(slots // pow2(m))) if hybrid else 0
-    plan = BsgsPlan(Strategy.MULTI, cut, slots, in_layout.cts, out.cts, fold=fold,
-                    fold_stride=pow2(m), block=slots)
+    plan = BsgsPlan(Strategy.MULTI, cut, slots, in_layout.cts, out.cts, fold=fold, fold_stride=pow2(m), block=slots)
     return plan, out

@@ -20,11 +20,11 @@ import numpy as np
 
 class Strategy(StrEnum):
     TAPS = "taps"
-    DIRECT = "direct"        # out slot r = sum of diagonals, BSGS rotations
-    HYBRID = "hybrid"        # few outputs: pow2(m) diagonals over the period, then a rotate-and-sum
-    EXPANDED = "expanded"    # conv reading the im2col layout the taps step left
-    MULTI = "multi"          # several ciphertexts per image
-    GROUPED = "grouped"      # grouped batch packing over virtual ciphertexts of G slots
+    DIRECT = "direct"  # out slot r = sum of diagonals, BSGS rotations
+    HYBRID = "hybrid"  # few outputs: pow2(m) diagonals over the period, then a rotate-and-sum
+    EXPANDED = "expanded"  # conv reading the im2col layout the taps step left
+    MULTI = "multi"  # several ciphertexts per image
+    GROUPED = "grouped"  # grouped batch packing over virtual ciphertexts of G slots
     ROTATION_POOL = "mpool"
     CIPHERTEXT_POOL = "gpool"
 
@@ -33,11 +33,11 @@ class Strategy(StrEnum):
 class BsgsSplit:
     """Baby steps b and giant steps g with every diagonal offset d = g + b (steps in slots)."""
 
-    unit: int                   # gcd of the offsets: baby = (d / unit mod n1) * unit
+    unit: int  # gcd of the offsets: baby = (d / unit mod n1) * unit
     n1: int
-    baby: tuple[int, ...]       # nonzero baby steps
-    giant: tuple[int, ...]      # nonzero giant steps
-    rotations: int              # baby rotations per input ciphertext + giant rotations per output one
+    baby: tuple[int, ...]  # nonzero baby steps
+    giant: tuple[int, ...]  # nonzero giant steps
+    rotations: int  # baby rotations per input ciphertext + giant rotations per output one
     ndiag: int
     cost: float
 
@@ -47,7 +47,7 @@ class BsgsSplit:
 
 @dataclass(frozen=True)
 class TapsPlan:
-    period: int       # slots of the output block
+    period: int  # slots of the output block
     ntaps: int
     strategy: Strategy = Strategy.TAPS
 
@@ -64,14 +64,14 @@ class TapsPlan:
 class BsgsPlan:
     strategy: Strategy
     split: BsgsSplit
-    period: int             # slots of one (virtual) ciphertext the diagonals live in
+    period: int  # slots of one (virtual) ciphertext the diagonals live in
     cts_in: int = 1
     cts_out: int = 1
-    blocks: int = 1         # single mode: replicas of the input block the diagonals spread over
-    fold: int = 0           # rotate-and-sum steps after the sum (hybrid and blocked plans)
+    blocks: int = 1  # single mode: replicas of the input block the diagonals spread over
+    fold: int = 0  # rotate-and-sum steps after the sum (hybrid and blocked plans)
     fold_stride: int = 0
-    block: int = 0          # slots of the output block
-    stride: int = 1         # grouped: physical slots between virtual ones (images per ciphertext)
+    block: int = 0  # slots of the output block
+    stride: int = 1  # grouped: physical slots between virtual ones (images per ciphertext)
 
     def rotation_steps(self, slots: int) -> set[int]:
         steps = {s * self.stride for s in (*self.split.baby, *self.split.giant)}
@@ -80,7 +80,7 @@ class BsgsPlan:
 
 @dataclass(frozen=True)
 class RotationPoolPlan:
-    steps: tuple[int, ...]   # x + rot(x, gap), then the same with gap * width
+    steps: tuple[int, ...]  # x + rot(x, gap), then the same with gap * width
     cts_in: int
     period: int
     strategy: Strategy = Strategy.ROTATION_POOL
@@ -91,7 +91,7 @@ class RotationPoolPlan:
 
 @dataclass(frozen=True, eq=False)
 class CiphertextPoolPlan:
-    indptr: np.ndarray       # CSR rows over ciphertexts: output k adds inputs indices[indptr[k]:indptr[k+1]]
+    indptr: np.ndarray  # CSR rows over ciphertexts: output k adds inputs indices[indptr[k]:indptr[k+1]]
     indices: np.ndarray
     cts_in: int
     cts_out: int

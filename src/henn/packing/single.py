@@ -25,8 +25,8 @@ from henn.packing import bsgs, matrices
 from henn.packing.layout import Layout, LayoutKind, natural, pow2
 from henn.packing.plans import BsgsPlan, Strategy
 
-MAX_TAPS = 64            # most client ciphertexts per image for the taps strategy
-MAX_PERIOD = 1 << 13     # largest block in single mode: one ciphertext of N = 2^14
+MAX_TAPS = 64  # most client ciphertexts per image for the taps strategy
+MAX_PERIOD = 1 << 13  # largest block in single mode: one ciphertext of N = 2^14
 
 
 def expanded(conv, in_shape) -> Layout:
@@ -97,8 +97,13 @@ def _blocked(slot, delta, w, period: int, out: Layout, blocks: int) -> Triples |
     r = delta // k
     elem = np.full(period * blocks, -1, np.int64)
     elem[:period] = out.elem
-    return r * period + slot + r * k, delta - r * k, w, period * blocks, Layout(LayoutKind.BLOCK0, period * blocks,
-                                                                               elem)
+    return (
+        r * period + slot + r * k,
+        delta - r * k,
+        w,
+        period * blocks,
+        Layout(LayoutKind.BLOCK0, period * blocks, elem),
+    )
 
 
 def transform(strategy: Strategy, blocks: int, in_layout: Layout, mat, conv=None, in_shape=None):
@@ -155,9 +160,11 @@ def plan_segment(in_layout: Layout, nodes, in_shape, max_slots: int = MAX_PERIOD
 
 def check_fits(layer: str, period: int) -> None:
     if period > MAX_PERIOD:
-        raise UnsupportedOperation(f"layer {layer!r} needs {period} slots per image in single mode, more than one "
-                                   f"ciphertext of N = 2^14 holds ({MAX_PERIOD}): single mode covers MNIST-sized "
-                                   "models; compile this one with mode='batch'")
+        raise UnsupportedOperation(
+            f"layer {layer!r} needs {period} slots per image in single mode, more than one "
+            f"ciphertext of N = 2^14 holds ({MAX_PERIOD}): single mode covers MNIST-sized "
+            "models; compile this one with mode='batch'"
+        )
 
 
 def blocked_taps(table: np.ndarray, blocks: int) -> np.ndarray:

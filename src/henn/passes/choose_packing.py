@@ -63,11 +63,16 @@ def _plan_multi(g: Graph, slots: int) -> None:
         if len(lin) != 1:
             if not seg:
                 continue
-            raise UnsupportedOperation(f"layer {seg[0].name!r}: single mode needs exactly one Conv/Gemm between "
-                                       "activations (pools and flattens go before it); use mode='batch'")
+            raise UnsupportedOperation(
+                f"layer {seg[0].name!r}: single mode needs exactly one Conv/Gemm between "
+                "activations (pools and flattens go before it); use mode='batch'"
+            )
         main = lin[0]
-        pooled = multi.pool_plan(layout, seg[0], shape) if main.op == "conv2d" and seg[0] is not main \
-            and seg[1] is main else None
+        pooled = (
+            multi.pool_plan(layout, seg[0], shape)
+            if main.op == "conv2d" and seg[0] is not main and seg[1] is main
+            else None
+        )
         if pooled is not None:  # pool by rotations, then the conv on the sparser layout
             seg[0].attrs["packing"], layout = pooled
             g.values[seg[0].output].meta["layout"] = layout
@@ -109,8 +114,10 @@ def _plan_single(g: Graph, max_slots: int) -> None:
             continue
         lin = [n for n in seg if n.op in ("conv2d", "linear")]
         if len(lin) > 1:
-            raise UnsupportedOperation(f"layers {lin[0].name!r} and {lin[1].name!r} follow each other without an "
-                                       "activation: single mode needs one Conv/Gemm between activations")
+            raise UnsupportedOperation(
+                f"layers {lin[0].name!r} and {lin[1].name!r} follow each other without an "
+                "activation: single mode needs one Conv/Gemm between activations"
+            )
         if not lin:
             if any(n.op == "sumpool" for n in seg):
                 raise UnsupportedOperation("single mode cannot pool without a following Conv/Gemm: use mode='batch'")
@@ -122,8 +129,7 @@ def _plan_single(g: Graph, max_slots: int) -> None:
                 shape = g.shape(n.output)
             continue
         main = lin[0]
-        if i == 0 and seg[0] is main and main.op == "conv2d" and \
-                main.params["weight"][0].size <= single.MAX_TAPS:
+        if i == 0 and seg[0] is main and main.op == "conv2d" and main.params["weight"][0].size <= single.MAX_TAPS:
             single.check_fits(main.name, pow2(math.prod(g.shape(main.output))))
             nxt = _next_conv(segs, i)
             out = single.expanded(nxt, g.shape(main.output)) if nxt is not None else None

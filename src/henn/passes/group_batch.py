@@ -50,9 +50,11 @@ def choose_group(g: Graph, params, budget: int | None) -> int:
     if fitting:
         return min(fitting, key=totals.__getitem__)
     need = peaks[params.slots] / 2**30
-    raise UnsupportedOperation(f"batch packing of this model needs {need:.1f} GiB of ciphertexts even with "
-                               f"{params.slots} channels per ciphertext, more than the budget of {budget / 2**30:.1f} "
-                               "GiB: use single mode or a machine with more memory")
+    raise UnsupportedOperation(
+        f"batch packing of this model needs {need:.1f} GiB of ciphertexts even with "
+        f"{params.slots} channels per ciphertext, more than the budget of {budget / 2**30:.1f} "
+        "GiB: use single mode or a machine with more memory"
+    )
 
 
 def ciphertext_peak(g: Graph, group: int, n: int) -> int:

@@ -14,13 +14,13 @@ MODES = ("batch", "single")
 class CompileOptions:
     mode: str = "single"
     backend: str = "plain"
-    log_scale: int | None = None          # scale bits; None: the default of henn.ckks.select_parameters
-    params: Parameters | None = None      # explicit parameters (checked against the depth the model needs)
-    threshold_eps: float | None = None    # None: paper 000's rule (1e-6 with a degree-4 activation, else 1e-7)
-    selection: str = "library"            # henn.ckks.select_parameters mode: "library" or "fixed"
-    batch_group: int | None = None        # batch mode: channels per ciphertext (None: the fewest that fit memory)
-    memory_budget: int | None = None      # batch mode: bytes for ciphertexts + weights (None: no limit;
-                                          # henn.compile fills it from the machine)
+    log_scale: int | None = None  # scale bits; None: the default of henn.ckks.select_parameters
+    params: Parameters | None = None  # explicit parameters (checked against the depth the model needs)
+    threshold_eps: float | None = None  # None: paper 000's rule (1e-6 with a degree-4 activation, else 1e-7)
+    selection: str = "library"  # henn.ckks.select_parameters mode: "library" or "fixed"
+    batch_group: int | None = None  # batch mode: channels per ciphertext (None: the fewest that fit memory)
+    memory_budget: int | None = None  # batch mode: bytes for ciphertexts + weights (None: no limit;
+    # henn.compile fills it from the machine)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -32,5 +32,6 @@ class CompileOptions:
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise InputError(f"{name} must be a positive integer or None, got {value!r}")
         if self.params is not None and not isinstance(self.params, Parameters):
-            raise InputError("params must be a henn.ckks.Parameters (use select_parameters, presets.get or "
-                             "Parameters.from_literal)")
+            raise InputError(
+                "params must be a henn.ckks.Parameters (use select_parameters, presets.get or Parameters.from_literal)"
+            )

@@ -22,8 +22,10 @@ def run(graph: Graph, options) -> Graph:
     g = graph.copy()
     for v in g.values.values():
         if len(g.consumers(v.name)) > 1:
-            raise UnsupportedOperation(f"value {v.name!r} feeds several layers (a branch or residual connection); "
-                                       "henn compiles chains of layers")
+            raise UnsupportedOperation(
+                f"value {v.name!r} feeds several layers (a branch or residual connection); "
+                "henn compiles chains of layers"
+            )
     log_delta = float(options.log_scale or (options.params.log_scale if options.params else DEFAULT_LOG_SCALE))
     mult = [n for n in g.nodes if n.op in LINEAR_OPS or (n.op == "poly" and n.attrs["levels"] > 0)]
     last = mult[-1] if mult else None

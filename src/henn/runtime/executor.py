@@ -34,9 +34,14 @@ class Executor:
         self.ev = backend.evaluator(keys)
         self.pool = Parallel.for_backend(backend, threads)
         # one handler per step kind (henn.program.StepKind); a new kind adds its entry here
-        self.handlers = {StepKind.LINEAR_BATCH: self._linear_batch, StepKind.SUM_BATCH: self._sum_batch,
-                         StepKind.ACT: self._act, StepKind.TAPS: self._taps, StepKind.BSGS: self._bsgs,
-                         StepKind.ROTATION_POOL: self._mpool}
+        self.handlers = {
+            StepKind.LINEAR_BATCH: self._linear_batch,
+            StepKind.SUM_BATCH: self._sum_batch,
+            StepKind.ACT: self._act,
+            StepKind.TAPS: self._taps,
+            StepKind.BSGS: self._bsgs,
+            StepKind.ROTATION_POOL: self._mpool,
+        }
         missing = {s.kind for s in program.steps} - set(self.handlers)
         if missing:
             raise UnsupportedOperation(f"this executor cannot run steps {sorted(k.value for k in missing)}")
@@ -63,8 +68,12 @@ class Executor:
             vecs = self._weights(step)
             need = len(vecs) * plaintext_bytes(self.backend, step.level)
             if need > left:
-                log.info("layer %s: %d plaintexts (%.1f GiB) beyond the cache budget, encoded on the fly", step.name,
-                         len(vecs), need / 2**30)
+                log.info(
+                    "layer %s: %d plaintexts (%.1f GiB) beyond the cache budget, encoded on the fly",
+                    step.name,
+                    len(vecs),
+                    need / 2**30,
+                )
                 self._streamed.add(i)
                 continue
             left -= need
@@ -94,8 +103,9 @@ class Executor:
         return np.tile(vec, self.backend.slots // len(vec))
 
     def _encode_weights(self, vec: np.ndarray, step: Step):
-        return self.backend.encode(self._expand(vec, step), level=step.level,
-                                   scale=float(self.backend.prime(step.level)))
+        return self.backend.encode(
+            self._expand(vec, step), level=step.level, scale=float(self.backend.prime(step.level))
+        )
 
     def _bias_plain(self, i: int, vec: np.ndarray, ct: Ciphertext, part: int = 0):
         key = (i, part, ct.level, ct.scale)
@@ -127,14 +137,18 @@ class Executor:
     def _check_input(self, value) -> None:
         want, count = self.program.depth, self.program.input_cts
         if len(value) != count:
-            raise InputError(f"the program takes {count} input ciphertexts, got {len(value)}: pack the input with "
-                             "this program's Client")
+            raise InputError(
+                f"the program takes {count} input ciphertexts, got {len(value)}: pack the input with "
+                "this program's Client"
+            )
         for ct in value:
             if not isinstance(ct, Ciphertext):
                 raise InputError(f"the server evaluates Ciphertexts, got {type(ct).__name__}")
             if ct.level != want:
-                raise InputError(f"input ciphertext at level {ct.level}, the program expects level {want}: encrypt "
-                                 "with the Client of this program")
+                raise InputError(
+                    f"input ciphertext at level {ct.level}, the program expects level {want}: encrypt "
+                    "with the Client of this program"
+                )
 
     LINEAR_ROWS_PER_CALL = 256  # outputs per fused call: bounds the unrescaled outputs held at once
 
@@ -154,7 +168,7 @@ class Executor:
         n, per = len(indptr) - 1, self.LINEAR_ROWS_PER_CALL
         for lo in range(0, n, per):
             rows = range(lo, min(n, lo + per))
-            cts = dict(zip(rows, self.ev.linear_combinations(value, dense[rows.start:rows.stop])))
+            cts = dict(zip(rows, self.ev.linear_combinations(value, dense[rows.start : rows.stop])))
             for part in self.pool.map(lambda rng, cts=cts: [finish(cts[r], r) for r in rng], self._split(rows)):
                 out.extend(part)
         return out
@@ -185,7 +199,7 @@ class Executor:
         done = np.argsort(last, kind="stable")
         out, freed = [], 0
         for r in range(rows):
-            out.append(self.ev.add_many(value[k] for k in indices[indptr[r]:indptr[r + 1]]))
+            out.append(self.ev.add_many(value[k] for k in indices[indptr[r] : indptr[r + 1]]))
             while freed < len(done) and last[done[freed]] <= r:
                 value[done[freed]] = None
                 freed += 1
@@ -231,9 +245,16 @@ class Executor:
         a = step.attrs
         t = Transform(step.arrays["entries"], a["cts_in"], a["cts_out"], a["stride"], a["fold"], a["fold_stride"])
         biases, index = step.arrays["biases"], step.arrays["bias_index"]
-        return evaluate(self.ev, value, t, lambda v: self._weight(i, step, v), rescale=step.rescale,
-                        bias=lambda k, y: self._bias_plain(i, biases[index[k]], y, int(index[k])),
-                        run=self.pool.map, window=4 * self.pool.workers)
+        return evaluate(
+            self.ev,
+            value,
+            t,
+            lambda v: self._weight(i, step, v),
+            rescale=step.rescale,
+            bias=lambda k, y: self._bias_plain(i, biases[index[k]], y, int(index[k])),
+            run=self.pool.map,
+            window=4 * self.pool.workers,
+        )
 
     def close(self) -> None:
         self.pool.close()

@@ -87,7 +87,9 @@ def check_memory(program: Program, backend, available: int) -> None:
     (Weight plaintexts adapt: the executor encodes on the fly what its cache budget cannot hold.)"""
     need = ciphertext_bytes(program, backend) + key_bytes(program, backend)
     if need > available:
-        raise UnsupportedOperation(f"{program.mode} packing of this model holds about {need / 2**30:.1f} GiB of "
-                                   f"ciphertexts and evaluation keys at once, more than the "
-                                   f"{available / 2**30:.1f} GiB available: use a smaller model or ring, a larger "
-                                   "batch_group in batch mode, or single mode where it applies")
+        raise UnsupportedOperation(
+            f"{program.mode} packing of this model holds about {need / 2**30:.1f} GiB of "
+            f"ciphertexts and evaluation keys at once, more than the "
+            f"{available / 2**30:.1f} GiB available: use a smaller model or ring, a larger "
+            "batch_group in batch mode, or single mode where it applies"
+        )
