@@ -261,7 +261,7 @@ class Program:
             missing = {s % slots for s in spec.rotations(step)} - {0} - keys
             if missing:
                 raise ProgramError(f"layer {step.name!r} rotates by {sorted(missing)[:4]} without a key")
-            n, level = spec.outputs(step, n), (self.depth if spec.refreshes_level else step.level)
+            n, level = spec.outputs(step, n), (self.params.max_level if spec.refreshes_level else step.level)
         if self.final_level > level or n != self.output_cts:
             raise ProgramError(
                 f"the program ends with {n} ciphertexts at level {self.final_level}, expected "

@@ -1,5 +1,5 @@
 """Grouped batch layouts: slot maps, nearest copies of a replicated input, pools over ciphertexts,
-the choice of G, and the lowered gdiag steps reproduce each layer in NumPy (no CKKS)."""
+the choice of G, and the lowered bsgs steps reproduce each layer in NumPy (no CKKS)."""
 
 import numpy as np
 import pytest
@@ -123,7 +123,7 @@ def test_bad_group_options():
 
 
 @pytest.mark.parametrize("group", [2, 8])
-def test_lowered_gdiag_steps_reproduce_the_model(group, rng):
+def test_lowered_grouped_steps_reproduce_the_model(group, rng):
     model = build_cnn(cifar_layers("swish-rg5-deg2", (4, 6, 4), 8), (3, 8, 8), seed=4)
     c = compile_model(model, None, CompileOptions(mode="batch", params=_params(), batch_group=group))
     program = Program.from_bytes(c.program.to_bytes())  # grouped programs serialize too
