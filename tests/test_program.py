@@ -62,6 +62,7 @@ def test_verify_names_what_breaks_the_contract(single):
             single, 0, arrays={**single.steps[0].arrays, "bias": np.full_like(single.steps[0].arrays["bias"], np.nan)}
         ),
         "not a valid form": _with_step(single, 1, attrs={**single.steps[1].attrs, "form": "__class__"}),
+        "BSGS tables do": _with_step(single, bsgs, attrs={**single.steps[bsgs].attrs, "fold": 10**9}),
     }
     for message, broken in cases.items():
         with pytest.raises(ProgramError, match=message):

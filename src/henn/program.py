@@ -116,6 +116,7 @@ def _bsgs_check(step: Step, n_in: int, slots: int) -> None:
         and slots % width == 0
         and biases.shape[1:] == vectors.shape[1:]
         and a["bias_index"].shape == (cts_out,)
+        and step.attrs["fold"] < slots.bit_length()
     )
     if ok and len(ent):
         ok = bool(
