@@ -41,7 +41,8 @@ OBSERVED_SLACK = 1.25
 
 def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "single",  # noqa: A001
             activation_check: bool = True, params=None, log_scale: int | None = None,
-            threads: int | None = None, batch_group: int | None = None) -> CompiledModel:
+            threads: int | None = None, batch_group: int | None = None, bootstrap: bool = False,
+            calibration=None) -> CompiledModel:
     """Compile a torch.nn.Module or an .onnx file for CKKS inference on `backend`.
 
     mode: "single" (one image per ciphertext set, latency) or "batch" (throughput: G channels of one
@@ -50,9 +51,12 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     params: explicit henn.ckks.Parameters (else chosen from the depth the model needs, 128-bit secure).
     activation_check: refuse inputs whose pre-activations fall far outside an activation's fitted
     range (checked on the client, in cleartext, before encrypting).
+    bootstrap: place bootstraps where the model is deeper than the parameters allow (params with bootstrap
+    parameters, default preset boot-n16; backends with bootstrapping: lattigo, plain); calibration: images
+    (B, C, H, W) whose values set each bootstrap's range (also checked on every input before encrypting).
     """
     options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params, batch_group=batch_group,
-                             memory_budget=machine_budget())
+                             bootstrap=bootstrap, calibration=calibration, memory_budget=machine_budget())
     cm = CompiledModel(compile_model(model, input_shape, options), backend, activation_check, threads)
     cm.observed_preactivation = _observed_preactivation(model)
     return cm
@@ -104,8 +108,9 @@ class CompiledModel:
         return self.program.input_shape
 
     def describe(self) -> str:
-        return (f"{self.mode} packing on {self.backend_name}: depth {self.depth}, {len(self.rotation_steps)} rotation "
-                f"keys, {self.params.describe()}")
+        boots = f", {self.program.bootstraps} bootstraps" if self.program.bootstraps else ""
+        return (f"{self.mode} packing on {self.backend_name}: depth {self.depth}{boots}, {len(self.rotation_steps)} "
+                f"rotation keys, {self.params.describe()}")
 
     # ---- running -----------------------------------------------------------------------------
     def reference(self, x) -> np.ndarray:
@@ -119,6 +124,7 @@ class CompiledModel:
         client, server = self._session(encrypted)
         client.reset_timings()
         server.seconds["evaluate"] = 0.0
+        boot0 = server.bootstrap_seconds()
         outs = []
         t0 = time.perf_counter()
         for r in tqdm(client.batches(len(x)), disable=not progress, unit="set" if self.mode == "batch" else "img",
@@ -128,7 +134,8 @@ class CompiledModel:
         self.timings = {"images": len(x), "encode": client.seconds["encode"], "encrypt": client.seconds["encrypt"],
                         "evaluate": server.seconds["evaluate"], "decrypt": client.seconds["decrypt"],
                         "total": time.perf_counter() - t0, "keygen": client.seconds["keygen"],
-                        "prepare": server.seconds["prepare"], "encrypted": bool(encrypted)}
+                        "prepare": server.seconds["prepare"], "encrypted": bool(encrypted),
+                        "bootstrap": server.bootstrap_seconds() - boot0}
         out = np.concatenate(outs)
         return out.reshape(len(x), -1) if len(self.program.output_shape) == 1 else out
 
@@ -149,7 +156,26 @@ class CompiledModel:
                              "the input")
         if ranges:
             self._check_ranges(x)
+        if self.program.bootstraps:
+            self._check_bootstrap_ranges(x)
         return x
+
+    def _check_bootstrap_ranges(self, x: np.ndarray) -> None:
+        """Each bootstrap refreshes values within its calibrated bound only: beyond it the modular
+        reduction wraps them around (silently wrong logits), so such inputs are refused here."""
+
+        def hook(node, inp, out):
+            if node.op != "bootstrap":
+                return
+            peak = np.abs(inp.reshape(len(inp), -1)).max(axis=1)
+            if np.any(peak > node.attrs["bound"]):
+                i = int(np.argmax(peak > node.attrs["bound"]))
+                raise InputError(f"image {i}: values before {node.name} reach {peak[i]:.3g}, beyond the bound "
+                                 f"{node.attrs['bound']:.3g} calibrated for it; bootstrapping would wrap them "
+                                 "around: feed inputs scaled like the calibration images, or recompile with "
+                                 "calibration images that cover these")
+
+        interpret.run(self.compiled.final, x, hook=hook)
 
     def _check_ranges(self, x: np.ndarray) -> None:
         polys = [n.name for n in self.compiled.checked.nodes if n.op == "poly"]

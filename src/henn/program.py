@@ -12,6 +12,7 @@ level where they are used) and small attributes. Step kinds (`StepKind`, specifi
                   (k_in, k_out, giant, baby, vector), vectors, biases + bias_index, then `fold`
                   rotate-and-sums; `stride` physical slots per virtual one (grouped batch packing)
     mpool         2x2 sum-pool on multiplexed layouts by rotations
+    bootstrap     refresh every ciphertext to the top level; attrs bound: the values' range (calibrated)
 
 A new kind is an enum member plus a `StepSpec` in `STEPS` (and an executor handler). `verify()`
 checks known kinds, attributes and arrays, levels that never increase (except steps whose spec
@@ -54,6 +55,7 @@ class StepKind(StrEnum):
     TAPS = "taps"
     BSGS = "bsgs"
     ROTATION_POOL = "mpool"
+    BOOTSTRAP = "bootstrap"
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,9 @@ STEPS: dict[StepKind, StepSpec] = {
         _bsgs_rotations,
         frees_inputs=True,
     ),
+    StepKind.BOOTSTRAP: StepSpec(
+        {"bound": "float"}, {}, lambda s, n: n, lambda s, n, slots: None, frees_inputs=True, refreshes_level=True
+    ),
     StepKind.ROTATION_POOL: StepSpec(
         {"steps": "ints", "cts_in": "int"}, {}, lambda s, n: n, _count_check, lambda s: set(s.attrs["steps"])
     ),
@@ -213,6 +218,11 @@ class Program:
     def images_per_set(self) -> int:
         """Images one ciphertext set holds: slots / G in batch mode, one in single mode."""
         return self.params.slots // self.group if self.mode == "batch" else 1
+
+    @property
+    def bootstraps(self) -> int:
+        """Bootstrap steps (each refreshes every ciphertext of its value)."""
+        return sum(s.kind == StepKind.BOOTSTRAP for s in self.steps)
 
     @property
     def input_cts(self) -> int:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from henn.ckks import ParametersLiteral, presets
+from henn.ckks.bootstrap_params import BootstrapLiteral
 from henn.frontend import load_model
 from henn.frontend.onnx_build import build_cnn
 from henn.ir import interpret
@@ -24,13 +25,16 @@ CASES = {
     "tiny_batch": (TINY, (1, 6, 6), "batch", {}),
     "tiny_grouped": (TINY, (1, 6, 6), "batch", {"batch_group": 2}),
     "deg4_single": (DEG4, (1, 6, 6), "single", {}),
+    "deg4_bootstrap": (DEG4, (1, 6, 6), "single", {"bootstrap": True}),
 }
 
 
-def _params():
-    name = "insecure_golden_n11_d6"
+def _params(bootstrap: bool = False):
+    """Depth 6; with bootstrapping, 3 levels between bootstraps (DEG4 needs 7: two bootstraps)."""
+    name = "insecure_golden_boot_n11_d3" if bootstrap else "insecure_golden_n11_d6"
     if name not in presets.names():
-        presets.register(name, ParametersLiteral(11, (50,) + (36,) * 6, (50,), 36))
+        presets.register(name, ParametersLiteral(11, (50,) + (36,) * 3, (50,), 36, bootstrap=BootstrapLiteral())
+                         if bootstrap else ParametersLiteral(11, (50,) + (36,) * 6, (50,), 36))
     return presets.get(name)
 
 
@@ -38,8 +42,9 @@ def _params():
 def test_ir_after_each_pass(case):
     layers, shape, mode, extra = CASES[case]
     g = load_model(build_cnn(layers, shape, seed=0))
-    opts = CompileOptions(mode=mode, params=_params(), **extra)
     x = np.random.default_rng(5).uniform(0, 1, (3,) + shape)
+    boot = extra.get("bootstrap", False)
+    opts = CompileOptions(mode=mode, params=_params(boot), calibration=x if boot else None, **extra)
     ref = interpret.run(g, x)
     for i, (name, fn) in enumerate(PASSES):
         g = fn(g, opts).verify()

@@ -23,9 +23,9 @@ import numpy as np
 
 from henn.ckks import serialization
 from henn.ckks.params import Parameters, ParametersLiteral
-from henn.ckks.values import (Ciphertext, EvaluationKeys, GaloisKeys, Plaintext, PublicKey, RelinKey,
-                              SecretKey)
-from henn.errors import InputError, LevelError, SerializationError
+from henn.ckks.values import (BootstrapKeys, Ciphertext, EvaluationKeys, GaloisKeys, Plaintext, PublicKey,
+                              RelinKey, SecretKey)
+from henn.errors import InputError, LevelError, SerializationError, UnsupportedOperation
 
 Values = float | complex | np.ndarray | list
 
@@ -35,6 +35,8 @@ class Backend(ABC):
     # capabilities the runtime asks for (never the backend's name)
     encrypts: ClassVar[bool] = True       # False: values are cleartext slot vectors, no key material
     releases_gil: ClassVar[bool] = True   # its calls may run on several Python threads at once
+    # what a backend can do beyond the common interface: "bootstrap"
+    capabilities: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, params: Parameters):
         if not isinstance(params, Parameters):
@@ -147,6 +149,23 @@ class Backend(ABC):
             acc = self._add(acc, self._mul_plain(ct, pt))
         return acc
 
+    # Bootstrapping (capability "bootstrap"): backends that have it override both.
+    def _gen_bootstrap_keys(self, sk: Any) -> tuple[Any, int]:
+        """(raw keys, their size in bytes)."""
+        raise self.cannot_bootstrap()
+
+    def _bootstrap(self, a: Any, divide: float, keys: Any, parallel: bool) -> Any:
+        """Refresh a (level >= 1) to max_level; read its values as divided by `divide`, return the
+        result at scale default_scale / divide (so it holds a's values)."""
+        raise self.cannot_bootstrap()
+
+    def cannot_bootstrap(self) -> UnsupportedOperation:
+        from henn.ckks.backends import with_capability
+
+        have = ", ".join(with_capability("bootstrap")) or "none installed"
+        return UnsupportedOperation(f"the {self.name} backend cannot bootstrap; backends that can: {have}: "
+                                    "open one of those, or compile for depth without bootstraps")
+
     def _linear_combinations(self, cts: list[Any], weight_matrix: np.ndarray, level: int, scale: float) -> list[Any]:
         """One linear combination per row of the (m, len(cts)) matrix; zeros skipped. Only the
         inputs a row uses are handed to `_linear_combination` (sparse rows stay cheap)."""
@@ -205,12 +224,24 @@ class Backend(ABC):
         raw = self._gen_galois_keys(self._own(sk, SecretKey).raw, norm, bool(conjugate)) if norm or conjugate else None
         return GaloisKeys(raw, self.name, frozenset(norm), bool(conjugate))
 
+    def generate_bootstrap_keys(self, sk: SecretKey) -> BootstrapKeys:
+        """The bootstrapping keys of these parameters (they must carry bootstrap parameters)."""
+        if "bootstrap" not in self.capabilities:
+            raise self.cannot_bootstrap()
+        if self.params.bootstrap is None:
+            raise UnsupportedOperation("these parameters have no bootstrap parameters: build them with "
+                                       "ParametersLiteral(..., bootstrap=BootstrapLiteral()) or a boot-* preset")
+        raw, nbytes = self._gen_bootstrap_keys(self._own(sk, SecretKey).raw)
+        return BootstrapKeys(raw, self.name, nbytes)
+
     def generate_keys(self, rotations: Iterable[int] = (), conjugate: bool = False,
-                      relin: bool = True) -> tuple[SecretKey, EvaluationKeys]:
-        """A secret key and the public material for exactly the requested rotation steps."""
+                      relin: bool = True, bootstrap: bool = False) -> tuple[SecretKey, EvaluationKeys]:
+        """A secret key and the public material for exactly the requested rotation steps (and the
+        bootstrapping keys when asked)."""
         sk = self.generate_secret_key()
         keys = EvaluationKeys(self.generate_public_key(sk), self.generate_relin_key(sk) if relin else None,
-                              self.generate_galois_keys(sk, rotations, conjugate))
+                              self.generate_galois_keys(sk, rotations, conjugate),
+                              self.generate_bootstrap_keys(sk) if bootstrap else None)
         return sk, keys
 
     # ---- encoding, encryption ------------------------------------------------------------

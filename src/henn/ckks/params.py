@@ -17,6 +17,7 @@ import operator
 from dataclasses import asdict, dataclass, field
 
 from henn.ckks import security
+from henn.ckks.bootstrap_params import BootstrapLiteral, BootstrapParameters
 from henn.ckks.primes import is_prime
 from henn.errors import ParameterError, SecurityError
 
@@ -35,9 +36,13 @@ class ParametersLiteral:
     q: tuple[int, ...] | None = None
     p: tuple[int, ...] | None = None
     secret: str = "ternary"
+    bootstrap: BootstrapLiteral | None = None
 
     def to_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+        d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if k != "bootstrap"}
+        if self.bootstrap is not None:
+            d["bootstrap"] = self.bootstrap.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> ParametersLiteral:
@@ -49,6 +54,8 @@ class ParametersLiteral:
         if missing:
             raise ParameterError(f"missing parameter fields {sorted(missing)}: log_n and log_q are required")
         conv = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()}
+        if conv.get("bootstrap") is not None:
+            conv["bootstrap"] = BootstrapLiteral.from_dict(conv["bootstrap"])
         return cls(**conv)
 
 
@@ -65,6 +72,7 @@ class Parameters:
     secret: str
     name: str = ""
     insecure: bool = False
+    bootstrap: BootstrapParameters | None = None
     _token: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
@@ -101,11 +109,19 @@ class Parameters:
         return float(sum(self.log_q) + sum(self.log_p))
 
     @property
+    def bootstrap_log_qp(self) -> float | None:
+        """log2(Q*P) of the bootstrapping modulus (residual chain + circuit + its special primes):
+        an upper estimate until a backend reports its primes; None without bootstrapping."""
+        return None if self.bootstrap is None else self.bootstrap.log_qp(self.log_q, self.log_scale)
+
+    @property
     def security_ok(self) -> bool:
-        return security.is_secure(self.log_n, self.log_qp, self.secret)
+        widest = max(self.log_qp, self.bootstrap_log_qp or 0.0)
+        return security.is_secure(self.log_n, widest, self.secret)
 
     def literal(self) -> ParametersLiteral:
-        return ParametersLiteral(self.log_n, self.log_q, self.log_p, self.log_scale, self.q, self.p, self.secret)
+        return ParametersLiteral(self.log_n, self.log_q, self.log_p, self.log_scale, self.q, self.p, self.secret,
+                                 None if self.bootstrap is None else self.bootstrap.literal)
 
     def fingerprint(self) -> str:
         """Short stable id of the parameter set (used in serialized headers)."""
@@ -113,13 +129,16 @@ class Parameters:
 
     def describe(self) -> str:
         tag = " INSECURE" if self.insecure else ""
+        boot = "" if self.bootstrap is None else \
+            f" {self.bootstrap.describe()} bootstrap logQP<={self.bootstrap_log_qp:.0f}"
         return (f"N=2^{self.log_n} slots={self.slots} depth={self.depth} log_q={list(self.log_q)} "
-                f"log_p={list(self.log_p)} scale=2^{self.log_scale} logQP={self.log_qp:.1f}{tag}")
+                f"log_p={list(self.log_p)} scale=2^{self.log_scale} logQP={self.log_qp:.1f}{boot}{tag}")
 
     def with_primes(self, q: tuple[int, ...], p: tuple[int, ...]) -> Parameters:
         """The same set with the primes a backend actually chose pinned."""
         lit = ParametersLiteral(self.log_n, tuple(x.bit_length() for x in q), tuple(x.bit_length() for x in p),
-                                self.log_scale, tuple(q), tuple(p), self.secret)
+                                self.log_scale, tuple(q), tuple(p), self.secret,
+                                None if self.bootstrap is None else self.bootstrap.literal)
         return _build(lit, self.name, self.insecure)
 
     # --- construction -------------------------------------------------------------------
@@ -143,16 +162,19 @@ _FACTORY = object()
 
 def _build(lit: ParametersLiteral, name: str, insecure: bool) -> Parameters:
     _validate(lit)
+    boot = None if lit.bootstrap is None else BootstrapParameters.build(lit.bootstrap, lit.log_n, lit.log_scale)
     params = Parameters(lit.log_n, tuple(lit.log_q), tuple(lit.log_p), lit.log_scale,
                         None if lit.q is None else tuple(int(x) for x in lit.q),
                         None if lit.p is None else tuple(int(x) for x in lit.p),
-                        lit.secret, name, insecure, _FACTORY)
+                        lit.secret, name, insecure, boot, _FACTORY)
     if not insecure and not params.security_ok:
         bound = security.MAX_LOG_QP_128.get(lit.log_n)
+        widest = max(params.log_qp, params.bootstrap_log_qp or 0.0)
+        what = "with the bootstrapping circuit's primes " if widest > params.log_qp else ""
         raise SecurityError(
-            f"parameters give log2(QP) = {params.log_qp:.1f} at N = 2^{lit.log_n}, above the 128-bit bound "
-            f"of {bound} bits: raise log_n, shorten the modulus chain (less depth or smaller primes), "
-            f"or, for tests only, use an insecure_ preset")
+            f"parameters give log2(QP) = {widest:.1f} {what}at N = 2^{lit.log_n}, above the 128-bit bound "
+            f"of {bound} bits: raise log_n, shorten the modulus chain (less depth or smaller primes, fewer "
+            f"bootstrapping levels), or, for tests only, use an insecure_ preset")
     return params
 
 

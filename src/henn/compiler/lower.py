@@ -67,6 +67,10 @@ def _act(g: Graph, node: Node) -> list[Step]:
     return [Step(StepKind.ACT, node.name, _level(g, node), attrs={k: node.attrs[k] for k in ACT_KEYS})]
 
 
+def _bootstrap(g: Graph, node: Node) -> Step:
+    return Step(StepKind.BOOTSTRAP, node.name, _level(g, node), attrs={"bound": float(node.attrs["bound"])})
+
+
 def _csr(kind: StepKind, name: str, level: int, indptr, indices, rescale: bool = False, **arrays) -> Step:
     return Step(
         kind,
@@ -100,6 +104,8 @@ def _batch(g: Graph) -> list[Step]:
             steps.append(_csr(StepKind.SUM_BATCH, n.name, _level(g, n), m.indptr, m.indices))
         elif n.op == "poly":
             steps += _act(g, n)
+        elif n.op == "bootstrap":
+            steps.append(_bootstrap(g, n))
     return steps
 
 
@@ -110,6 +116,8 @@ def _grouped(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
         plan = n.attrs.get("packing")
         if n.op == "poly":
             steps += _act(g, n)
+        elif n.op == "bootstrap":
+            steps.append(_bootstrap(g, n))
         elif isinstance(plan, CiphertextPoolPlan):
             steps.append(_csr(StepKind.SUM_BATCH, n.name, _level(g, n), plan.indptr, plan.indices))
         elif isinstance(plan, BsgsPlan):
@@ -153,6 +161,9 @@ def _single(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
     shape = g.input_shape
     for seg in segments(g):
         if not seg:
+            continue
+        if seg[0].op == "bootstrap":
+            steps.append(_bootstrap(g, seg[0]))
             continue
         if seg[0].op == "poly":
             steps += _act(g, seg[0])

@@ -11,6 +11,8 @@ avgpool    attrs kernel (kh, kw), stride (sh, sw), pads (top, left, bottom, righ
 sumpool    like avgpool without the 1/(kh*kw) factor (merge_act_pool moves it elsewhere)
 flatten    (C, H, W) -> (C*H*W,)
 linear     params weight (O, I), bias (O,); input (I,)
+bootstrap  attrs bound (values lie in [-bound, bound]): refreshes the level, the identity on values
+           (inserted by place_bootstraps)
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable
 
 from henn.ir.node import IRError, Node
 
-OPS = ("conv2d", "batchnorm", "poly", "activation", "avgpool", "sumpool", "flatten", "linear")
+OPS = ("conv2d", "batchnorm", "poly", "activation", "avgpool", "sumpool", "flatten", "linear", "bootstrap")
 LINEAR_OPS = ("conv2d", "linear")
 
 
@@ -115,6 +117,7 @@ _SHAPES: dict[str, Callable] = {
     "sumpool": _pool,
     "flatten": _flatten,
     "linear": _linear,
+    "bootstrap": _same,
 }
 
 

@@ -88,11 +88,11 @@ def _plan_multi(g: Graph, slots: int) -> None:
 
 
 def segments(g: Graph) -> list[list]:
-    """Runs of linear nodes between activations, in order (empty runs included)."""
+    """Runs of linear nodes between activations (and bootstraps), in order (empty runs included)."""
     out: list[list] = []
     cur: list = []
     for n in g.nodes:
-        if n.op == "poly":
+        if n.op in ("poly", "bootstrap"):
             out.append(cur)
             out.append([n])
             cur = []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from henn.ckks.params import Parameters
 from henn.errors import InputError
@@ -21,6 +23,8 @@ class CompileOptions:
     batch_group: int | None = None  # batch mode: channels per ciphertext (None: the fewest that fit memory)
     memory_budget: int | None = None  # batch mode: bytes for ciphertexts + weights (None: no limit;
     # henn.compile fills it from the machine)
+    bootstrap: bool = False  # place bootstraps when the model is deeper than the parameters allow
+    calibration: np.ndarray | None = field(default=None, compare=False, repr=False)  # images for value ranges
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -31,6 +35,8 @@ class CompileOptions:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise InputError(f"{name} must be a positive integer or None, got {value!r}")
+        if not isinstance(self.bootstrap, bool):
+            raise InputError(f"bootstrap must be True or False, got {self.bootstrap!r}")
         if self.params is not None and not isinstance(self.params, Parameters):
             raise InputError(
                 "params must be a henn.ckks.Parameters (use select_parameters, presets.get or Parameters.from_literal)"

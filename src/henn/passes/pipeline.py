@@ -14,7 +14,8 @@ import logging
 
 from henn.ir.graph import Graph
 from henn.passes import (approximate_activations, choose_packing, collect_keys, fold_batchnorm, fuse_linear,
-                         group_batch, merge_act_pool, plan_levels, select_params, threshold_coeffs)
+                         group_batch, merge_act_pool, place_bootstraps, plan_levels, select_params,
+                         threshold_coeffs)
 from henn.passes.options import CompileOptions
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,7 @@ PASSES = (
     ("threshold_coeffs", threshold_coeffs.run),
     ("choose_packing", choose_packing.run),
     ("plan_levels", plan_levels.run),
+    ("place_bootstraps", place_bootstraps.run),
     ("select_params", select_params.run),
     ("group_batch", group_batch.run),
     ("collect_keys", collect_keys.run),

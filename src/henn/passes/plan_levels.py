@@ -8,9 +8,15 @@ node costs its form's levels (see approximate_activations). Pools and flattens c
 depth = levels consumed (+1 for the unrescaled final product); the input is encrypted at level
 depth. Nominal log2 scales assume primes of exactly log_scale bits (the executor uses the real
 primes with the same rules).
+
+A bootstrap node (place_bootstraps) starts a new run of levels at meta["bootstrap_top"] (the
+parameters' max_level) with scale Delta / bound (bound rounded up to a power of two, as the
+evaluator does); its input needs level >= 1, so the first run needs depth = its levels + 1.
 """
 
 from __future__ import annotations
+
+import math
 
 from henn.ckks.selection import DEFAULT_LOG_SCALE
 from henn.errors import UnsupportedOperation
@@ -31,10 +37,18 @@ def run(graph: Graph, options) -> Graph:
     last = mult[-1] if mult else None
     used = {g.input: 0}
     scale = {g.input: log_delta}
+    run_of = {g.input: 0}  # values after the k-th bootstrap belong to run k
+    first_run = None
     for n in g.nodes:
         src = n.inputs[0]
         c, s = used[src], scale[src]
-        if n.op in LINEAR_OPS:
+        run_of[n.output] = run_of[src]
+        if n.op == "bootstrap":
+            if first_run is None:
+                first_run = c + 1
+            run_of[n.output] += 1
+            c, s = 0, log_delta - math.ceil(math.log2(n.attrs["bound"]))
+        elif n.op in LINEAR_OPS:
             rescale = n is not last
             n.attrs["rescale"] = rescale
             c, s = (c + 1, s) if rescale else (c, s + log_delta)
@@ -42,9 +56,16 @@ def run(graph: Graph, options) -> Graph:
             c += n.attrs["levels"]
         used[n.output], scale[n.output] = c, s
     final_unrescaled = last is not None and last.op in LINEAR_OPS
-    depth = max(1, used[g.output] + (1 if final_unrescaled else 0))
+    needed = max(1, used[g.output] + (1 if final_unrescaled else 0))
+    depth = needed if first_run is None else first_run
+    top = g.meta.get("bootstrap_top", depth)
+    if first_run is not None and needed > top:
+        raise UnsupportedOperation(
+            f"the last run of layers needs {needed} levels after its bootstrap, the "
+            f"parameters give {top}: place_bootstraps should have prevented this"
+        )
     for name, v in g.values.items():
-        v.level = depth - used[name]
+        v.level = (depth if run_of[name] == 0 else top) - used[name]
         v.log_scale = scale[name]
     g.meta["depth"] = depth
     g.meta["log_scale"] = log_delta

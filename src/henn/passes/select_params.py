@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from henn.ckks import presets
 from henn.ckks.selection import select_parameters
 from henn.errors import LevelError, ParameterError
 from henn.ir.graph import Graph
@@ -12,6 +13,8 @@ def run(graph: Graph, options) -> Graph:
     g = graph.copy()
     depth, slots = g.meta["depth"], g.meta["min_slots"]
     params = options.params
+    if params is None and "bootstrap_top" in g.meta:  # place_bootstraps planned for the default bootstrapping set
+        params = presets.get(presets.DEFAULT_BOOTSTRAP)
     if params is None:
         params = select_parameters(
             depth, backend=options.backend, mode=options.selection, slots=slots, log_scale=options.log_scale

@@ -9,6 +9,12 @@ What is measured for key generation is chosen to keep the depth-19 sweep short: 
 relinearization keys together, and Galois keys for ONE step (the per-step cost; a set of k steps
 costs about k times that). The hoisted-rotation op needs keys for steps 1..hoisted_steps,
 generated once, untimed.
+
+Bootstrapping (parameters with bootstrap parameters, e.g. `--depths none --preset boot-n16`; other
+parameter sets skip it unless --ops names it): key generation (one call: minutes at N = 2^16, with
+the keys' size), and the bootstrap itself from level 1 on values in [-1, 1] (precision in bits,
+latency, peak RSS with its keys) on two threads and on one (`threads` of the record). The report
+plots them against the levels the bootstrap leaves (the preset's max_level).
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ from henn.profile.harness import Recorder, Settings, error_entry, throughput, ti
 log = logging.getLogger(__name__)
 
 SCALAR = 0.75  # the constant of multiply_scalar
+BOOTSTRAP_OPS = ("keygen_bootstrap", "bootstrap")
 OPS = ("encode", "encrypt", "decrypt", "decode", "add", "multiply_relin", "rescale", "multiply_plain",
-       "multiply_scalar", "rotate", "rotate_hoisted", "keygen_sk_pk_relin", "keygen_galois")
+       "multiply_scalar", "rotate", "rotate_hoisted", "keygen_sk_pk_relin", "keygen_galois") + BOOTSTRAP_OPS
 
 
 class _Fixture:
@@ -84,6 +91,18 @@ class _Fixture:
             return self.be.evaluator(EvaluationKeys(self.pk, self.rk, gk))
         return self.get("ev_rot", make)
 
+    @property
+    def bk(self):
+        return self.get("bk", lambda: self.be.generate_bootstrap_keys(self.sk))
+
+    @property
+    def ev_boot(self):
+        return self.get("ev_boot", lambda: self.be.evaluator(EvaluationKeys(self.pk, self.rk, None, self.bk)))
+
+    def ct_low(self, kind: str = "random"):
+        """A ciphertext at level 1: where a bootstrap starts."""
+        return self.get(f"ct-low-{kind}", lambda: self.be.encrypt(self.inputs[kind][0], self.pk, level=1))
+
     # encrypted inputs (random values: the timings)
     def ct(self, which: int = 0, kind: str = "random"):
         return self.get(f"ct{which}-{kind}", lambda: self.be.encrypt(self.inputs[kind][which], self.pk))
@@ -101,6 +120,7 @@ class _Op:
     warmup: int | None = None                                 # None: settings.warmup
     check_inputs: tuple[str, ...] = ("ones", "random")
     counts_throughput: bool = True
+    min_repeats: int | None = None                            # None: settings.min_repeats
 
 
 def _product(fx: _Fixture):
@@ -130,6 +150,31 @@ def _keygen_galois(fx: _Fixture):
     def call():
         fx._cache["gk1"] = fx.be.generate_galois_keys(fx.sk, [1])
     return call
+
+
+def _keygen_bootstrap(fx: _Fixture):
+    def call():
+        fx.drop("ev_boot")
+        fx._cache["bk"] = fx.be.generate_bootstrap_keys(fx.sk)
+    return call
+
+
+def _bootstrap(parallel: bool):
+    def prepare(fx: _Fixture):
+        ev, ct = fx.ev_boot, fx.ct_low()
+        return lambda: ev.bootstrap(ct, parallel=parallel)
+
+    def check(fx, kind):
+        return fx.inputs[kind][0], fx.dec(fx.ev_boot.bootstrap(fx.ct_low(kind), parallel=parallel))
+    return prepare, check
+
+
+def _bootstrap_extra(fx: _Fixture) -> dict:
+    be, boot = fx.be, fx.be.params.bootstrap
+    info = getattr(be, "bootstrap_info", None) or {}
+    return {"levels_left": be.max_level, "bootstrap_depth": boot.depth, "log_slots": boot.log_slots,
+            "bootstrap_log_qp": info.get("log_qp", be.params.bootstrap_log_qp),
+            "bootstrap_key_bytes": fx.bk.nbytes, "galois_keys": info.get("galois_keys")}
 
 
 def _hoisted_check(fx, kind):
@@ -165,7 +210,14 @@ def _ops(settings: Settings) -> list[_Op]:
         _Op("keygen_sk_pk_relin", lambda fx: lambda: fx.be.generate_keys(relin=True), warmup=0,
             counts_throughput=False),
         _Op("keygen_galois", _keygen_galois, warmup=0, counts_throughput=False),
+        # bootstrapping: key generation takes minutes at N = 2^16, so one call
+        _Op("keygen_bootstrap", _keygen_bootstrap, warmup=0, counts_throughput=False, min_repeats=1),
+        _Op("bootstrap", *_bootstrap(True), check_inputs=("random",)),
     ]
+
+
+def _bootstrap_sequential() -> _Op:
+    return _Op("bootstrap", *_bootstrap(False), check_inputs=("random",), min_repeats=1)
 
 
 def _measure(op: _Op, fx: _Fixture, settings: Settings) -> dict:
@@ -181,7 +233,7 @@ def _measure(op: _Op, fx: _Fixture, settings: Settings) -> dict:
     errors = [error_entry(kind, *op.check(fx, kind)) for kind in kinds]
     # the error checks ran the op already (untimed, on other inputs): they count as warm-up calls
     warmup = settings.warmup if op.warmup is None else op.warmup
-    latency, memory = time_call(call, settings, warmup=max(0, warmup - len(kinds)))
+    latency, memory = time_call(call, settings, warmup=max(0, warmup - len(kinds)), min_repeats=op.min_repeats)
     latency["warmup"] = max(warmup, len(kinds))
     extra = {"ops_per_call": op.ops_per_call}
     if fused and op.name.startswith("multiply"):
@@ -193,6 +245,8 @@ def _measure(op: _Op, fx: _Fixture, settings: Settings) -> dict:
         extra["native_hoisting"] = type(fx.be)._rotate_hoisted is not _base_rotate_hoisted()
     if op.name == "keygen_galois":
         extra["steps"] = [1]
+    if op.name in BOOTSTRAP_OPS:
+        extra.update(_bootstrap_extra(fx))
     tp = throughput(fx.be.slots, latency, op.ops_per_call) if op.counts_throughput else None
     return {"latency": latency, "throughput": tp, "error": errors, "memory": memory, "extra": extra}
 
@@ -234,11 +288,18 @@ def run(be, rec: Recorder, settings: Settings, ops: tuple[str, ...] | None = Non
     """Measure every primitive (or those named in `ops`) on the open backend `be`."""
     fx = _Fixture(be, settings)
     wanted = set(OPS if ops is None else ops)
+    if ops is None and be.params.bootstrap is None:
+        wanted -= set(BOOTSTRAP_OPS)  # a sweep of ordinary parameter sets: nothing to bootstrap
     for op in _ops(settings):
         if op.name not in wanted:
             continue
-        if op.name == "keygen_sk_pk_relin":
+        if op.name in ("keygen_sk_pk_relin", "keygen_bootstrap"):
             fx.drop("ev_rot")  # free the hoisted-rotation keys before the key-generation peaks
+        if op.name == "bootstrap":  # thread scaling: the two EvalMod halves at once, then one thread
+            rec.run(op.name, lambda op=op: _measure(op, fx, settings), threads=2)
+            op = _bootstrap_sequential()
+            rec.run(op.name, lambda op=op: _measure(op, fx, settings), threads=1)
+            continue
         rec.run(op.name, lambda op=op: _measure(op, fx, settings))
     if "sizes" in wanted or ops is None:
         rec.run("sizes", lambda: _sizes(fx))

@@ -12,6 +12,8 @@ PRIMITIVE_OPS = ("encode", "encrypt", "decrypt", "decode", "add", "multiply_reli
 SIZE_KINDS = ("ciphertext_bytes", "ciphertext_level0_bytes", "plaintext_bytes", "public_key_bytes",
               "relin_key_bytes", "galois_key_bytes_per_step")
 KERNEL_OPS = ("dot_product", "linear_transform", "polynomial", "activation")
+BOOTSTRAP_OPS = ("keygen_bootstrap", "bootstrap")
+GIB = 2**30
 MB = 2**20
 
 
@@ -84,7 +86,8 @@ def primitives_section(records) -> Section | None:
     ok = _ok(recs)
     if not ok:  # nothing measured: the failures section says why
         return None
-    ops = _ops_present([r for r in ok if r["op"] in PRIMITIVE_OPS or r.get("latency")], PRIMITIVE_OPS)
+    ops = _ops_present([r for r in ok if (r["op"] in PRIMITIVE_OPS or r.get("latency"))
+                        and r["op"] not in BOOTSTRAP_OPS], PRIMITIVE_OPS)
     sec = Section("Primitive operations", [
         "Each library at each multiplicative depth: with its own parameter choice (mode `library`, solid lines) "
         "and one shared parameter set with identical primes (mode `fixed`, dashed). Latency is the median of "
@@ -153,6 +156,46 @@ def _depth_table(title, recs, ops, value) -> Table:
 # ---- kernels ------------------------------------------------------------------------------------
 def _kernel_series(r):
     return f"{figures.series_label(r)} d{r['depth']}"
+
+
+def bootstrap_section(records) -> Section | None:
+    """Bootstrapping (papers 001 and 004 report it): latency, precision, memory against the levels left."""
+    ok = [r for r in _ok(records, "primitives") if r["op"] in BOOTSTRAP_OPS]
+    boots = [r for r in ok if r["op"] == "bootstrap"]
+    if not boots:
+        return None
+    sec = Section("Bootstrapping", [
+        "One bootstrap of a ciphertext at level 1 holding uniform [-1, 1] values in every slot, refreshed to the "
+        "top of its parameters' chain: against the levels it leaves for the network (the preset's max_level). "
+        "`2 thr` runs the real and imaginary halves of the modular reduction at once (henn's Lattigo bridge), "
+        "`1 thr` one after the other. Peak memory is the process's resident high-water mark, keys included."])
+    keygen = {(r["backend"], r["params"]["name"] if r.get("params") else ""): r for r in ok
+              if r["op"] == "keygen_bootstrap"}
+
+    def series(r):
+        return f"{r['backend']} ({r['threads']} thr)"
+
+    panels = ["latency (s)", "precision (bits)", "peak memory (GiB)"]
+    values = {"latency (s)": lambda r: (r["latency"] or {}).get("median"), "precision (bits)": _err,
+              "peak memory (GiB)": lambda r: (r["memory"] or {}).get("peak_rss_bytes", 0) / GIB or None}
+    pseudo = [{**r, "_panel": p, "_v": values[p](r)} for r in boots for p in panels]
+    sec.figure("bootstrap", "Bootstrapping against the levels it leaves.",
+               figures.line_panels(pseudo, panels, panel_of=lambda r: r["_panel"],
+                                   x_of=lambda r: r["extra"].get("levels_left"), y_of=lambda r: r["_v"],
+                                   series_of=series, xlabel="levels left", logy=False, title="Bootstrapping"))
+    rows = []
+    for r in sorted(boots, key=lambda r: (r["backend"], r["extra"].get("levels_left") or 0, -(r["threads"] or 0))):
+        name = r["params"]["name"] if r.get("params") else ""
+        kg = keygen.get((r["backend"], name))
+        rows.append([r["backend"], name, fmt(r["extra"].get("levels_left")), f"2^{r['extra'].get('log_slots')}",
+                     fmt(r["threads"]), fmt((r["latency"] or {}).get("median"), 3), fmt(_err(r), 3),
+                     fmt(r["extra"].get("bootstrap_key_bytes", 0) / GIB, 3),
+                     fmt((r["memory"] or {}).get("peak_rss_bytes", 0) / GIB, 3),
+                     fmt((kg["latency"] or {}).get("median") if kg else None, 3)])
+    sec.tables.append(Table("Bootstrapping", ["backend", "parameters", "levels left", "slots", "threads",
+                                              "latency (s)", "precision (bits)", "keys (GiB)", "peak RSS (GiB)",
+                                              "key generation (s)"], rows))
+    return sec
 
 
 def kernels_section(records) -> Section | None:

@@ -26,7 +26,8 @@ class Client:
         """Create the secret key (kept here) and return the public evaluation keys for the server."""
         t0 = time.perf_counter()
         self._sk, self.keys = self.backend.generate_keys(rotations=self.program.rotation_steps,
-                                                         relin=self.program.relin)
+                                                         relin=self.program.relin,
+                                                         bootstrap=self.program.bootstraps > 0)
         self.seconds["keygen"] = time.perf_counter() - t0
         return self.keys
 

@@ -41,6 +41,7 @@ class Executor:
             StepKind.TAPS: self._taps,
             StepKind.BSGS: self._bsgs,
             StepKind.ROTATION_POOL: self._mpool,
+            StepKind.BOOTSTRAP: self._bootstrap,
         }
         missing = {s.kind for s in program.steps} - set(self.handlers)
         if missing:
@@ -212,6 +213,19 @@ class Executor:
         for lo in range(0, len(value), window):
             rng = range(lo, min(len(value), lo + window))
             out.extend(self.pool.map(lambda k: act_core(self.ev, value[k], step.attrs), rng))
+            for k in rng:
+                value[k] = None
+        return out
+
+    def _bootstrap(self, i: int, step: Step, value):
+        """Refresh every ciphertext, dropping each input once done. One ciphertext: the backend
+        splits the bootstrap over two threads; several: the pool runs whole bootstraps side by side."""
+        bound, inner = float(step.attrs["bound"]), len(value) == 1
+        out: list[Ciphertext] = []
+        window = 2 * self.pool.workers
+        for lo in range(0, len(value), window):
+            rng = range(lo, min(len(value), lo + window))
+            out.extend(self.pool.map(lambda k: self.ev.bootstrap(value[k], bound=bound, parallel=inner), rng))
             for k in rng:
                 value[k] = None
         return out

@@ -72,7 +72,18 @@ def key_bytes(program: Program, backend) -> int:
     p = program.params
     digits = -(-len(p.log_q) // len(p.log_p))
     per_key = 2 * digits * (len(p.log_q) + len(p.log_p)) * p.n * 8
-    return (len(program.rotation_steps) + int(program.relin)) * per_key
+    return (len(program.rotation_steps) + int(program.relin)) * per_key + bootstrap_key_bytes(program, backend)
+
+
+def bootstrap_key_bytes(program: Program, backend) -> int:
+    """The bootstrapping keys, as the backend reports their layout (0 when the program has no bootstrap):
+    an upper bound, every Galois key at the top of the bootstrapping modulus."""
+    info = getattr(backend, "bootstrap_info", None)
+    if program.bootstraps == 0 or not info:
+        return 0
+    q, p = len(info["q"]), len(info["p"])
+    per_key = 2 * -(-q // p) * (q + p) * program.params.n * 8
+    return (info["galois_keys"] + 3) * per_key  # + relinearization and the two encapsulation keys
 
 
 def plaintext_budget(program: Program, backend) -> int:

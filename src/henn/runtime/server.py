@@ -33,6 +33,11 @@ class Server:
         self.seconds["evaluate"] += time.perf_counter() - t0
         return out
 
+    def bootstrap_seconds(self) -> float:
+        """Seconds spent in bootstrap steps so far (part of `evaluate`)."""
+        names = {s.name for s in self.program.steps if s.kind == "bootstrap"}
+        return sum(t for name, t in self.executor.step_seconds.items() if name in names)
+
     def close(self) -> None:
         self.executor.close()
 

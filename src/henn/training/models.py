@@ -7,6 +7,10 @@ Architectures (paper 000 Tables 1-2; reference code yamanalab/latency-aware-cnn-
   Conv(5->50, 5x5, s2) -> BN -> act -> Flatten -> Linear(800->10).
 * ``cifar-cnn`` (input 3x32x32 in [0,1]): 3 x [Conv 3x3 s1 p1 (32, 64, 128) -> BN -> act ->
   AvgPool 2x2 s2] -> Flatten -> Linear(2048->256) -> Linear(256->10).
+* ``mnist-mlp`` (henn's, not paper 000's): Flatten -> 7 x [Linear (784->128, then 128->128) -> BN ->
+  act] -> Linear(128->10). Seven activations: deeper than the levels one N = 2^16 parameter set leaves
+  between bootstraps (14 + 1 levels with a degree-2 activation, 13 in henn's boot-n16), so it is the
+  zoo's test of bootstrapping.
 
 Choice for cifar-cnn: the reference code's ``forward`` applies ``fc1`` then ``fc2`` with
 *nothing* between them, and the paper's CKKS levels (Table 5: 8 for square = 3 x (conv + x^2)
@@ -35,8 +39,8 @@ from henn.errors import InputError
 
 __all__ = ["PolyAct", "MnistCNN", "CifarCNN", "build_model", "export_onnx", "MODEL_NAMES", "INPUT_SHAPES"]
 
-MODEL_NAMES = ("mnist-cnn", "cifar-cnn")
-INPUT_SHAPES = {"mnist-cnn": (1, 28, 28), "cifar-cnn": (3, 32, 32)}
+MODEL_NAMES = ("mnist-cnn", "cifar-cnn", "mnist-mlp")
+INPUT_SHAPES = {"mnist-cnn": (1, 28, 28), "cifar-cnn": (3, 32, 32), "mnist-mlp": (1, 28, 28)}
 
 
 def _horner(x: torch.Tensor, coefficients: torch.Tensor) -> torch.Tensor:
@@ -136,6 +140,23 @@ class CifarCNN(nn.Module):
         return self.classifier(self.flatten(self.features(x)))
 
 
+class MnistMLP(nn.Module):
+    """A deep MLP for MNIST: `blocks` x [Linear -> BN -> act] (width `width`) -> Linear(width -> 10)."""
+
+    def __init__(self, activation: PolyActivation | str, blocks: int = 7, width: int = 128):
+        super().__init__()
+        layers: list[nn.Module] = [nn.Flatten()]
+        fan_in = 28 * 28
+        for _ in range(blocks):
+            layers += [nn.Linear(fan_in, width), nn.BatchNorm1d(width), PolyAct(activation)]
+            fan_in = width
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(width, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x))
+
+
 def build_model(name: str, activation_name: str) -> nn.Module:
     """``name`` in :data:`MODEL_NAMES`; ``activation_name`` in ``henn.activations.ACTIVATIONS``."""
     act = get_activation(activation_name)
@@ -143,6 +164,8 @@ def build_model(name: str, activation_name: str) -> nn.Module:
         return MnistCNN(act)
     if name == "cifar-cnn":
         return CifarCNN(act)
+    if name == "mnist-mlp":
+        return MnistMLP(act)
     raise InputError(f"unknown model {name!r}: choose one of {', '.join(MODEL_NAMES)}")
 
 

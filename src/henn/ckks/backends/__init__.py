@@ -31,6 +31,18 @@ def available() -> dict[str, tuple[bool, str]]:
     return out
 
 
+def with_capability(capability: str) -> list[str]:
+    """Names of the backends that can do `capability` (e.g. "bootstrap"), installed here or not."""
+    out = []
+    for n in names():
+        try:
+            if capability in backend_class(n).capabilities:
+                out.append(n)
+        except Exception:  # noqa: BLE001 - a backend that does not import cannot be offered
+            continue
+    return out
+
+
 def usable_class(name: str):
     """The class of backend `name`, or BackendError saying why it cannot be used here."""
     cls = backend_class(name)

@@ -28,6 +28,7 @@ class _Key:
 class PlainBackend(Backend):
     name = "plain"
     encrypts = False
+    capabilities = frozenset({"bootstrap"})  # simulated: exact, or with the stated precision's error
 
     def __init__(self, params, *, noise: bool = False, seed: int | None = 0):
         self.noise = noise
@@ -126,6 +127,17 @@ class PlainBackend(Backend):
 
     def _mul_scalar(self, a, c, level, scale):
         return a * c
+
+    def _gen_bootstrap_keys(self, sk):
+        return _Key("bootstrap"), 0
+
+    def _bootstrap(self, a, divide, keys, parallel):
+        """The refreshed values; with the noise model, a Gaussian error whose maximum over the slots
+        is about the parameters' stated precision (relative to the range): std = 2^-bits / 6."""
+        if not self.noise:
+            return a.copy()
+        std = divide * 2.0 ** -self.params.bootstrap.literal.precision_bits / 6
+        return a + self._rng.normal(0, std, a.shape) + 1j * self._rng.normal(0, std, a.shape)
 
     def _keyswitch(self, v):
         return self._noisy(v, self.params.default_scale, _SIGMA)

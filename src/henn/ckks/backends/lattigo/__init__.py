@@ -21,10 +21,15 @@ Notes on this library, as the bridge uses it:
 - Rotations use Lattigo's Galois elements 5^k mod 2N (left rotation by k) and 2N - 1
   (conjugation); `rotate_hoisted` uses RotateHoistedNew (one decomposition for all steps).
 - The secret is uniform ternary (Xs = Ternary{P: 2/3}), the distribution of henn's security table.
+- Bootstrapping (go/bootstrap.go): Lattigo's `circuits/ckks/bootstrapping` with the context's own
+  parameters as the residual ones; the circuit's primes come from Lattigo, and the security module
+  checks the exact log2(Q*P) it reports before any key exists. Keys are made at the level where the
+  circuit uses them; with full slots the two EvalMod halves run on two goroutines.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -37,7 +42,7 @@ from henn.ckks.backend import Backend
 from henn.ckks.backends.lattigo import bridge
 from henn.ckks.params import MAX_PRIME_BITS, MAX_SPECIAL_PRIME_BITS, ParametersLiteral
 from henn.ckks.selection import smallest_secure_log_n
-from henn.errors import BackendError, ParameterError, SerializationError
+from henn.errors import BackendError, ParameterError, SecurityError, SerializationError
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +76,7 @@ def pinned_lattigo_version() -> str:
 
 class LattigoBackend(Backend):
     name = "lattigo"
+    capabilities = frozenset({"bootstrap"})
 
     # ---- library, parameters -------------------------------------------------------------
     @classmethod
@@ -133,7 +139,31 @@ class LattigoBackend(Backend):
                                  "parameters (e.g. select_parameters(depth, backend='lattigo'))")
         self._ctx: bridge.Handle | None = bridge.Handle(self._bridge, out.value)
         self.q_primes, self.p_primes = tuple(q_out), tuple(p_out)
+        self.bootstrap_info: dict | None = None
+        if params.bootstrap is not None:
+            self.bootstrap_info = self._enable_bootstrapping(params)
         log.debug("Lattigo context opened: %s, primes q=%s p=%s", params.describe(), self.q_primes, self.p_primes)
+
+    def _enable_bootstrapping(self, params) -> dict:
+        """Derive Lattigo's bootstrapping parameters; check the exact modulus against the 128-bit bound."""
+        text = json.dumps(params.bootstrap.to_bridge()).encode()
+        out = c_void_p()
+        status, msg = self._bridge.call_status("henn_enable_bootstrapping", self._ctx.value, text, byref(out))
+        if status != bridge.OK:
+            raise ParameterError(f"Lattigo cannot bootstrap with these parameters: {msg}; "
+                                 f"{params.bootstrap.describe()}: change the bootstrap literal")
+        info = json.loads(self._bridge.take_string(out))
+        bound = security.MAX_LOG_QP_128.get(params.log_n)
+        if not params.insecure and not security.is_secure(params.log_n, info["log_qp"], params.secret):
+            raise SecurityError(f"the bootstrapping modulus is {info['log_qp']:.1f} bits at N = 2^{params.log_n}, "
+                                f"above the 128-bit bound of {bound}: fewer bootstrapping or residual levels, or "
+                                "fewer special primes (bootstrap log_p)")
+        if info["depth"] != params.bootstrap.depth:
+            raise BackendError(f"Lattigo's bootstrapping circuit has depth {info['depth']}, henn expected "
+                               f"{params.bootstrap.depth}: the bridge and henn.ckks.bootstrap_params disagree")
+        log.debug("bootstrapping enabled: logQP %.1f, depth %d, %d Galois keys", info["log_qp"], info["depth"],
+                  info["galois_keys"])
+        return info
 
     def close(self) -> None:
         """Release the Lattigo context; values made by it cannot be used with this backend after."""
@@ -174,6 +204,15 @@ class LattigoBackend(Backend):
     def _gen_galois_keys(self, sk, steps, conjugate):
         arr, n = _int64s(steps)
         return self._new("henn_keygen_galois", sk, arr, n, int(conjugate))
+
+    def _gen_bootstrap_keys(self, sk):
+        raw = self._new("henn_keygen_bootstrap", sk)
+        n = c_int64()
+        self._bridge.call("henn_bootstrap_key_bytes", self._c(), raw.value, byref(n))
+        return raw, n.value
+
+    def _bootstrap(self, a, divide, keys, parallel):
+        return self._new("henn_bootstrap", a, keys, float(divide), int(parallel))
 
     # ---- encoding, encryption --------------------------------------------------------------------
     def _encode(self, values, level, scale):

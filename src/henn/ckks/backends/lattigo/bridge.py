@@ -75,6 +75,10 @@ SIGNATURES: dict[str, tuple] = {
     "henn_metadata": (H, POINTER(c_int), DOUBLES, DOUBLES, POINTER(c_int)),
     "henn_marshal": (H, POINTER(c_void_p), POINTER(c_size_t)),
     "henn_unmarshal": (H, c_int, c_char_p, c_size_t, c_int, c_int, OUT_H),
+    "henn_enable_bootstrapping": (H, c_char_p, POINTER(c_void_p)),
+    "henn_keygen_bootstrap": (H, H, OUT_H),
+    "henn_bootstrap_key_bytes": (H, H, INT64S),
+    "henn_bootstrap": (H, H, H, c_double, c_int, OUT_H),
 }
 
 _load_lock = threading.Lock()

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"sync"
 
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
@@ -21,6 +23,10 @@ type ctxObj struct {
 	ecd    *ckks.Encoder
 	eval   *ckks.Evaluator // no keys: additions, plaintext products, rescale
 	kgen   *rlwe.KeyGenerator
+
+	btpMu          sync.Mutex                // guards btp, set once by enableBootstrapping
+	btp            *bootstrapping.Parameters // nil until bootstrapping is enabled
+	btpKeysAtUsage bool                      // make bootstrapping keys at the level where they are used
 }
 
 type skObj struct {

@@ -136,6 +136,8 @@ func kindName(v any) string {
 		return "ciphertext"
 	case *ptObj:
 		return "plaintext"
+	case *btpKeyObj:
+		return "bootstrapping key set"
 	default:
 		return fmt.Sprintf("%T", v)
 	}

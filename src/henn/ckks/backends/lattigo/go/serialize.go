@@ -32,6 +32,8 @@ func marshal(v any) ([]byte, error) {
 		return o.rlk.MarshalBinary()
 	case *gkObj:
 		return o.set.MarshalBinary()
+	case *btpKeyObj:
+		return o.keys.MarshalBinary()
 	case *skObj:
 		return nil, fmt.Errorf("secret keys never leave the client: they cannot be serialized")
 	default:

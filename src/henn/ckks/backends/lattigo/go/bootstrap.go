@@ -1,0 +1,317 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"runtime/debug"
+	"sync"
+
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+	"github.com/tuneinsight/lattigo/v6/utils"
+)
+
+// btpLiteral is henn's bootstrapping literal (henn.ckks.bootstrap_params.BootstrapParameters.to_bridge):
+// plain numbers only, so that it crosses the bridge as JSON. Zero values take Lattigo's defaults.
+type btpLiteral struct {
+	LogSlots          int     `json:"log_slots"`
+	LogP              []int   `json:"log_p"`
+	CoeffsToSlots     [][]int `json:"cts_log_scales"`
+	SlotsToCoeffs     [][]int `json:"stc_log_scales"`
+	EvalModLogScale   int     `json:"evalmod_log_scale"`
+	EphemeralWeight   int     `json:"ephemeral_weight"`
+	LogMessageRatio   int     `json:"log_message_ratio"`
+	K                 int     `json:"k"`
+	Mod1Degree        int     `json:"mod1_degree"`
+	DoubleAngle       int     `json:"double_angle"`
+	Mod1InvDegree     int     `json:"mod1_inv_degree"`
+	KeysAtUsageLevels bool    `json:"keys_at_usage_levels"`
+}
+
+// btpInfo reports what the bootstrapping parameters came to (read by the Python backend,
+// whose security module checks LogQP before any key exists).
+type btpInfo struct {
+	Q           []uint64 `json:"q"` // the whole chain: residual primes, then the circuit's
+	P           []uint64 `json:"p"`
+	LogQP       float64  `json:"log_qp"`
+	Depth       int      `json:"depth"`
+	OutputLevel int      `json:"output_level"`
+	LogSlots    int      `json:"log_slots"`
+	GaloisKeys  int      `json:"galois_keys"`
+	LevelCtS    int      `json:"level_cts"`
+	LevelEvMod  int      `json:"level_evalmod"`
+	LevelStC    int      `json:"level_stc"`
+}
+
+// btpKeyObj holds the bootstrapping evaluation keys (public: made under the client's secret, they
+// cannot decrypt) and the evaluator built on them.
+type btpKeyObj struct {
+	c    *ctxObj
+	keys *bootstrapping.EvaluationKeys
+	eval *bootstrapping.Evaluator
+}
+
+func (o *btpKeyObj) owner() *ctxObj { return o.c }
+
+func (l btpLiteral) lattigo(c *ctxObj) bootstrapping.ParametersLiteral {
+	lit := bootstrapping.ParametersLiteral{
+		LogN: utils.Pointy(c.params.LogN()),
+		Xs:   c.params.Xs(), // the same (dense ternary) secret, extended to the bootstrapping modulus
+	}
+	if l.LogSlots > 0 {
+		lit.LogSlots = utils.Pointy(l.LogSlots)
+	}
+	if len(l.LogP) > 0 {
+		lit.LogP = l.LogP
+	}
+	if len(l.CoeffsToSlots) > 0 {
+		lit.CoeffsToSlotsFactorizationDepthAndLogScales = l.CoeffsToSlots
+	}
+	if len(l.SlotsToCoeffs) > 0 {
+		lit.SlotsToCoeffsFactorizationDepthAndLogScales = l.SlotsToCoeffs
+	}
+	for _, f := range []struct {
+		v   int
+		dst **int
+	}{{l.EvalModLogScale, &lit.EvalModLogScale}, {l.EphemeralWeight, &lit.EphemeralSecretWeight},
+		{l.LogMessageRatio, &lit.LogMessageRatio}, {l.K, &lit.K}, {l.Mod1Degree, &lit.Mod1Degree},
+		{l.DoubleAngle, &lit.DoubleAngle}, {l.Mod1InvDegree, &lit.Mod1InvDegree}} {
+		if f.v > 0 {
+			*f.dst = utils.Pointy(f.v)
+		}
+	}
+	return lit
+}
+
+// enableBootstrapping derives the bootstrapping parameters of context c (residual parameters =
+// c's own) from a JSON btpLiteral; once per context, before any bootstrapping key exists.
+func (c *ctxObj) enableBootstrapping(literal []byte) (*btpInfo, error) {
+	var lit btpLiteral
+	if err := json.Unmarshal(literal, &lit); err != nil {
+		return nil, fmt.Errorf("bootstrapping literal is not valid JSON: %w", err)
+	}
+	if lit.EphemeralWeight < 0 || lit.LogSlots < 0 || lit.LogSlots > c.params.LogMaxSlots() {
+		return nil, fmt.Errorf("bootstrapping literal out of range (log_slots %d, ephemeral weight %d)", lit.LogSlots,
+			lit.EphemeralWeight)
+	}
+	params, err := bootstrapping.NewParametersFromLiteral(c.params, lit.lattigo(c))
+	if err != nil {
+		return nil, fmt.Errorf("Lattigo rejected the bootstrapping parameters: %w", err)
+	}
+	c.btpMu.Lock()
+	defer c.btpMu.Unlock()
+	if c.btp != nil {
+		return nil, fmt.Errorf("bootstrapping is already enabled on this context")
+	}
+	c.btp, c.btpKeysAtUsage = &params, lit.KeysAtUsageLevels
+	return c.btpInfo(), nil
+}
+
+func (c *ctxObj) btpInfo() *btpInfo {
+	p := c.btp
+	b := p.BootstrappingParameters
+	return &btpInfo{Q: b.Q(), P: b.P(), LogQP: b.LogQP(), Depth: p.Depth(), OutputLevel: p.ResidualParameters.MaxLevel(),
+		LogSlots: p.LogMaxSlots(), GaloisKeys: len(p.GaloisElements(b)), LevelCtS: p.CoeffsToSlotsParameters.LevelQ,
+		LevelEvMod: p.Mod1ParametersLiteral.LevelQ, LevelStC: p.SlotsToCoeffsParameters.LevelQ}
+}
+
+func (c *ctxObj) bootstrapParams() (*bootstrapping.Parameters, error) {
+	c.btpMu.Lock()
+	defer c.btpMu.Unlock()
+	if c.btp == nil {
+		return nil, fmt.Errorf("bootstrapping is not enabled on this context: open the backend with parameters " +
+			"that carry bootstrap parameters")
+	}
+	return c.btp, nil
+}
+
+// genBootstrapKeys makes the bootstrapping keys under sk, as Lattigo's GenEvaluationKeys does for
+// equal ring degrees (the secret extended to the whole modulus, encapsulation keys to an ephemeral
+// sparse secret), except that each key can be made at the level where the circuit uses it: the
+// relinearization key at EvalMod's top level, the Galois keys only SlotsToCoeffs needs at its top
+// level. Fewer levels means fewer digits and primes per key: about half the key memory.
+func (c *ctxObj) genBootstrapKeys(sk *skObj) (*btpKeyObj, error) {
+	p, err := c.bootstrapParams()
+	if err != nil {
+		return nil, err
+	}
+	paramsN2 := p.BootstrappingParameters
+	skN2 := extendSecret(sk.sk, paramsN2)
+	kgen := rlwe.NewKeyGenerator(paramsN2)
+	top := paramsN2.MaxLevelQ()
+	at := func(level int) rlwe.EvaluationKeyParameters {
+		if !c.btpKeysAtUsage {
+			level = top
+		}
+		return rlwe.EvaluationKeyParameters{LevelQ: utils.Pointy(level), LevelP: utils.Pointy(paramsN2.MaxLevelP())}
+	}
+	toSparse, toDense, err := encapsulationKeys(p, skN2)
+	if err != nil {
+		return nil, err
+	}
+	rlk := kgen.GenRelinearizationKeyNew(skN2, at(p.Mod1ParametersLiteral.LevelQ))
+	stcOnly := map[uint64]bool{}
+	for _, el := range p.SlotsToCoeffsParameters.GaloisElements(paramsN2) {
+		stcOnly[el] = true
+	}
+	high := append(p.CoeffsToSlotsParameters.GaloisElements(paramsN2), paramsN2.GaloisElementForComplexConjugation())
+	for i := p.LogMaxSlots(); i < paramsN2.LogN()-1; i++ { // trace of sparse packings, at the top
+		high = append(high, paramsN2.GaloisElement(1<<i))
+	}
+	for _, el := range high {
+		delete(stcOnly, el)
+	}
+	var gks []*rlwe.GaloisKey
+	for _, el := range p.GaloisElements(paramsN2) {
+		level := top
+		if stcOnly[el] {
+			level = p.SlotsToCoeffsParameters.LevelQ
+		}
+		gks = append(gks, kgen.GenGaloisKeyNew(el, skN2, at(level)))
+	}
+	keys := &bootstrapping.EvaluationKeys{
+		MemEvaluationKeySet: rlwe.NewMemEvaluationKeySet(rlk, gks...),
+		EvkDenseToSparse:    toSparse,
+		EvkSparseToDense:    toDense,
+	}
+	btp, err := c.wrapBootstrapKeys(p, keys)
+	// Key generation leaves gigabytes of scratch that the collector frees but the runtime keeps for
+	// reuse; with a soft limit near the machine's memory it would stay in the resident set.
+	debug.FreeOSMemory()
+	return btp, err
+}
+
+func (c *ctxObj) wrapBootstrapKeys(p *bootstrapping.Parameters, keys *bootstrapping.EvaluationKeys) (*btpKeyObj, error) {
+	eval, err := bootstrapping.NewEvaluator(*p, keys)
+	if err != nil {
+		return nil, fmt.Errorf("cannot build the bootstrapping evaluator: %w", err)
+	}
+	return &btpKeyObj{c: c, keys: keys, eval: eval}, nil
+}
+
+// extendSecret lifts a secret key of the residual ring to the bootstrapping modulus (same N).
+func extendSecret(sk *rlwe.SecretKey, paramsN2 ckks.Parameters) *rlwe.SecretKey {
+	ringQ, ringP := paramsN2.RingQ(), paramsN2.RingP()
+	out := rlwe.NewSecretKey(paramsN2)
+	buff := ringQ.NewPoly()
+	rlwe.ExtendBasisSmallNormAndCenterNTTMontgomery(ringQ, ringQ, sk.Value.Q, buff, out.Value.Q)
+	rlwe.ExtendBasisSmallNormAndCenterNTTMontgomery(ringQ, ringP, sk.Value.Q, buff, out.Value.P)
+	return out
+}
+
+// encapsulationKeys: dense -> sparse (at the modulus q0*p0 only) and sparse -> dense switching keys
+// (https://eprint.iacr.org/2022/024), as Lattigo's genEncapsulationEvaluationKeysNew.
+func encapsulationKeys(p *bootstrapping.Parameters, skDense *rlwe.SecretKey) (*rlwe.EvaluationKey, *rlwe.EvaluationKey, error) {
+	if p.EphemeralSecretWeight == 0 {
+		return nil, nil, nil
+	}
+	params := p.BootstrappingParameters
+	paramsSparse, err := rlwe.NewParametersFromLiteral(rlwe.ParametersLiteral{
+		LogN: params.LogN(),
+		Q:    params.Q()[:1],
+		P:    params.P()[:1],
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	kgenSparse := rlwe.NewKeyGenerator(paramsSparse)
+	kgenDense := rlwe.NewKeyGenerator(params)
+	skSparse := kgenSparse.GenSecretKeyWithHammingWeightNew(p.EphemeralSecretWeight)
+	return kgenSparse.GenEvaluationKeyNew(skDense, skSparse), kgenDense.GenEvaluationKeyNew(skSparse, skDense), nil
+}
+
+// bootstrap refreshes ct to the residual parameters' top level. The input is read as holding its
+// values divided by `divide` (its scale multiplied by it, no operation on the data), so that
+// values within [-divide, divide] land in the range [-1, 1] the modular reduction is made for;
+// the output's scale is the default scale / divide, so it holds the input's values again.
+// With full slots the real and imaginary halves go through EvalMod on two goroutines.
+func (b *btpKeyObj) bootstrap(ct *ctObj, divide float64, parallel bool) (*ctObj, error) {
+	if ct.ct.Degree() != 1 {
+		return nil, fmt.Errorf("cannot bootstrap a ciphertext of degree %d: relinearize it first", ct.ct.Degree())
+	}
+	if ct.ct.Level() < 1 {
+		return nil, fmt.Errorf("cannot bootstrap a ciphertext at level 0: bootstrap one level earlier")
+	}
+	if !(divide > 0) || math.IsInf(divide, 0) {
+		return nil, fmt.Errorf("bootstrap range %v must be a positive finite number", divide)
+	}
+	in := ct.ct.CopyNew()
+	in.Scale = in.Scale.Mul(rlwe.NewScale(divide))
+	logSlots := in.LogDimensions.Cols
+	if btpSlots := b.eval.LogMaxSlots(); btpSlots < logSlots {
+		in.LogDimensions.Cols = btpSlots // a periodic vector: sparse bootstrapping of one period
+	}
+	var out *rlwe.Ciphertext
+	var err error
+	if parallel && b.eval.LogMaxSlots() == b.eval.BootstrappingParameters.LogMaxSlots() {
+		out, err = b.bootstrapHalvesInParallel(in)
+	} else {
+		out, err = b.eval.Bootstrap(in)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out.LogDimensions.Cols = logSlots
+	def := b.c.params.DefaultScale()
+	out.Scale = rlwe.NewScale(new(big.Float).Quo(&def.Value, big.NewFloat(divide)))
+	return &ctObj{c: b.c, ct: out}, nil
+}
+
+// bootstrapHalvesInParallel is Lattigo's bootstrapping circuit (ScaleDown, ModUp, CoeffsToSlots,
+// EvalMod, SlotsToCoeffs) for equal ring degrees and full slots, with the two EvalMod evaluations
+// (real and imaginary parts, the costliest step) run at once: Lattigo's evaluators are safe for
+// concurrent use since v6.2.0.
+func (b *btpKeyObj) bootstrapHalvesInParallel(in *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+	eval := b.eval
+	ct, _, err := eval.ScaleDown(in)
+	if err != nil {
+		return nil, err
+	}
+	if ct, err = eval.ModUp(ct); err != nil {
+		return nil, err
+	}
+	re, im, err := eval.CoeffsToSlots(ct)
+	if err != nil {
+		return nil, err
+	}
+	if im == nil {
+		if re, err = eval.EvalMod(re); err != nil {
+			return nil, err
+		}
+	} else {
+		var wg sync.WaitGroup
+		var errIm error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					errIm = fmt.Errorf("EvalMod panicked: %v", r)
+				}
+			}()
+			im, errIm = eval.EvalMod(im)
+		}()
+		re, err = eval.EvalMod(re)
+		wg.Wait()
+		if err == nil {
+			err = errIm
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	out, err := eval.SlotsToCoeffs(re, im)
+	if err != nil {
+		return nil, err
+	}
+	out.Scale = eval.ResidualParameters.DefaultScale()
+	return out, nil
+}
+
+// bootstrapKeyBytes is the memory the keys hold (their binary size).
+func (b *btpKeyObj) bootstrapKeyBytes() int {
+	return b.keys.BinarySize()
+}

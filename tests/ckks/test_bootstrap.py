@@ -1,0 +1,185 @@
+"""Bootstrapping: parameters, conformance of the precision (bits) on every backend that has it,
+and the documented errors everywhere else. A small insecure ring keeps it fast (N = 2^12, about
+1 s per bootstrap); benchmarks/bootstrap.py measures the secure N = 2^16 set."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from henn.ckks import presets
+from henn.ckks.backends import open_backend, with_capability
+from henn.ckks.bootstrap_params import BootstrapLiteral
+from henn.ckks.params import Parameters, ParametersLiteral
+from henn.ckks.precision import precision_bits
+from henn.errors import (InputError, LevelError, MissingKeyError, ParameterError, ScaleError, SecurityError,
+                         UnsupportedOperation)
+
+PRESET = "insecure_boot_n12"
+BOOT_BACKENDS = ["plain", "lattigo"]
+# bits of precision (-log2 max error over all slots, values in [-bound, bound], relative to bound).
+# Lattigo v6.2.0 at N = 2^12, 12-bit message ratio: 22.4-23.6 bits measured over bounds 1..5 and
+# levels 1..3 (12 runs); the plain backend's simulation adds the preset's stated 15 bits.
+MIN_BITS = {"plain": 14.0, "lattigo": 19.0}
+
+
+@pytest.fixture(scope="module", params=BOOT_BACKENDS)
+def boot(request):
+    options = {"noise": True, "seed": 0} if request.param == "plain" else {}
+    be = open_backend(request.param, presets.get(PRESET), **options)
+    sk, keys = be.generate_keys(rotations=[1], bootstrap=True)
+    yield be, sk, keys
+    be.close()
+
+
+def _values(be, bound: float, seed: int = 7) -> np.ndarray:
+    return bound * np.random.default_rng(seed).uniform(-1, 1, be.slots)
+
+
+# ---- conformance -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("bound", [1.0, 5.0, 0.25])
+@pytest.mark.parametrize("level", [1, 3])
+def test_bootstrap_precision(boot, bound, level):
+    be, sk, keys = boot
+    x = _values(be, bound)
+    out = be.evaluator(keys).bootstrap(be.encrypt(x, keys.public, level=level), bound=bound)
+    assert out.level == be.max_level
+    pow2 = 2.0 ** np.ceil(np.log2(bound))
+    assert out.scale == pytest.approx(be.params.default_scale / pow2, rel=1e-12)
+    bits = precision_bits(x / bound, be.decrypt_decode(out, sk) / bound)
+    assert bits >= MIN_BITS[be.name], f"{be.name}: bootstrap gives {bits:.1f} bits, needs {MIN_BITS[be.name]}"
+
+
+def test_bootstrapped_value_computes_on(boot):
+    """A refreshed ciphertext is an ordinary one: multiply, rescale and rotate it."""
+    be, sk, keys = boot
+    ev = be.evaluator(keys)
+    x = _values(be, 2.0)
+    y = ev.bootstrap(be.encrypt(x, keys.public, level=1), bound=2.0)
+    z = ev.rotate(ev.rescale(ev.multiply(y, y)), 1)
+    assert z.level == be.max_level - 1
+    assert precision_bits(np.roll(x * x, -1) / 4, be.decrypt_decode(z, sk) / 4) >= MIN_BITS[be.name] - 1
+
+
+def test_lattigo_parallel_halves_equal_sequential():
+    """The two EvalMod halves on two goroutines give bit-identical results (no randomness inside)."""
+    be = open_backend("lattigo", presets.get(PRESET))
+    sk, keys = be.generate_keys(bootstrap=True)
+    ev = be.evaluator(keys)
+    ct = be.encrypt(_values(be, 1.0), keys.public, level=2)
+    a = be.decrypt_decode(ev.bootstrap(ct, parallel=True), sk)
+    b = be.decrypt_decode(ev.bootstrap(ct, parallel=False), sk)
+    np.testing.assert_array_equal(a, b)
+    assert keys.bootstrap.nbytes > 0
+
+
+def test_lattigo_sparse_slots_bootstrap_a_periodic_vector():
+    """log_slots < log_n - 1: a vector repeating with period 2^log_slots is bootstrapped whole."""
+    lit = dataclasses.replace(presets._PRESETS[PRESET], bootstrap=BootstrapLiteral(
+        log_slots=7, cts_log_scales=((56,),) * 3, stc_log_scales=((39,),) * 2, log_message_ratio=12))
+    name = "insecure_boot_n12_sparse_test"
+    if name not in presets.names():
+        presets.register(name, lit)
+    be = open_backend("lattigo", presets.get(name))
+    assert be.bootstrap_info["log_slots"] == 7
+    sk, keys = be.generate_keys(bootstrap=True)
+    x = np.tile(_values(be, 1.0)[:128], be.slots // 128)
+    out = be.evaluator(keys).bootstrap(be.encrypt(x, keys.public, level=1))
+    assert precision_bits(x, be.decrypt_decode(out, sk)) >= MIN_BITS["lattigo"]
+
+
+# ---- parameters ------------------------------------------------------------------------------------
+def test_secure_preset_counts_the_bootstrapping_modulus():
+    p = presets.get("boot-n16")
+    assert not p.insecure and p.bootstrap.depth == 15 and p.bootstrap.log_slots == 15
+    assert 1760 < p.bootstrap_log_qp <= 1772
+    # two more residual levels: the residual chain alone is fine, with the circuit it is not
+    lit = dataclasses.replace(presets._PRESETS["boot-n16"], log_q=(60,) + (40,) * 15)
+    with pytest.raises(SecurityError, match="bootstrapping circuit"):
+        Parameters.from_literal(lit)
+
+
+def test_bridge_reports_the_depth_and_modulus_henn_expects():
+    be = open_backend("lattigo", presets.get(PRESET))
+    info, boot = be.bootstrap_info, be.params.bootstrap
+    assert info["depth"] == boot.depth
+    assert info["output_level"] == be.max_level
+    assert abs(info["log_qp"] - be.params.bootstrap_log_qp) < 1.0
+
+
+def test_literal_round_trip_and_fingerprint():
+    p = presets.get(PRESET)
+    lit = p.literal()
+    again = ParametersLiteral.from_dict(lit.to_dict())
+    assert again == lit and again.bootstrap == lit.bootstrap
+    without = presets._build(dataclasses.replace(lit, bootstrap=None), "insecure_x", insecure=True)
+    assert p.fingerprint() != without.fingerprint()
+
+
+@pytest.mark.parametrize("field, value", [
+    ("log_slots", 0), ("log_slots", 12), ("cts_log_scales", ()), ("cts_log_scales", ((70,),)),
+    ("stc_log_scales", ((39, 39),) * 6), ("evalmod_log_scale", 30), ("k", 0), ("mod1_degree", 3),
+    ("double_angle", -1), ("log_p", (20,)), ("precision_bits", float("nan")), ("ephemeral_weight", -1),
+    ("keys_at_usage_levels", "yes"),
+])
+def test_bad_literals_are_refused(field, value):
+    lit = dataclasses.replace(presets._PRESETS[PRESET], bootstrap=BootstrapLiteral(**{field: value}))
+    with pytest.raises(ParameterError):
+        presets._build(lit, "insecure_x", insecure=True)
+
+
+def test_unknown_field_is_refused():
+    with pytest.raises(ParameterError, match="unknown bootstrap fields"):
+        BootstrapLiteral.from_dict({"levels": 3})
+
+
+# ---- bad input -------------------------------------------------------------------------------------
+def test_backends_without_bootstrapping_name_those_with_it():
+    assert set(with_capability("bootstrap")) >= {"plain", "lattigo"}
+    be = open_backend("seal", presets.get("insecure_short_d4"))
+    sk = be.generate_secret_key()
+    with pytest.raises(UnsupportedOperation, match="lattigo"):
+        be.generate_bootstrap_keys(sk)
+    keys = be.generate_keys()[1]
+    ct = be.encrypt(np.zeros(4), keys.public)
+    with pytest.raises(UnsupportedOperation, match="lattigo"):
+        be.evaluator(keys).bootstrap(ct)
+
+
+def test_parameters_without_bootstrap_parameters():
+    be = open_backend("lattigo", presets.get("insecure_short_d4"))
+    sk, keys = be.generate_keys()
+    with pytest.raises(UnsupportedOperation, match="bootstrap parameters"):
+        be.generate_bootstrap_keys(sk)
+    with pytest.raises(UnsupportedOperation, match="bootstrap parameters"):
+        be.evaluator(keys).bootstrap(be.encrypt(np.zeros(4), keys.public))
+
+
+def test_bad_bootstrap_calls(boot):
+    be, sk, keys = boot
+    ev = be.evaluator(keys)
+    ct = be.encrypt(np.zeros(4), keys.public, level=1)
+    with pytest.raises(LevelError, match="level 0"):
+        ev.bootstrap(be.encrypt(np.zeros(4), keys.public, level=0))
+    for bad in (0.0, -1.0, float("nan"), float("inf"), "2", True):
+        with pytest.raises(InputError, match="bound"):
+            ev.bootstrap(ct, bound=bad)
+    with pytest.raises(ScaleError, match="bound"):
+        ev.bootstrap(ct, bound=2.0**40)
+    with pytest.raises(MissingKeyError, match="bootstrap=True"):
+        be.evaluator(dataclasses.replace(keys, bootstrap=None)).bootstrap(ct)
+    sq = ev.multiply(ct, ct, relinearize=False)
+    with pytest.raises(InputError, match="relinearize"):
+        ev.bootstrap(sq)
+
+
+def test_keys_of_another_backend_are_refused():
+    lat = open_backend("lattigo", presets.get(PRESET))
+    plain = open_backend("plain", presets.get(PRESET))
+    _, lat_keys = lat.generate_keys(bootstrap=True)
+    _, plain_keys = plain.generate_keys(bootstrap=True)
+    ct = lat.encrypt(np.zeros(4), lat_keys.public, level=1)
+    with pytest.raises(InputError, match="belongs to the 'plain' backend"):
+        lat.evaluator(dataclasses.replace(lat_keys, bootstrap=plain_keys.bootstrap)).bootstrap(ct)

@@ -1,0 +1,130 @@
+"""place_bootstraps: the placement (a shortest path over levels) and the pass on real graphs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from henn.ckks import ParametersLiteral, presets
+from henn.ckks.bootstrap_params import BootstrapLiteral
+from henn.errors import InputError, ParameterError, UnsupportedOperation
+from henn.frontend import load_model
+from henn.frontend.onnx_build import build_cnn
+from henn.ir import interpret
+from henn.passes import CompileOptions, run_pipeline
+from henn.passes.place_bootstraps import place
+
+DEG4 = [("conv", 2, 2, 2, 0), ("bn",), ("poly", "swish-rg7-deg4"), ("conv", 3, 2, 1, 0), ("bn",),
+        ("poly", "square"), ("flatten",), ("gemm", 4), ("gemm", 2)]
+SHAPE = (1, 6, 6)
+
+
+def boot_params(levels: int, name_prefix: str = "insecure_test_boot_n11"):
+    name = f"{name_prefix}_l{levels}"
+    if name not in presets.names():
+        presets.register(name, ParametersLiteral(11, (50,) + (36,) * levels, (50,), 36,
+                                                 bootstrap=BootstrapLiteral(precision_bits=20.0)))
+    return presets.get(name)
+
+
+def _graph_and_images(seed: int = 0):
+    g = load_model(build_cnn(DEG4, SHAPE, seed=seed))
+    x = np.random.default_rng(3).uniform(0, 1, (16,) + SHAPE)
+    return g, x
+
+
+# ---- the placement ------------------------------------------------------------------------------
+W1 = (1, 0)
+
+
+def test_place_uses_as_few_bootstraps_as_the_levels_allow():
+    # three levels between bootstraps, and a bootstrap needs one left at its input: a run before a
+    # bootstrap takes 2 layers of one level, the last run 3. Five layers: 2 + 3, one bootstrap
+    assert place([1] * 5, [W1] * 5, 3) == [1]
+    # eight: 2 + 2 + 2 + 2 (2 + 2 + 3 = 7 is one short) -> three
+    assert len(place([1] * 8, [W1] * 8, 3)) == 3
+    # fits: none
+    assert place([1, 2], [W1, W1], 3) == []
+
+
+def test_place_prefers_positions_with_fewer_ciphertexts():
+    # the bootstrap can go after node 0 or 1 (levels 3, cost 1 each): node 1 holds fewer ciphertexts
+    assert place([1, 1, 1, 1], [(8, 0), (2, 0), (8, 0), (8, 0)], 3) == [1]
+    assert place([1, 1, 1, 1], [(2, 0), (8, 0), (8, 0), (8, 0)], 3) == [0]
+
+
+def test_place_breaks_ties_by_range_then_unused_levels():
+    assert place([1, 1, 1, 1], [(1, 9), (1, 2), (1, 0), (1, 0)], 3) == [1]
+    # equal ranges: the later position leaves fewer levels unused
+    assert place([1, 1, 1, 1], [(1, 0), (1, 0), (1, 0), (1, 0)], 3) == [1]
+
+
+def test_place_never_bootstraps_at_level_zero_or_where_no_ciphertext_is():
+    # node 1 consumes the last two levels; no bootstrap possible after it, so one goes after node 0
+    assert place([1, 2, 1], [W1, W1, W1], 3) == [0]
+    assert place([1, 1, 1], [W1, None, W1], 2) == [0]
+    assert place([1, 1, 1, 1], [(0, 0), W1, W1, W1], 3) == [1]
+
+
+def test_place_refuses_a_layer_deeper_than_the_parameters():
+    with pytest.raises(UnsupportedOperation, match="layer 1 .3 levels"):
+        place([1, 3], [W1, W1], 2)
+    with pytest.raises(UnsupportedOperation, match="layer 2"):
+        place([1, 1, 1], [(0, 0), W1, W1], 2)
+
+
+# ---- the pass -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["single", "batch"])
+def test_pass_inserts_bootstraps_and_keeps_the_function(mode):
+    g, x = _graph_and_images()
+    params = boot_params(3)
+    opts = CompileOptions(mode=mode, params=params, bootstrap=True, calibration=x)
+    final = run_pipeline(g, opts)
+    boots = [n for n in final.nodes if n.op == "bootstrap"]
+    assert boots, "depth 7 over 3 levels needs bootstraps"
+    for n in boots:
+        assert final.values[n.inputs[0]].level >= 1
+        assert final.values[n.output].level == params.max_level
+        assert n.attrs["bound"] > 0
+    assert all(v.level >= 0 for v in final.values.values())
+    assert final.meta["depth"] <= params.max_level
+    np.testing.assert_allclose(interpret.run(final, x), interpret.run(g, x), rtol=1e-9, atol=1e-9)
+
+
+def test_bounds_cover_the_calibration_values_with_margin():
+    g, x = _graph_and_images()
+    final = run_pipeline(g, CompileOptions(params=boot_params(3), bootstrap=True, calibration=x))
+    seen = {}
+
+    def hook(node, inp, out):
+        if node.op == "bootstrap":
+            seen[node.name] = (float(np.abs(inp).max()), node.attrs["bound"])
+
+    interpret.run(final, x, hook=hook)
+    for peak, bound in seen.values():
+        assert peak < bound <= 1.3 * peak
+
+
+def test_no_bootstrap_when_the_depth_fits():
+    g, x = _graph_and_images()
+    plain = run_pipeline(g, CompileOptions(params=boot_params(8)))
+    boot = run_pipeline(g, CompileOptions(params=boot_params(8), bootstrap=True, calibration=x))
+    assert plain.dump() == boot.dump()
+
+
+def test_without_bootstrap_option_depth_is_checked_as_before():
+    g, _ = _graph_and_images()
+    with pytest.raises(Exception, match="depth"):
+        run_pipeline(g, CompileOptions(params=boot_params(3)))
+
+
+def test_errors_name_the_fix():
+    g, x = _graph_and_images()
+    with pytest.raises(InputError, match="calibration"):
+        run_pipeline(g, CompileOptions(params=boot_params(3), bootstrap=True))
+    with pytest.raises(ParameterError, match="bootstrap parameters"):
+        run_pipeline(g, CompileOptions(params=presets.get("insecure_short_d4"), bootstrap=True, calibration=x))
+    with pytest.raises(ParameterError, match="at least 2"):
+        run_pipeline(g, CompileOptions(params=boot_params(1), bootstrap=True, calibration=x))
+    with pytest.raises(InputError, match="calibration images must have shape"):
+        run_pipeline(g, CompileOptions(params=boot_params(3), bootstrap=True, calibration=x[:, 0]))
