@@ -3,9 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 BRIDGE := src/henn/ckks/backends/lattigo/_bridge/libhennlattigo.so
-GO_SRC := $(wildcard src/henn/ckks/backends/lattigo/go/*.go) src/henn/ckks/backends/lattigo/go/go.mod
+GO_DIR := src/henn/ckks/backends/lattigo/go
+GO_SRC := $(wildcard $(GO_DIR)/*.go) $(GO_DIR)/go.mod
 
-.PHONY: setup bridge run test test-full bench clean
+.PHONY: setup bridge run test check clean
 
 $(BIN)/henn: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -32,8 +33,14 @@ run: setup
 test: setup $(VENV)/.test-deps
 	$(BIN)/python -m pytest -q --timeout 1800
 
-test-full: setup $(VENV)/.test-deps
-	HENN_FULL=1 $(BIN)/python -m pytest -q --timeout 3600
+# lint, format and types (config in pyproject.toml); gofmt and go vet on the bridge
+check: $(VENV)/.test-deps
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	@unformatted="$$(gofmt -l $(GO_DIR))"; if [ -n "$$unformatted" ]; then \
+		echo "gofmt would change: $$unformatted (run gofmt -w $(GO_DIR))"; exit 1; fi
+	cd $(GO_DIR) && go vet ./...
 
 clean:
 	rm -rf $(VENV) src/henn/ckks/backends/lattigo/_bridge build *.egg-info

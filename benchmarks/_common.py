@@ -7,7 +7,7 @@ import os
 import platform
 import statistics
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import henn
@@ -42,7 +42,7 @@ def machine() -> dict:
 def write_json(path: str | Path, payload: dict) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(), **payload}
+    payload = {"timestamp": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(), **payload}
     path.write_text(json.dumps(payload, indent=2))
     return path
 

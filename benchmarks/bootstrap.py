@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import time_op, write_json  # noqa: E402
+from _common import time_op, write_json
 
-from henn.ckks import open_backend, presets  # noqa: E402
+from henn.ckks import open_backend, presets
 
 log = logging.getLogger("bootstrap")
 GIB = 2**30

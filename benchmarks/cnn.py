@@ -222,7 +222,8 @@ def _fmt(v, spec: str, scale: float = 1.0) -> str:
 
 def markdown(results: list[dict]) -> str:
     head = ("| model | activation | backend | mode | images | enc. acc. % | plain acc. % | agree % | max logit err "
-            "| latency: encode / encrypt / evaluate / decrypt = total | img/s (evaluate only) | keygen s | peak RSS MiB "
+            "| latency: encode / encrypt / evaluate / decrypt = total | img/s (evaluate only) | keygen s "
+            "| peak RSS MiB "
             "| log N | depth | log QP | rot. keys | status |")
     rows = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in results:
@@ -236,7 +237,8 @@ def markdown(results: list[dict]) -> str:
             latency = "—"
         tput = "—" if "throughput_images_per_second" not in r else \
             f"{r['throughput_images_per_second']:.3g} ({r['evaluate_throughput_images_per_second']:.3g})"
-        status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('message', '')[:120]}".replace("|", "/")
+        status = r["status"] if r["status"] == "ok" else \
+            f"{r['status']}: {r.get('message', '')[:120]}".replace("|", "/")
         rows.append(" | ".join([
             f"| {r['model']}", r["activation"], r["backend"], r["mode"], str(r.get("images", "—")),
             _fmt(r.get("accuracy"), ".2f", 100), _fmt(r.get("plaintext_accuracy"), ".2f", 100),

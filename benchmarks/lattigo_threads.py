@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import write_json  # noqa: E402
+from _common import write_json
 
-from henn.ckks import open_backend, presets  # noqa: E402
+from henn.ckks import open_backend, presets
 
 log = logging.getLogger("lattigo_threads")
 

@@ -3,7 +3,6 @@ import os
 import numpy as np
 import pytest
 
-FULL = os.environ.get("HENN_FULL") == "1"
 CI = bool(os.environ.get("CI"))
 
 

@@ -105,7 +105,7 @@ def test_cifar_zoo_model_single_mode_on_real_images():
     x, _ = load_cifar10(default_data_dir(), split="test")
     with henn.compile(str(path), backend="plain", mode="single") as cm:
         assert cm.params.log_n == 15 and not cm.params.insecure and cm.depth == 10
-        steps = [s for s in cm.program.steps if s.kind == "mdiag"]
+        steps = [s for s in cm.program.steps if s.kind == "bsgs"]
         assert len(steps) == 4 and steps[0].attrs["cts_out"] == 2  # 32 x 32 x 32 = 2 ciphertexts of 16384
         ref = cm.reference(x[:2])
         enc = cm.run(x[:2])
@@ -137,7 +137,7 @@ def test_cifar_zoo_model_grouped_batch_on_real_images():
     with henn.compile(str(path), backend="plain", mode="batch", batch_group=64) as cm:
         p = cm.program
         assert not cm.params.insecure and cm.depth == 10 and p.group == 64 and p.images_per_set == cm.params.slots // 64
-        assert [s.kind for s in p.steps].count("gdiag") == 4 and p.input_cts == 32 * 32  # replicated 3-channel input
+        assert [s.kind for s in p.steps].count("bsgs") == 4 and p.input_cts == 32 * 32  # replicated 3-channel input
         ref = cm.reference(x[:64])
         enc = cm.run(x[:64])
     assert np.max(np.abs(enc - ref)) < 1e-2 and (enc.argmax(1) == ref.argmax(1)).all()

@@ -31,7 +31,7 @@ from henn.passes import CompileOptions
 from henn.ranges import check_bootstraps
 from henn.runtime import Client, Server
 from henn.runtime.inputs import check_images
-from henn.runtime.memory import check_memory
+from henn.runtime.memory import check_memory, machine_budget
 from henn.runtime.parallel import check_threads
 
 log = logging.getLogger(__name__)
@@ -44,8 +44,9 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
 
     mode: "single" (one image per ciphertext set, latency) or "batch" (throughput: G channels of one
     position for slots / G images per ciphertext; batch_group sets G, by default the smallest that
-    fits half the machine's memory: 1 for MNIST, 16-32 for CIFAR-10). params: explicit henn.ckks.Parameters (else chosen from the depth the model
-    needs, 128-bit secure). activation_check: True/"error" refuses inputs whose pre-activations fall
+    fits henn.runtime.memory's share of the machine's memory: 1 for MNIST, 16-32 for CIFAR-10).
+    params: explicit henn.ckks.Parameters (else chosen from the depth the model needs, 128-bit secure).
+    activation_check: True/"error" refuses inputs whose pre-activations fall
     far outside an activation's input range, "warn" logs them, False/"off" skips the check (done on
     the client, in cleartext, before encrypting; see henn.ranges). calibration: sample inputs
     (B, C, H, W) like the training data, giving each activation its range (the model's .json
@@ -55,7 +56,7 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     """
     check_mode = ranges.check_mode(activation_check)
     options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params, batch_group=batch_group,
-                             bootstrap=bootstrap, calibration=calibration)
+                             bootstrap=bootstrap, calibration=calibration, memory_budget=machine_budget())
     cm = CompiledModel(compile_model(model, input_shape, options), backend, check_mode, threads)
     cm.observed_preactivation = _observed_preactivation(model)
     if calibration is not None:

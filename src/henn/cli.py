@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # noqa: BLE001 - the last line of defence: a message, never a traceback
+    except Exception as exc:
         log.debug("internal error", exc_info=True)
         print(f"henn: internal error: {type(exc).__name__}: {exc}; this is a bug, please report it (run with -vv "
               "for the traceback)", file=sys.stderr)

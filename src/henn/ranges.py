@@ -38,8 +38,9 @@ def check_mode(mode) -> str:
     """activation_check as one of "error", "warn", "off" (True = "error", False = "off")."""
     if isinstance(mode, (bool, str)) and mode in MODES:
         return MODES[mode]
-    raise InputError(f"activation_check={mode!r}: use True/'error' (refuse out-of-range inputs), 'warn' (log them) "
-                     "or False/'off'")
+    raise InputError(
+        f"activation_check={mode!r}: use True/'error' (refuse out-of-range inputs), 'warn' (log them) or False/'off'"
+    )
 
 
 def poly_layers(graph: Graph) -> list:
@@ -87,13 +88,20 @@ def check(graph: Graph, x: np.ndarray, intervals: dict[str, tuple[float, float] 
         i = int(np.argmax(dev > half))
         peak = float(inp[i].flat[np.argmax(np.abs(inp[i] - mid))])
         rng = node.attrs.get("range")
-        fitted = f"the activation's fitted range [{rng[0]:g}, {rng[1]:g}]" if rng else \
-            "the pre-activations seen on calibration data"
-        msg = (f"image {i}: pre-activations of layer {node.name!r} reach {peak:.3g}, far outside {fitted} "
-               f"(accepted: {mid - half:g} .. {mid + half:g}); the encrypted logits are meaningless there")
+        fitted = (
+            f"the activation's fitted range [{rng[0]:g}, {rng[1]:g}]"
+            if rng
+            else "the pre-activations seen on calibration data"
+        )
+        msg = (
+            f"image {i}: pre-activations of layer {node.name!r} reach {peak:.3g}, far outside {fitted} "
+            f"(accepted: {mid - half:g} .. {mid + half:g}); the encrypted logits are meaningless there"
+        )
         if mode == "error":
-            raise InputError(f"{msg}: feed inputs scaled like the training data (pixels in [0, 1]) or compile with "
-                             "activation_check=False (or 'warn' to log such inputs and go on)")
+            raise InputError(
+                f"{msg}: feed inputs scaled like the training data (pixels in [0, 1]) or compile with "
+                "activation_check=False (or 'warn' to log such inputs and go on)"
+            )
         log.warning("%s (activation_check='warn': evaluating anyway)", msg)
 
     interpret.run(graph, x, hook=hook)
@@ -107,8 +115,12 @@ def clean_peaks(values, layers: list[str], source: str) -> dict[str, float]:
     except (TypeError, ValueError, OverflowError):
         peaks = None
     if peaks is None or len(peaks) != len(layers) or not all(math.isfinite(v) and v >= 0 for v in peaks):
-        log.warning("ignoring the pre-activation maxima in %s: expected %d finite non-negative numbers, one per "
-                    "activation layer", source, len(layers))
+        log.warning(
+            "ignoring the pre-activation maxima in %s: expected %d finite non-negative numbers, one per "
+            "activation layer",
+            source,
+            len(layers),
+        )
         return {}
     return dict(zip(layers, peaks))
 
@@ -122,9 +134,11 @@ def check_bootstraps(graph: Graph, x: np.ndarray) -> None:
         peak = np.abs(inp.reshape(len(inp), -1)).max(axis=1)
         if np.any(peak > node.attrs["bound"]):
             i = int(np.argmax(peak > node.attrs["bound"]))
-            raise InputError(f"image {i}: values before {node.name} reach {peak[i]:.3g}, beyond the bound "
-                             f"{node.attrs['bound']:.3g} calibrated for it; bootstrapping would wrap them around: "
-                             "feed inputs scaled like the calibration images, or recompile with calibration images "
-                             "that cover these")
+            raise InputError(
+                f"image {i}: values before {node.name} reach {peak[i]:.3g}, beyond the bound "
+                f"{node.attrs['bound']:.3g} calibrated for it; bootstrapping would wrap them around: "
+                "feed inputs scaled like the calibration images, or recompile with calibration images "
+                "that cover these"
+            )
 
     interpret.run(graph, x, hook=hook)

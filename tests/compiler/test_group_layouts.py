@@ -1,19 +1,23 @@
 """Grouped batch layouts: slot maps, nearest copies of a replicated input, pools over ciphertexts,
-the choice of G, and the lowered gdiag steps reproduce each layer in NumPy (no CKKS)."""
+the choice of G, and the lowered bsgs steps reproduce each layer in NumPy (no CKKS)."""
 
 import numpy as np
 import pytest
 
+from program_sim import simulate
+
 from henn.ckks import ParametersLiteral, presets
-from henn.compiler import group_layouts, matrices
 from henn.compiler.driver import compile_model
-from henn.compiler.program import Program
 from henn.errors import InputError, UnsupportedOperation
 from henn.frontend import load_model
 from henn.frontend.onnx_build import build_cnn, cifar_layers, mnist_layers
 from henn.ir import interpret
 from henn.ir.graph import Node
+from henn.packing import grouped, matrices
+from henn.packing.bsgs import split
+from henn.packing.memory import batch_plaintext_bytes
 from henn.passes import CompileOptions, group_batch, run_pipeline
+from henn.program import Program, StepKind
 
 
 def _params(depth: int = 7, log_n: int = 11):
@@ -24,18 +28,18 @@ def _params(depth: int = 7, log_n: int = 11):
 
 
 def test_feature_layout_is_position_major_with_channel_groups():
-    lay = group_layouts.feature_layout((5, 2, 3), 4)
-    assert lay["cts"] == 2 * 3 * 2 and lay["period"] == 4
-    elem = lay["elem"].reshape(6, 2, 4)  # position, group, slot
+    lay = grouped.feature_layout((5, 2, 3), 4)
+    assert lay.cts == 2 * 3 * 2 and lay.period == 4
+    elem = lay.elem.reshape(6, 2, 4)  # position, group, slot
     assert elem[0, 0].tolist() == [0, 6, 12, 18]  # channels 0-3 at position 0 (C*H*W order)
     assert elem[4, 1].tolist() == [4 * 1 + 24, -1, -1, -1]  # channel 4 at position 4, then unused slots
     assert sorted(elem[elem >= 0].tolist()) == list(range(30))
 
 
 def test_replicated_input_holds_channel_j_mod_c():
-    lay = group_layouts.feature_layout((3, 4, 4), 8, replicate=True)
-    assert lay["cts"] == 16
-    assert lay["elem"][:8].tolist() == [0, 16, 32, 0, 16, 32, 0, 16]
+    lay = grouped.feature_layout((3, 4, 4), 8, replicate=True)
+    assert lay.cts == 16
+    assert lay.elem[:8].tolist() == [0, 16, 32, 0, 16, 32, 0, 16]
 
 
 def test_nearest_copy_keeps_first_layer_diagonals_short():
@@ -43,25 +47,34 @@ def test_nearest_copy_keeps_first_layer_diagonals_short():
     within two slots, so the first conv needs deltas {-2..2} instead of all 16."""
     node = Node("conv2d", "c", ["x"], "y", {"stride": (1, 1), "pads": (1, 1, 1, 1)},
                 {"weight": np.ones((16, 3, 3, 3)), "bias": np.zeros(16)})
-    lay_in = group_layouts.feature_layout((3, 4, 4), 16, replicate=True)
-    lay_out = group_layouts.feature_layout((16, 4, 4), 16)
-    key, rows, s_out, w = group_layouts.diagonals(lay_in, lay_out, matrices.matrix(node, (3, 4, 4)), 16)
-    deltas = {int(d) if d < 8 else int(d) - 16 for d in key[:, 2]}
-    assert deltas <= {-2, -1, 0, 1, 2} and len(rows) == len(w) == len(s_out)
+    lay_in = grouped.feature_layout((3, 4, 4), 16, replicate=True)
+    lay_out = grouped.feature_layout((16, 4, 4), 16)
+    diags = grouped.diagonals(lay_in, lay_out, matrices.matrix(node, (3, 4, 4)), 16)
+    deltas = {int(d) if d < 8 else int(d) - 16 for d in diags.key[:, 2]}
+    assert deltas <= {-2, -1, 0, 1, 2} and len(diags.rows) == len(diags.weight) == len(diags.out_slot)
 
 
 def test_pool_adds_ciphertexts_of_one_group():
     node = Node("sumpool", "p", ["x"], "y", {"kernel": (2, 2), "stride": (2, 2), "pads": (0, 0, 0, 0)})
-    lay = group_layouts.feature_layout((6, 4, 4), 4)  # 2 groups x 16 positions
-    plan, out = group_layouts.pool_plan(lay, node, (6, 4, 4))
-    assert out["cts"] == 2 * 4 and plan["cts_in"] == 32
-    row0 = plan["indices"][plan["indptr"][0]:plan["indptr"][1]]
+    lay = grouped.feature_layout((6, 4, 4), 4)  # 2 groups x 16 positions
+    plan, out = grouped.pool_plan(lay, node, (6, 4, 4))
+    assert out.cts == 2 * 4 and plan.cts_in == 32
+    row0 = plan.indices[plan.indptr[0]:plan.indptr[1]]
     assert sorted(row0.tolist()) == [0, 2, 8, 10]  # positions 0, 1, 4, 5 of group 0
-    assert (out["chan"] == lay["chan"]).all()
+    assert (out.chan == lay.chan).all()
 
 
 def test_rotation_steps_scale_with_the_image_stride():
-    assert group_layouts.rotation_steps({"baby": (1, 2), "giant": (4,)}, 64) == {64, 128, 256}
+    node = Node("linear", "l", ["x"], "y", {}, {"weight": np.ones((4, 8)), "bias": np.zeros(4)})
+    plan, _ = grouped.plan_linear(grouped.input_layout((8,), 4), node, (8,), 4, 64)
+    assert plan.split.giant or plan.split.baby
+    assert plan.rotation_steps(4 * 64) == {s * 64 for s in (*plan.split.baby, *plan.split.giant)}
+    key = np.array([[0, 0, 1], [0, 0, 2], [0, 0, 3]])
+    assert split(key, 4).rotations >= 2
+
+
+def _total(g, group, n):
+    return group_batch.ciphertext_peak(g, group, n) + batch_plaintext_bytes(g, group, n)
 
 
 def _graph(layers, shape, mode="batch", depth=7):
@@ -72,10 +85,10 @@ def _graph(layers, shape, mode="batch", depth=7):
 def test_group_choice_follows_the_memory_budget():
     cifar = _graph(cifar_layers("square", (8, 16, 8), 8), (3, 32, 32))
     params = cifar.meta["params"]
-    peaks = {g: group_batch.memory_bytes(cifar, g, params.n) for g in (1, 2, 4, 8, 16)}
+    peaks = {g: _total(cifar, g, params.n) for g in (1, 2, 4, 8, 16)}
     assert peaks[1] > peaks[2] > peaks[4] > peaks[8]  # fewer, fuller ciphertexts; fewer distinct diagonals
-    assert group_batch.plaintext_bytes(cifar, 1, params.n) == 0  # G = 1: scalar weights, no plaintexts
-    assert group_batch.plaintext_bytes(cifar, 4, params.n) > group_batch.plaintext_bytes(cifar, 8, params.n) > 0
+    assert batch_plaintext_bytes(cifar, 1, params.n) == 0  # G = 1: scalar weights, no plaintexts
+    assert batch_plaintext_bytes(cifar, 4, params.n) > batch_plaintext_bytes(cifar, 8, params.n) > 0
     assert group_batch.choose_group(cifar, params, peaks[1]) == 1
     assert group_batch.choose_group(cifar, params, peaks[4]) <= 4
     with pytest.raises(UnsupportedOperation, match="even with"):
@@ -86,9 +99,9 @@ def test_group_choice_streams_weights_when_nothing_fits_with_them():
     cifar = _graph(cifar_layers("square", (8, 16, 8), 8), (3, 32, 32))
     params = cifar.meta["params"]
     groups = [1 << k for k in range(params.slots.bit_length()) if 1 << k <= params.slots]
-    totals = {g: group_batch.memory_bytes(cifar, g, params.n) for g in groups}
+    totals = {g: _total(cifar, g, params.n) for g in groups}
     budget = min(totals.values()) - 1  # no G fits with all its weight plaintexts
-    fitting = [g for g in groups if group_batch.peak_bytes(cifar, g, params.n) <= budget]
+    fitting = [g for g in groups if group_batch.ciphertext_peak(cifar, g, params.n) <= budget]
     assert fitting  # but some fit their ciphertexts: the rest of the weights are encoded as layers run
     assert group_batch.choose_group(cifar, params, budget) == min(fitting, key=totals.get)
 
@@ -109,47 +122,14 @@ def test_bad_group_options():
         CompileOptions(mode="batch", batch_group=0)
 
 
-def _simulate(program: Program, x: np.ndarray) -> np.ndarray:
-    """Run a grouped program on slot vectors with NumPy (rotations = np.roll): checks the lowering alone."""
-    from henn.ir.interpret import core
-    from henn.runtime.client import Client
-
-    class _Slots:  # what Client.pack needs from a backend
-        slots = program.params.slots
-        name = "plain"
-
-    vecs = Client(program, _Slots()).pack(x)
-    for step in program.steps:
-        if step.kind == "gdiag":
-            stride = step.attrs["stride"]
-            out = []
-            for ko in range(step.attrs["cts_out"]):
-                y = 0
-                for k, _, g, b, v in step.arrays["entries"][step.arrays["entries"][:, 1] == ko]:
-                    d = np.repeat(step.arrays["diags"][v], stride)
-                    y = y + np.roll(d * np.roll(vecs[k], -b * stride), -g * stride)
-                out.append(y + np.repeat(step.arrays["biases"][step.arrays["bias_index"][ko]], stride))
-            vecs = out
-        elif step.kind == "sum_batch":
-            ip, idx = step.arrays["indptr"], step.arrays["indices"]
-            vecs = [sum(vecs[k] for k in idx[ip[r]:ip[r + 1]]) for r in range(len(ip) - 1)]
-        else:
-            vecs = [core(step.attrs["form"], step.attrs, v) for v in vecs]
-    virt = np.stack(vecs).reshape(-1, program.images_per_set)[:, :len(x)]
-    out = np.zeros((len(x), program.n_outputs))
-    used = np.nonzero(program.output_elem >= 0)[0]
-    out[:, program.output_elem[used]] = virt[used].T
-    return out * program.output_gain + (0 if program.output_offset is None else program.output_offset.reshape(1, -1))
-
-
 @pytest.mark.parametrize("group", [2, 8])
-def test_lowered_gdiag_steps_reproduce_the_model(group, rng):
+def test_lowered_grouped_steps_reproduce_the_model(group, rng):
     model = build_cnn(cifar_layers("swish-rg5-deg2", (4, 6, 4), 8), (3, 8, 8), seed=4)
     c = compile_model(model, None, CompileOptions(mode="batch", params=_params(), batch_group=group))
     program = Program.from_bytes(c.program.to_bytes())  # grouped programs serialize too
     assert program.group == group and program.images_per_set == program.params.slots // group
     x = rng.uniform(0, 1, (3, 3, 8, 8))
-    np.testing.assert_allclose(_simulate(program, x), interpret.run(c.reference, x), atol=1e-9)
+    np.testing.assert_allclose(simulate(program, x), interpret.run(c.reference, x), atol=1e-9)
     n = program.params.n  # the estimate that chose G bounds the distinct diagonals actually encoded
-    actual = sum(len(s.arrays["diags"]) * 8 * n * (s.level + 1) for s in program.steps if s.kind == "gdiag")
-    assert actual <= group_batch.plaintext_bytes(c.final, group, n) <= 3 * actual
+    actual = sum(len(s.arrays["vectors"]) * 8 * n * (s.level + 1) for s in program.steps if s.kind == StepKind.BSGS)
+    assert actual <= batch_plaintext_bytes(c.final, group, n) <= 3 * actual

@@ -108,11 +108,11 @@ def test_single_mode_keys_are_exactly_the_plan_steps():
     steps = {2048, 4096}  # the block sum of the client's taps
     for n in g.nodes:
         plan = n.attrs.get("packing")
-        if plan is not None and plan["strategy"] != "taps":
-            steps |= set(plan["baby"]) | set(plan["giant"]) | {plan["fold_stride"] << i for i in range(plan["fold"])}
+        if plan is not None and plan.strategy != "taps":
+            steps |= set(plan.split.baby) | set(plan.split.giant) | {plan.fold_stride << i for i in range(plan.fold)}
     assert set(g.meta["rotation_steps"]) == steps - {0}
     conv2 = [n for n in g.nodes if n.op == "conv2d"][1]
-    assert conv2.attrs["packing"]["blocks"] == 2 and conv2.attrs["packing"]["ndiag"] == 64  # 128 diagonals / 2
+    assert conv2.attrs["packing"].blocks == 2 and conv2.attrs["packing"].split.ndiag == 64  # 128 diagonals / 2
     assert len(g.meta["rotation_steps"]) <= 32
     batch = run_pipeline(load_model(build_cnn(mnist_layers("square"), seed=0)), CompileOptions(mode="batch"))
     assert batch.meta["rotation_steps"] == ()

@@ -25,7 +25,8 @@ def _run(suite, body, fast, preset="insecure_short_d4"):
 def test_kernels_on_plain(fast):
     recs = _run("kernels", partial(kernels.run, **SMALL), fast)
     by = {(r["op"], r["size"]): r for r in recs}
-    for key in (("dot_product", 16), ("linear_transform", 16), ("polynomial", 3)):
+    for key in (("dot_product", 16), ("linear_transform", 16), ("polynomial", 3), ("activation", 2),
+                ("activation", 4)):
         assert by[key]["status"] == "ok", by[key]["error_message"]
         assert min(e["bits"] for e in by[key]["error"]) > 20
     assert by[("linear_transform", 16)]["extra"]["galois_keys"] > 0
@@ -41,7 +42,7 @@ def test_missing_kernel_module_is_reported(fast, monkeypatch):
     monkeypatch.setattr(kernels, "_kernels_module", missing)
     recs = _run("kernels", partial(kernels.run, **SMALL), fast)
     failed = [r for r in recs if r["status"] == "failed"]
-    assert {r["op"] for r in failed} == {"dot_product", "linear_transform", "polynomial"}
+    assert {r["op"] for r in failed} == {"dot_product", "linear_transform", "polynomial", "activation"}
     assert all("henn.kernels.poly" in r["error_message"] for r in failed)
     assert all(r["status"] == "ok" for r in recs if r["op"] == "mul_chain")
 

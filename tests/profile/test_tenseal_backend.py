@@ -16,10 +16,10 @@ except ImportError:
         raise
     pytest.skip("tenseal not installed (pip install tenseal==0.3.18)", allow_module_level=True)
 
-from henn.ckks import open_backend, select_parameters  # noqa: E402
-from henn.errors import InputError, UnsupportedOperation  # noqa: E402
-from henn.profile import primitives  # noqa: E402
-from henn.profile.harness import configurations, sweep  # noqa: E402
+from henn.ckks import open_backend, select_parameters
+from henn.errors import InputError, UnsupportedOperation
+from henn.profile import primitives
+from henn.profile.harness import configurations, sweep
 
 
 @pytest.fixture(scope="module")

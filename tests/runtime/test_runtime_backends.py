@@ -53,7 +53,7 @@ def test_single_mode_over_several_ciphertexts(backend, rng):
 
     model = build_cnn(cifar_layers("swish-rg5-deg2", (16, 4, 4), 8), (3, 32, 32), seed=6)
     with henn.compile(model, backend=backend, mode="single", params=short_params(7, 12)) as cm:
-        assert cm.program.steps[0].kind == "mdiag"
+        assert cm.program.steps[0].kind == "bsgs"
         x = rng.uniform(0, 1, (1, 3, 32, 32))
         ref = cm.reference(x)
         enc = cm.run(x)

@@ -5,7 +5,7 @@ import pytest
 
 from henn.ckks import ParametersLiteral, open_backend, presets
 from henn.compiler.driver import compile_model
-from henn.compiler.program import Program
+from henn.program import Program
 from henn.errors import InputError
 from henn.frontend.onnx_build import build_cnn, cifar_layers, mnist_layers
 from henn.ir import interpret
@@ -67,7 +67,7 @@ def test_cifar_shaped_single_over_several_ciphertexts(act, rng):
     model = build_cnn(cifar_layers(act, (16, 4, 4), 8), (3, 32, 32), seed=6)
     depth = 10 if act == "swish-rg7-deg4" else 7
     c = compile_model(model, None, CompileOptions(mode="single", params=short_params(depth, 12)))
-    steps = [s for s in c.program.steps if s.kind == "mdiag"]
+    steps = [s for s in c.program.steps if s.kind == "bsgs"]
     assert [(s.attrs["cts_in"], s.attrs["cts_out"]) for s in steps] == [(2, 8), (8, 1), (1, 1), (1, 1)]
     assert c.program.input_pack["kind"] == "multi"
     check_three_way(c, rng.uniform(0, 1, (2, 3, 32, 32)))
@@ -81,7 +81,7 @@ def test_cifar_shaped_grouped_batch_three_way(act, rng):
     c = compile_model(model, None, CompileOptions(mode="batch", params=short_params(depth), batch_group=8))
     p = c.program
     assert p.input_pack["kind"] == "grouped" and p.images_per_set == 128 and p.input_cts == 32 * 32
-    assert [s.kind for s in p.steps].count("gdiag") == 4
+    assert [s.kind for s in p.steps].count("bsgs") == 4
     check_three_way(c, rng.uniform(0, 1, (p.images_per_set + 2, 3, 32, 32)))
 
 
@@ -120,7 +120,7 @@ def test_weights_beyond_the_cache_budget_are_encoded_on_the_fly(rng):
     client = Client(program, be)
     server = Server(program, be, client.generate_keys())
     server.executor.prepare(budget=0)
-    assert server.executor._streamed == {i for i, s in enumerate(program.steps) if s.kind == "mdiag"}
+    assert server.executor._streamed == {i for i, s in enumerate(program.steps) if s.kind == "bsgs"}
     x = rng.uniform(0, 1, (1, 3, 32, 32))
     out = client.decrypt(server.evaluate(client.encrypt(x)), 1).reshape(1, -1)
     np.testing.assert_allclose(out, interpret.run(c.reference, x), atol=1e-8)
@@ -162,7 +162,8 @@ def test_memory_guard_refuses_oversized_batches():
     c = compile_model(build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="batch"))
     be = open_backend("plain", c.program.params)
     need = ciphertext_bytes(c.program, be)
-    assert need == (720 + 800) * 16 * 8192  # the second conv: 720 in, 800 out (complex slots); activations free as they go
+    # the second conv: 720 in, 800 out (complex slots); activations free as they go
+    assert need == (720 + 800) * 16 * 8192
     check_memory(c.program, be, need)
     with pytest.raises(UnsupportedOperation, match="GiB of ciphertexts"):
         check_memory(c.program, be, need - 1)

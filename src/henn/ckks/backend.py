@@ -32,6 +32,9 @@ Values = float | complex | np.ndarray | list
 
 class Backend(ABC):
     name: ClassVar[str]
+    # capabilities the runtime asks for (never the backend's name)
+    encrypts: ClassVar[bool] = True       # False: values are cleartext slot vectors, no key material
+    releases_gil: ClassVar[bool] = True   # its calls may run on several Python threads at once
     # what a backend can do beyond the common interface: "bootstrap"
     capabilities: ClassVar[frozenset[str]] = frozenset()
 

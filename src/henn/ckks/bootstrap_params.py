@@ -74,7 +74,8 @@ class BootstrapLiteral:
             raise ParameterError(f"bootstrap parameters must be a mapping, got {type(d).__name__}")
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ParameterError(f"unknown bootstrap fields {sorted(unknown)}; known: {sorted(cls.__dataclass_fields__)}")
+            raise ParameterError(f"unknown bootstrap fields {sorted(unknown)}; "
+                                 f"known: {sorted(cls.__dataclass_fields__)}")
         conv = dict(d)
         try:
             for k in ("cts_log_scales", "stc_log_scales"):
@@ -134,7 +135,8 @@ class BootstrapParameters:
     def log_p(self, residual_primes: int) -> tuple[int, ...]:
         if self.literal.log_p is not None:
             return self.literal.log_p
-        total = residual_primes + len(self.literal.stc_log_scales) + self.evalmod_depth + len(self.literal.cts_log_scales)
+        total = (residual_primes + len(self.literal.stc_log_scales) + self.evalmod_depth
+                 + len(self.literal.cts_log_scales))
         return (61,) * max(1, math.isqrt(total))
 
     def log_qp(self, residual_log_q: tuple[int, ...], log_scale: int) -> float:

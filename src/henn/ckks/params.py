@@ -129,7 +129,8 @@ class Parameters:
 
     def describe(self) -> str:
         tag = " INSECURE" if self.insecure else ""
-        boot = "" if self.bootstrap is None else f" {self.bootstrap.describe()} bootstrap logQP<={self.bootstrap_log_qp:.0f}"
+        boot = "" if self.bootstrap is None else \
+            f" {self.bootstrap.describe()} bootstrap logQP<={self.bootstrap_log_qp:.0f}"
         return (f"N=2^{self.log_n} slots={self.slots} depth={self.depth} log_q={list(self.log_q)} "
                 f"log_p={list(self.log_p)} scale=2^{self.log_scale} logQP={self.log_qp:.1f}{boot}{tag}")
 

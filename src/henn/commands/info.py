@@ -23,7 +23,8 @@ def run(args) -> int:
     for name, (ok, info) in avail.items():
         print(f"  {name:8s} {'ok  ' if ok else 'MISSING'} {info}")
     print(f"\nparameters for depth {args.depth}:")
-    rows = [("fixed (shared)", "plain", "fixed")] + [(f"library: {n}", n, "library") for n, (ok, _) in avail.items() if ok]
+    rows = [("fixed (shared)", "plain", "fixed")] + \
+        [(f"library: {n}", n, "library") for n, (ok, _) in avail.items() if ok]
     for label, name, mode in rows:
         try:
             params = select_parameters(args.depth, backend=name, mode=mode, slots=args.slots, log_scale=args.log_scale)

@@ -30,7 +30,7 @@ def register(sub) -> None:
             s.add_argument("--ops", nargs="+", metavar="OP", help="only these ops (default: all, plus sizes)")
         if suite == "kernels":
             s.add_argument("--kernels", nargs="+", metavar="K",
-                           help="only these: dot_product linear_transform polynomial mul_chain")
+                           help="only these: dot_product linear_transform polynomial activation mul_chain")
             s.add_argument("--dot-sizes", type=_ints(1 << 16), default=None,
                            help="vector lengths (default 16,64,256,1024)")
             s.add_argument("--linear-sizes", type=_ints(1 << 12), default=None,

@@ -1,3 +1,3 @@
-"""From IR to a runnable Program: sparse matrices of linear ops (matrices.py), single-ciphertext
-layouts and BSGS plans (layouts.py), the Program format (program.py), lowering per packing mode
-(lower_batch.py, lower_single.py) and the driver that runs frontend + passes + lowering (driver.py)."""
+"""From IR to a runnable Program: the driver (frontend + passes + lowering, driver.py) and the
+lowering of the planned IR to Program steps (lower.py). Layouts and plans live in henn.packing,
+the Program format in henn.program."""

@@ -177,7 +177,7 @@ class _Emitter:
 
     def _function(self, node) -> None:
         import torch
-        import torch.nn.functional as F  # noqa: N812
+        import torch.nn.functional as F
 
         t, args = node.target, node.args
         name = t if isinstance(t, str) else getattr(t, "__name__", str(t))

@@ -11,35 +11,17 @@ Passes are pure: they `copy()` the graph, change the copy and return it; `verify
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import numpy as np
 
-from henn.errors import HennError
+from henn.ir import ops
+from henn.ir.node import IRError, Node, Value
 
-
-class IRError(HennError):
-    """The IR is malformed: a bug in a frontend or a pass (the message names the node)."""
-
-
-@dataclass
-class Value:
-    name: str
-    shape: tuple[int, ...]
-    level: int | None = None
-    log_scale: float | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Node:
-    op: str
-    name: str
-    inputs: list[str]
-    output: str
-    attrs: dict[str, Any] = field(default_factory=dict)
-    params: dict[str, np.ndarray] = field(default_factory=dict)
+__all__ = ["Graph", "IRError", "Node", "Value"]
 
 
 @dataclass
@@ -98,8 +80,6 @@ class Graph:
 
     # ---- checking and printing --------------------------------------------------------------
     def verify(self) -> Graph:
-        from henn.ir import ops
-
         defined = {self.input}
         if self.input not in self.values:
             raise IRError(f"graph input {self.input!r} has no value entry")
@@ -120,8 +100,10 @@ class Graph:
                     raise IRError(f"node {n.name!r} parameter {key!r} is not a finite numpy array")
             shape = ops.infer_shape(n, [self.values[v].shape for v in n.inputs])
             if tuple(shape) != tuple(self.values[n.output].shape):
-                raise IRError(f"node {n.name!r} ({n.op}) produces shape {tuple(shape)} but its value says "
-                              f"{self.values[n.output].shape}")
+                raise IRError(
+                    f"node {n.name!r} ({n.op}) produces shape {tuple(shape)} but its value says "
+                    f"{self.values[n.output].shape}"
+                )
             for v in n.inputs:
                 lin, lout = self.values[v].level, self.values[n.output].level
                 if lin is not None and lout is not None and lout > lin and n.op != "bootstrap":
@@ -139,9 +121,12 @@ class Graph:
         for n in self.nodes:
             attrs = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(n.attrs.items()))
             params = ", ".join(f"{k}:{_fmt_array(v)}" for k, v in sorted(n.params.items()))
-            lines.append(f"{n.output} = {n.op}[{n.name}]({', '.join(n.inputs)})"
-                         + (f" {{{attrs}}}" if attrs else "") + (f" <{params}>" if params else "")
-                         + f" : {_fmt_value(self.values[n.output])}")
+            lines.append(
+                f"{n.output} = {n.op}[{n.name}]({', '.join(n.inputs)})"
+                + (f" {{{attrs}}}" if attrs else "")
+                + (f" <{params}>" if params else "")
+                + f" : {_fmt_value(self.values[n.output])}"
+            )
         lines.append(f"output {self.output}")
         for k, v in sorted(self.meta.items()):
             lines.append(f"meta {k} = {_fmt(v)}")
@@ -162,6 +147,16 @@ def _fmt_value(v: Value) -> str:
 def _fmt(v: Any) -> str:
     if hasattr(v, "describe"):
         return v.describe()
+    if isinstance(v, Enum):
+        return repr(v.value)
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):  # layouts and plans: fields set apart from defaults
+        return type(v).__name__ + _fmt(
+            {
+                f.name: getattr(v, f.name)
+                for f in dataclasses.fields(v)
+                if not _is_default(getattr(v, f.name), f.default)
+            }
+        )
     if isinstance(v, np.ndarray):
         return _fmt_array(v)
     if isinstance(v, float):
@@ -172,6 +167,10 @@ def _fmt(v: Any) -> str:
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k}: {_fmt(x)}" for k, x in sorted(v.items())) + "}"
     return repr(v) if isinstance(v, str) else str(v)
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    return default is not dataclasses.MISSING and not isinstance(value, np.ndarray) and value == default
 
 
 def _fmt_array(a: np.ndarray) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 
 from henn.ir.graph import Graph, IRError, Node
 
-_NONPOLY = {
+_NONPOLY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "relu": lambda x: np.maximum(x, 0.0),
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "tanh": np.tanh,
@@ -23,8 +23,9 @@ _NONPOLY = {
 }
 
 
-def run(graph: Graph, x: np.ndarray, *, hook: Callable[[Node, np.ndarray, np.ndarray], None] | None = None
-        ) -> np.ndarray:
+def run(
+    graph: Graph, x: np.ndarray, *, hook: Callable[[Node, np.ndarray, np.ndarray], None] | None = None
+) -> np.ndarray:
     """Evaluate `graph` on x of shape (B, *input_shape) in float64; hook(node, input, output) per node."""
     x = np.asarray(x, dtype=np.float64)
     if x.shape[1:] != tuple(graph.input_shape):

@@ -1,18 +1,18 @@
 """The operations of the henn IR: what each needs and the shape it produces.
 
-    conv2d     params weight (O, I, kh, kw), bias (O,) or a full output map (O, H', W');
-               attrs stride (sh, sw), pads (top, left, bottom, right)
-    batchnorm  params scale, bias, mean, var (C,); attrs epsilon
-    poly       attrs coefficients (constant term first), name, range ((lo, hi) or None);
-               after approximate_activations also form/shift/inner/tcoef/gain/offset (see there)
-    activation attrs kind: a known non-polynomial activation (relu, sigmoid, ...), kept only so that
-               approximate_activations can name it in its error
-    avgpool    attrs kernel (kh, kw), stride (sh, sw), pads (top, left, bottom, right)
-    sumpool    like avgpool without the 1/(kh*kw) factor (merge_act_pool moves it elsewhere)
-    flatten    (C, H, W) -> (C*H*W,)
-    linear     params weight (O, I), bias (O,); input (I,)
-    bootstrap  attrs bound (values lie in [-bound, bound]): refreshes the level, the identity on values
-               (inserted by place_bootstraps)
+conv2d     params weight (O, I, kh, kw), bias (O,) or a full output map (O, H', W');
+           attrs stride (sh, sw), pads (top, left, bottom, right)
+batchnorm  params scale, bias, mean, var (C,); attrs epsilon
+poly       attrs coefficients (constant term first), name, range ((lo, hi) or None);
+           after approximate_activations also form/shift/inner/tcoef/gain/offset (see there)
+activation attrs kind: a known non-polynomial activation (relu, sigmoid, ...), kept only so that
+           approximate_activations can name it in its error
+avgpool    attrs kernel (kh, kw), stride (sh, sw), pads (top, left, bottom, right)
+sumpool    like avgpool without the 1/(kh*kw) factor (merge_act_pool moves it elsewhere)
+flatten    (C, H, W) -> (C*H*W,)
+linear     params weight (O, I), bias (O,); input (I,)
+bootstrap  attrs bound (values lie in [-bound, bound]): refreshes the level, the identity on values
+           (inserted by place_bootstraps)
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from henn.ir.graph import IRError, Node
+from henn.ir.node import IRError, Node
 
 OPS = ("conv2d", "batchnorm", "poly", "activation", "avgpool", "sumpool", "flatten", "linear", "bootstrap")
 LINEAR_OPS = ("conv2d", "linear")
@@ -52,8 +52,10 @@ def _conv(node: Node, shapes) -> tuple[int, ...]:
     if oh < 1 or ow < 1:
         raise IRError(f"node {node.name!r}: kernel {wt.shape[2:]} larger than the padded input {h}x{w}")
     if node.params["bias"].shape not in ((wt.shape[0],), (wt.shape[0], oh, ow)):
-        raise IRError(f"node {node.name!r}: bias shape {node.params['bias'].shape} is neither "
-                      f"({wt.shape[0]},) nor ({wt.shape[0]}, {oh}, {ow})")
+        raise IRError(
+            f"node {node.name!r}: bias shape {node.params['bias'].shape} is neither "
+            f"({wt.shape[0]},) nor ({wt.shape[0]}, {oh}, {ow})"
+        )
     return (wt.shape[0], oh, ow)
 
 
@@ -107,8 +109,15 @@ def _chw(node: Node, shape) -> tuple[int, int, int]:
 
 
 _SHAPES: dict[str, Callable] = {
-    "conv2d": _conv, "batchnorm": _batchnorm, "poly": _poly, "activation": _same, "avgpool": _pool,
-    "sumpool": _pool, "flatten": _flatten, "linear": _linear, "bootstrap": _same,
+    "conv2d": _conv,
+    "batchnorm": _batchnorm,
+    "poly": _poly,
+    "activation": _same,
+    "avgpool": _pool,
+    "sumpool": _pool,
+    "flatten": _flatten,
+    "linear": _linear,
+    "bootstrap": _same,
 }
 
 

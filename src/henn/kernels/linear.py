@@ -20,22 +20,23 @@ Slot layouts (the input contract):
   [0, m) of each block, zeros elsewhere.
 
 Only non-zero diagonals are kept: banded (convolution-like) matrices need few of them. The
-diagonals are grouped k = g*B + b: the input is rotated by the baby steps b (hoisted, one key
-switch decomposition), each group is multiplied by its pre-rotated diagonals and rotated once by
-its giant step g*B. Plaintexts are encoded at the ciphertext's level with scale =
+baby/giant split comes from the compiler's one planner (henn.packing.bsgs: hoisted baby steps, one
+cost model) and the evaluation is the executor's (henn.kernels.bsgs): what `henn profile kernels`
+measures is what inference runs. Plaintexts are encoded at the ciphertext's level with scale =
 backend.prime(level), so `ev.rescale` of the result restores the input scale exactly, and cached
 per (backend, level).
 """
 
 from __future__ import annotations
 
-import math
 import weakref
 
 import numpy as np
 
 from henn.ckks.values import Ciphertext, Plaintext
 from henn.errors import InputError, LevelError
+from henn.kernels import bsgs as evaluation
+from henn.packing import bsgs
 
 LAYOUTS = ("periodic", "padded")
 
@@ -49,12 +50,10 @@ class LinearTransform:
 
     depth = 1  # levels consumed (the caller's single rescale)
 
-    def __init__(self, matrix, slots: int, *, layout: str = "periodic", period: int | None = None,
-                 bsgs_ratio: float | None = None, level: int | None = None):
-        """bsgs_ratio=None picks the power-of-two baby-step count B with the fewest rotations
-        (ties: the larger B, since baby steps are hoisted); a number picks B close to
-        sqrt(span * bsgs_ratio) (Lattigo's n1/n2 ratio), span = the range of diagonal offsets.
-        level: the level inputs will arrive at (optional): evaluate drops higher inputs to it and
+    def __init__(
+        self, matrix, slots: int, *, layout: str = "periodic", period: int | None = None, level: int | None = None
+    ):
+        """level: the level inputs will arrive at (optional): evaluate drops higher inputs to it and
         `prepare` encodes there."""
         if isinstance(slots, bool) or not isinstance(slots, (int, np.integer)) or not _pow2(int(slots)):
             raise InputError(f"slots must be a power of two (backend.slots), got {slots!r}")
@@ -69,7 +68,7 @@ class LinearTransform:
             raise InputError(f"level must be an integer >= 1 (the transform consumes one level), got {level!r}")
         self.level = None if level is None else int(level)
         self._diagonals = self._extract(mat)
-        self.baby, self._groups = self._split(bsgs_ratio)
+        self._plan()
         self._cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     # ---- construction ------------------------------------------------------------------
@@ -82,8 +81,10 @@ class LinearTransform:
             raise InputError(f"expected a 2-D numeric matrix, got shape {mat.shape} dtype {mat.dtype}")
         m, n = mat.shape
         if not (1 <= m <= self.slots and 1 <= n <= self.slots):
-            raise InputError(f"a {m} x {n} matrix does not fit {self.slots} slots: split it into blocks of at most "
-                             f"{self.slots} rows/columns or choose a larger ring")
+            raise InputError(
+                f"a {m} x {n} matrix does not fit {self.slots} slots: split it into blocks of at most "
+                f"{self.slots} rows/columns or choose a larger ring"
+            )
         if not np.all(np.isfinite(mat)):
             raise InputError("the matrix contains NaN or infinity")
         return mat.astype(np.complex128 if np.iscomplexobj(mat) and np.any(mat.imag) else np.float64)
@@ -120,34 +121,22 @@ class LinearTransform:
                 out[k] = vec
         return out
 
-    def _plan(self, baby: int) -> tuple[set[int], dict[int, list[tuple[int, int]]]]:
-        babies: set[int] = set()
-        groups: dict[int, list[tuple[int, int]]] = {}
-        for k in self._diagonals:
-            g, b = divmod(k, baby)
-            babies.add(b)
-            groups.setdefault((g * baby) % self.slots, []).append((b, k))
-        return babies, groups
-
-    def _split(self, ratio):
-        if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
-                                  or not math.isfinite(ratio) or ratio <= 0):
-            raise InputError(f"bsgs_ratio must be a positive number (or None for automatic), got {ratio!r}")
+    def _plan(self) -> None:
+        """Rotations wrap inside the period (periodic: the input repeats) or over all slots (padded)."""
+        modulus = self.period if self.layout == "periodic" else self.slots
         offsets = list(self._diagonals)
-        span = max(offsets) - min(offsets) + 1 if offsets else 1
-        candidates = [1 << i for i in range(min((span - 1).bit_length(), self.slots.bit_length() - 1) + 1)]
-        if ratio is None:
-            def score(b):
-                babies, groups = self._plan(b)
-                return (len(babies - {0}) + len(set(groups) - {0}), -b)
-        else:
-            target = math.log2(math.sqrt(span * ratio))
-            def score(b):
-                return (abs(math.log2(b) - target), -b)
-        baby = min(candidates, key=score)
-        babies, groups = self._plan(baby)
-        self._babies = sorted(babies)
-        return baby, sorted((step, sorted(members)) for step, members in groups.items())
+        vecs = np.array([self._diagonals[k] for k in offsets]).reshape(len(offsets), self.period)
+        rows = np.repeat(np.arange(len(offsets)), self.period)
+        delta = np.array(offsets, np.int64)[rows] % modulus
+        zeros = np.zeros(len(rows), np.int64)
+        diags = bsgs.diagonals(
+            zeros, zeros, delta, np.tile(np.arange(self.period), len(offsets)), vecs.reshape(-1), modulus, self.period
+        )
+        self.split = bsgs.split(diags.key, modulus)
+        self.baby = self.split.n1 * self.split.unit
+        assembled = bsgs.assemble(diags, self.split)
+        self._vectors = assembled.vectors
+        self._transform = evaluation.Transform(assembled.entries, 1, 1)
 
     # ---- what a compiler asks before keys exist ------------------------------------------
     @property
@@ -158,16 +147,23 @@ class LinearTransform:
 
     def rotations(self) -> set[int]:
         """Exactly the rotation steps (normalized to 0 < step < slots) `evaluate` uses."""
-        return ({b % self.slots for b in self._babies} | {step for step, _ in self._groups}) - {0}
+        return {s % self.slots for s in self._transform.rotations} - {0}
 
     def cost(self) -> dict[str, int]:
         """Operation counts of one `evaluate` for the chosen baby-step/giant-step split."""
         k = len(self._diagonals)
-        baby = len([b for b in self._babies if b % self.slots])
-        giant = len([s for s, _ in self._groups if s])
-        return {"diagonals": k, "baby_step": self.baby, "giant_groups": len(self._groups),
-                "baby_rotations": baby, "giant_rotations": giant, "rotations": baby + giant,
-                "pt_mults": max(k, 1), "additions": max(k - 1, 0), "depth": self.depth}
+        baby, giant = len(self.split.baby), len(self.split.giant)
+        return {
+            "diagonals": k,
+            "baby_step": self.baby,
+            "giant_groups": len(np.unique(self._transform.entries[:, 2])),
+            "baby_rotations": baby,
+            "giant_rotations": giant,
+            "rotations": baby + giant,
+            "pt_mults": max(k, 1),
+            "additions": max(k - 1, 0),
+            "depth": self.depth,
+        }
 
     # ---- layouts -------------------------------------------------------------------------
     def pack_input(self, x) -> np.ndarray:
@@ -176,9 +172,12 @@ class LinearTransform:
         if x.shape != (self.shape[1],):
             raise InputError(f"expected an input vector of length {self.shape[1]}, got shape {x.shape}")
         block = np.zeros(self.period, np.result_type(x.dtype, np.float64))
-        block[:x.size] = x
-        return np.tile(block, self.slots // self.period) if self.layout == "periodic" else \
-            np.concatenate([block, np.zeros(self.slots - self.period, block.dtype)])
+        block[: x.size] = x
+        return (
+            np.tile(block, self.slots // self.period)
+            if self.layout == "periodic"
+            else np.concatenate([block, np.zeros(self.slots - self.period, block.dtype)])
+        )
 
     def unpack_output(self, slots_vec, block: int = 0) -> np.ndarray:
         """y (length m) read from block `block` of a decrypted output slot vector."""
@@ -186,7 +185,7 @@ class LinearTransform:
         if v.shape != (self.slots,):
             raise InputError(f"expected {self.slots} slot values, got shape {v.shape}")
         start = block * self.period
-        return v[start:start + self.shape[0]]
+        return v[start : start + self.shape[0]]
 
     def reference(self, slots_vec) -> np.ndarray:
         """What `evaluate` computes, in NumPy on a plain slot vector (same layout semantics)."""
@@ -203,22 +202,20 @@ class LinearTransform:
         return np.tile(diag, reps)
 
     # ---- evaluation ----------------------------------------------------------------------
-    def prepare(self, backend, level: int | None = None) -> dict[int, Plaintext]:
+    def prepare(self, backend, level: int | None = None) -> list[Plaintext]:
         """Encode (and cache) the diagonals for inputs at `level` (default: the constructor's)."""
         level = self.level if level is None else level
         if level is None:
             raise InputError("prepare needs the input level: pass level= here or to the constructor")
         if backend.slots != self.slots:
-            raise InputError(f"this transform was built for {self.slots} slots, the backend has {backend.slots}: "
-                             "rebuild it with LinearTransform(matrix, backend.slots)")
+            raise InputError(
+                f"this transform was built for {self.slots} slots, the backend has {backend.slots}: "
+                "rebuild it with LinearTransform(matrix, backend.slots)"
+            )
         per_backend = self._cache.setdefault(backend, {})
         if level not in per_backend:
             scale = float(backend.prime(level))
-            pts = {}
-            for step, members in self._groups:
-                for _, k in members:
-                    pts[k] = backend.encode(np.roll(self._tiled(self._diagonals[k]), step), level=level, scale=scale)
-            per_backend[level] = pts
+            per_backend[level] = [backend.encode(self._tiled(v), level=level, scale=scale) for v in self._vectors]
         return per_backend[level]
 
     def evaluate(self, ev, ct: Ciphertext) -> Ciphertext:
@@ -228,20 +225,17 @@ class LinearTransform:
             raise InputError(f"evaluate needs a Ciphertext, got {type(ct).__name__}")
         if self.level is not None:
             if ct.level < self.level:
-                raise LevelError(f"input at level {ct.level} is below the level {self.level} this transform was "
-                                 "built for: build it with level=None or a lower level")
+                raise LevelError(
+                    f"input at level {ct.level} is below the level {self.level} this transform was "
+                    "built for: build it with level=None or a lower level"
+                )
             ct = ev.drop_to_level(ct, self.level)
         if ct.level < 1:
-            raise LevelError("a linear transform consumes one level but the input is at level 0: choose parameters "
-                             "with more depth (select_parameters(depth=...))")
+            raise LevelError(
+                "a linear transform consumes one level but the input is at level 0: choose parameters "
+                "with more depth (select_parameters(depth=...))"
+            )
         pts = self.prepare(ev.backend, ct.level)
-        if not self._groups:
+        if not self._diagonals:
             return ev.multiply(ct, 0.0)  # all-zero matrix: an encryption of 0 at the documented scale
-        rotated = ev.rotate_hoisted(ct, self._babies)
-        acc = None
-        for step, members in self._groups:
-            inner = ev.add_many(ev.multiply(rotated[b], pts[k]) for b, k in members)
-            if step:
-                inner = ev.rotate(inner, step)
-            acc = inner if acc is None else ev.add(acc, inner)
-        return acc
+        return evaluation.evaluate(ev, [ct], self._transform, pts.__getitem__)[0]

@@ -75,7 +75,7 @@ def _coefficients(coeffs) -> np.ndarray:
     if not np.all(np.isfinite(c)):
         raise InputError("polynomial coefficients contain NaN or infinity")
     nz = np.flatnonzero(c)
-    return c[:nz[-1] + 1].copy() if nz.size else c[:1].copy()
+    return c[: nz[-1] + 1].copy() if nz.size else c[:1].copy()
 
 
 def _mode(target_scale) -> str:
@@ -85,8 +85,12 @@ def _mode(target_scale) -> str:
         if target_scale != "natural":
             raise InputError(f"target_scale must be None, 'natural' or a number, got {target_scale!r}")
         return "natural"
-    if isinstance(target_scale, bool) or not isinstance(target_scale, (int, float, np.number)) \
-            or not math.isfinite(target_scale) or target_scale < 2:
+    if (
+        isinstance(target_scale, bool)
+        or not isinstance(target_scale, (int, float, np.number))
+        or not math.isfinite(target_scale)
+        or target_scale < 2
+    ):
         raise InputError(f"target_scale must be a finite number >= 2 (e.g. 2**40), got {target_scale!r}")
     return "fixed"
 
@@ -94,8 +98,12 @@ def _mode(target_scale) -> str:
 def _check_bound(bound) -> float | None:
     if bound is None:
         return None
-    if isinstance(bound, bool) or not isinstance(bound, (int, float, np.number)) or not math.isfinite(bound) \
-            or bound <= 0:
+    if (
+        isinstance(bound, bool)
+        or not isinstance(bound, (int, float, np.number))
+        or not math.isfinite(bound)
+        or bound <= 0
+    ):
         raise InputError(f"bound must be a positive number (max |x|), got {bound!r}")
     return float(bound) if bound > 1 else None
 
@@ -128,8 +136,10 @@ def output_level(input_level: int, coeffs, target_scale=None, bound=None) -> int
     """The level of `evaluate_polynomial`'s result for an input at `input_level`."""
     out = int(input_level) - polynomial_depth(coeffs, target_scale, bound)
     if out < 0:
-        raise LevelError(f"the polynomial needs {polynomial_depth(coeffs, target_scale, bound)} levels, the input "
-                         f"has {input_level}: choose parameters with more depth or a lower degree")
+        raise LevelError(
+            f"the polynomial needs {polynomial_depth(coeffs, target_scale, bound)} levels, the input "
+            f"has {input_level}: choose parameters with more depth or a lower degree"
+        )
     return out
 
 
@@ -155,13 +165,18 @@ def polynomial_cost(coeffs, target_scale=None, bound=None) -> dict[str, int]:
         if j > 1 and j not in seen:
             seen.add(j)
             hi = 1 << (j.bit_length() - 1)
-            for part in ((j // 2,) if _pow2(j) else (hi, j - hi)):
+            for part in (j // 2,) if _pow2(j) else (hi, j - hi):
                 need(part)
+
     seen: set[int] = set()
     for j in powers:
         need(j)
-    return {"depth": depth + (bnd is not None), "ct_mults": len(seen) + products,
-            "scalar_mults": scalars + (bnd is not None) + (d == 0 and mode == "fixed"), "powers": len(seen) + 1}
+    return {
+        "depth": depth + (bnd is not None),
+        "ct_mults": len(seen) + products,
+        "scalar_mults": scalars + (bnd is not None) + (d == 0 and mode == "fixed"),
+        "powers": len(seen) + 1,
+    }
 
 
 class _Poly:
@@ -190,8 +205,10 @@ class _Poly:
 
     def scalar(self, ct: Ciphertext, c: float, s: float) -> Ciphertext:
         if not (math.isfinite(s) and s >= 1.0):
-            raise ScaleError(f"cannot land the polynomial terms on the target scale: a coefficient would need scale "
-                             f"{s!r} (< 1); use a larger target_scale or parameters whose primes match the scale")
+            raise ScaleError(
+                f"cannot land the polynomial terms on the target scale: a coefficient would need scale "
+                f"{s!r} (< 1); use a larger target_scale or parameters whose primes match the scale"
+            )
         return self.ev.multiply(ct, float(c), scale=s)
 
     def free(self, ct: Ciphertext, c: float) -> Ciphertext:
@@ -201,8 +218,8 @@ class _Poly:
             if m == 1:
                 return ct
             return self.ev.negate(ct) if m == -1 else self.ev.multiply(ct, float(m), scale=1.0)
-        m = math.copysign(math.ceil(abs(c)), c)
-        return self.ev.multiply(ct, float(c), scale=m / c)
+        whole = math.copysign(math.ceil(abs(c)), c)
+        return self.ev.multiply(ct, float(c), scale=whole / c)
 
     def sum_terms(self, coeffs: dict[int, float], budget: int, level: int, pre_scale: float) -> Ciphertext:
         """sum_k c_k x^k (all k < 2^budget) at `level` = top - budget + 1 and exactly `pre_scale`,
@@ -282,7 +299,7 @@ def logistic_coefficients(degree: int, interval: tuple[float, float] = (-8.0, 8.
     cheb = np.polynomial.Chebyshev.fit(xs, ys, int(degree), domain=[lo, hi])
     coef = np.zeros(int(degree) + 1)
     got = cheb.convert(kind=np.polynomial.Polynomial, domain=[-1, 1], window=[-1, 1]).coef
-    coef[:got.size] = got
+    coef[: got.size] = got
     if lo == -hi:
         coef[2::2] = 0.0
         coef[0] = 0.5

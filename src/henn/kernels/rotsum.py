@@ -60,8 +60,10 @@ def rotate_and_sum(ev, ct: Ciphertext, n: int, stride: int = 1) -> Ciphertext:
     n, stride = _check_count(n), _check_stride(stride)
     slots = ev.backend.slots
     if n * abs(stride) > slots:
-        raise InputError(f"cannot sum {n} blocks of stride {stride}: they span {n * abs(stride)} slots, more than "
-                         f"the {slots} available (blocks would wrap around and be counted twice); reduce n or stride")
+        raise InputError(
+            f"cannot sum {n} blocks of stride {stride}: they span {n * abs(stride)} slots, more than "
+            f"the {slots} available (blocks would wrap around and be counted twice); reduce n or stride"
+        )
     top = n.bit_length() - 1
     acc = None
     partial = ct  # partial holds the sum of the first 2^i blocks
@@ -71,6 +73,8 @@ def rotate_and_sum(ev, ct: Ciphertext, n: int, stride: int = 1) -> Ciphertext:
             acc = partial if acc is None else ev.add(partial, ev.rotate(acc, (1 << i) * stride))
         if i < top:
             partial = ev.add(partial, ev.rotate(partial, (1 << i) * stride))
+    if acc is None:
+        raise AssertionError("n >= 1 sets acc")
     return acc
 
 

@@ -7,11 +7,11 @@ single  one image per ciphertext set (latency). The chain is cut at activations 
         each with at most one Conv/Gemm (plus sum-pools/flattens before it). The first segment,
         if it is a Conv, uses the client-packed `taps` strategy and lays its output out as the next
         Conv's im2col; later segments use the cheapest generalized-diagonal plan (direct, hybrid,
-        expanded, optionally blocked over the input's replicas; henn.compiler.layouts), within the
+        expanded, optionally blocked over the input's replicas; henn.packing.single), within the
         slots of explicit parameters or of one N = 2^14 ciphertext. An image with a tensor larger than
         that (CIFAR-10: 32x32x32 maps) spans several ciphertexts of the parameters' slots (default
         2^14 slots, N = 2^15): multiplexed layouts and multi-ciphertext BSGS plans
-        (henn.compiler.multi_layouts). Node attrs `packing` hold each plan; value meta `layout` the
+        (henn.packing.multi). Node attrs `packing` hold each plan; value meta `layout` the
         slot layouts (None for values folded into the next layer).
 """
 
@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import math
 
-from henn.compiler import layouts, multi_layouts
+import numpy as np
+
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph
+from henn.packing import multi, single
+from henn.packing.layout import Layout, LayoutKind, natural, pow2
+from henn.packing.plans import TapsPlan
 
 SEGMENT_OPS = ("conv2d", "linear", "sumpool", "flatten")
 
@@ -33,15 +37,15 @@ def run(graph: Graph, options) -> Graph:
         g.meta["min_slots"] = 1
         return g
     if _needs_multi(g):
-        _plan_multi(g, options.params.slots if options.params is not None else multi_layouts.MULTI_SLOTS)
+        _plan_multi(g, options.params.slots if options.params is not None else multi.MULTI_SLOTS)
     else:
-        _plan_single(g, options.params.slots if options.params is not None else layouts.MAX_PERIOD)
+        _plan_single(g, options.params.slots if options.params is not None else single.MAX_PERIOD)
     return g
 
 
 def _needs_multi(g: Graph) -> bool:
     """An image whose input or some feature map exceeds one ciphertext of N = 2^14 spans several."""
-    return max(math.prod(g.shape(v)) for v in [g.input] + [n.output for n in g.nodes]) > layouts.MAX_PERIOD
+    return max(math.prod(g.shape(v)) for v in [g.input] + [n.output for n in g.nodes]) > single.MAX_PERIOD
 
 
 def _plan_multi(g: Graph, slots: int) -> None:
@@ -49,7 +53,7 @@ def _plan_multi(g: Graph, slots: int) -> None:
     if len(shape) != 3:
         raise UnsupportedOperation(f"single mode over several ciphertexts takes (C, H, W) images, got {shape}")
     base = tuple(shape[1:])
-    layout = multi_layouts.feature_layout(shape, base, slots)
+    layout = multi.feature_layout(shape, base, slots)
     g.values[g.input].meta["layout"] = layout
     for seg in segments(g):
         if seg and seg[0].op == "poly":
@@ -59,16 +63,21 @@ def _plan_multi(g: Graph, slots: int) -> None:
         if len(lin) != 1:
             if not seg:
                 continue
-            raise UnsupportedOperation(f"layer {seg[0].name!r}: single mode needs exactly one Conv/Gemm between "
-                                       "activations (pools and flattens go before it); use mode='batch'")
+            raise UnsupportedOperation(
+                f"layer {seg[0].name!r}: single mode needs exactly one Conv/Gemm between "
+                "activations (pools and flattens go before it); use mode='batch'"
+            )
         main = lin[0]
-        pooled = multi_layouts.pool_plan(layout, seg[0], shape) if main.op == "conv2d" and seg[0] is not main \
-            and seg[1] is main else None
+        pooled = (
+            multi.pool_plan(layout, seg[0], shape)
+            if main.op == "conv2d" and seg[0] is not main and seg[1] is main
+            else None
+        )
         if pooled is not None:  # pool by rotations, then the conv on the sparser layout
             seg[0].attrs["packing"], layout = pooled
             g.values[seg[0].output].meta["layout"] = layout
             shape, seg = g.shape(seg[0].output), seg[1:]
-        plan, out = multi_layouts.plan_segment(layout, seg, shape, base, slots)
+        plan, out = multi.plan_segment(layout, seg, shape, base, slots)
         main.attrs["packing"] = plan
         after = False
         for n in seg:  # ops before the Conv/Gemm are composed into it
@@ -80,7 +89,8 @@ def _plan_multi(g: Graph, slots: int) -> None:
 
 def segments(g: Graph) -> list[list]:
     """Runs of linear nodes between activations (and bootstraps), in order (empty runs included)."""
-    out, cur = [], []
+    out: list[list] = []
+    cur: list = []
     for n in g.nodes:
         if n.op in ("poly", "bootstrap"):
             out.append(cur)
@@ -104,12 +114,14 @@ def _plan_single(g: Graph, max_slots: int) -> None:
             continue
         lin = [n for n in seg if n.op in ("conv2d", "linear")]
         if len(lin) > 1:
-            raise UnsupportedOperation(f"layers {lin[0].name!r} and {lin[1].name!r} follow each other without an "
-                                       "activation: single mode needs one Conv/Gemm between activations")
+            raise UnsupportedOperation(
+                f"layers {lin[0].name!r} and {lin[1].name!r} follow each other without an "
+                "activation: single mode needs one Conv/Gemm between activations"
+            )
         if not lin:
             if any(n.op == "sumpool" for n in seg):
                 raise UnsupportedOperation("single mode cannot pool without a following Conv/Gemm: use mode='batch'")
-            layout = layout or layouts.natural(math.prod(shape))
+            layout = layout or natural(math.prod(shape))
             if i == 0:
                 g.values[g.input].meta["layout"] = layout
             for n in seg:
@@ -117,28 +129,27 @@ def _plan_single(g: Graph, max_slots: int) -> None:
                 shape = g.shape(n.output)
             continue
         main = lin[0]
-        if i == 0 and seg[0] is main and main.op == "conv2d" and \
-                main.params["weight"][0].size <= layouts.MAX_TAPS:
-            layouts.check_fits(main.name, layouts.pow2(math.prod(g.shape(main.output))))
+        if i == 0 and seg[0] is main and main.op == "conv2d" and main.params["weight"][0].size <= single.MAX_TAPS:
+            single.check_fits(main.name, pow2(math.prod(g.shape(main.output))))
             nxt = _next_conv(segs, i)
-            out = layouts.expanded(nxt, g.shape(main.output)) if nxt is not None else None
-            if out is None or out["period"] > layouts.MAX_PERIOD:
-                out = layouts.natural(math.prod(g.shape(main.output)))
+            out = single.expanded(nxt, g.shape(main.output)) if nxt is not None else None
+            if out is None or out.period > single.MAX_PERIOD:
+                out = natural(math.prod(g.shape(main.output)))
             ntaps = main.params["weight"][0].size
-            main.attrs["packing"] = {"strategy": "taps", "period": out["period"], "ntaps": ntaps, "rotations": 0}
-            g.values[g.input].meta["layout"] = {"kind": "taps", "period": out["period"], "ntaps": ntaps}
+            main.attrs["packing"] = TapsPlan(out.period, ntaps)
+            g.values[g.input].meta["layout"] = Layout(LayoutKind.TAPS, out.period, np.zeros(0, np.int64), ntaps=ntaps)
         else:
             if layout is None:
-                layout = layouts.natural(math.prod(shape))
+                layout = natural(math.prod(shape))
                 g.values[g.input].meta["layout"] = layout
-            plan, out = layouts.plan_segment(layout, seg, shape, max_slots)
+            plan, out = single.plan_segment(layout, seg, shape, max_slots)
             main.attrs["packing"] = plan
         after, virtual = False, False
         for n in seg:  # ops before the Conv/Gemm are composed into it: their values never exist alone
             after = after or n is main
             virtual = virtual or (not after and n.op != "flatten")
             g.values[n.output].meta["layout"] = out if after else (None if virtual else layout)
-        max_period = max(max_period, out["period"], main.attrs["packing"]["period"])
+        max_period = max(max_period, out.period, main.attrs["packing"].period)
         layout, shape = out, g.shape(seg[-1].output)
     g.meta["min_slots"] = max_period
 

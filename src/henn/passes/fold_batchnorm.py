@@ -21,7 +21,8 @@ def run(graph: Graph, options=None) -> Graph:
         if prev is None or prev.op not in LINEAR_OPS or len(g.consumers(prev.output)) != 1:
             raise UnsupportedOperation(
                 f"BatchNormalization {bn.name!r} must directly follow a Conv or Gemm whose output it alone reads, "
-                "so that it can be folded into that layer's weights; move it after a Conv/Gemm")
+                "so that it can be folded into that layer's weights; move it after a Conv/Gemm"
+            )
         p = bn.params
         inv = p["scale"] / np.sqrt(p["var"] + bn.attrs["epsilon"])
         w, b = prev.params["weight"], prev.params["bias"]

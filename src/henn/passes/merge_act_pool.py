@@ -24,7 +24,7 @@ from henn.passes.approximate_activations import decompose
 
 def run(graph: Graph, options=None) -> Graph:
     g = graph.copy()
-    pending: dict[str, tuple[float, np.ndarray]] = {}
+    pending: dict[str, tuple[float, np.ndarray | None]] = {}
     for n in list(g.nodes):
         src = n.inputs[0]
         gain, offset = pending.get(src, (1.0, None))
@@ -51,8 +51,9 @@ def run(graph: Graph, options=None) -> Graph:
             if src in pending:
                 pending[n.output] = (gain, None if offset is None else interpret.apply(n, offset[None])[0])
         elif src in pending:
-            raise UnsupportedOperation(f"layer {n.name!r} ({n.op}) cannot absorb a constant factor: run "
-                                       "approximate_activations first")
+            raise UnsupportedOperation(
+                f"layer {n.name!r} ({n.op}) cannot absorb a constant factor: run approximate_activations first"
+            )
     if g.output in pending:
         gain, offset = pending[g.output]
         g.meta["output_gain"] = float(gain)
@@ -81,8 +82,9 @@ def _with(n, w, b):
 
 def _compose(n, gain: float, offset) -> None:
     if offset is not None and not np.allclose(offset, offset.flat[0]):
-        raise UnsupportedOperation(f"activation {n.name!r} follows another activation through a padded pool: "
-                                   "put a Conv/Gemm between them")
+        raise UnsupportedOperation(
+            f"activation {n.name!r} follows another activation through a padded pool: put a Conv/Gemm between them"
+        )
     o = 0.0 if offset is None else float(offset.flat[0])
     c = Polynomial(n.attrs["coefficients"])(Polynomial([o, gain])).coef
     n.attrs["coefficients"] = tuple(float(x) for x in c)

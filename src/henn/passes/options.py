@@ -16,13 +16,14 @@ MODES = ("batch", "single")
 class CompileOptions:
     mode: str = "single"
     backend: str = "plain"
-    log_scale: int | None = None          # scale bits; None: the default of henn.ckks.select_parameters
-    params: Parameters | None = None      # explicit parameters (checked against the depth the model needs)
-    threshold_eps: float | None = None    # None: paper 000's rule (1e-6 with a degree-4 activation, else 1e-7)
-    selection: str = "library"            # henn.ckks.select_parameters mode: "library" or "fixed"
-    batch_group: int | None = None        # batch mode: channels per ciphertext (None: the fewest that fit memory)
-    memory_budget: int | None = None      # bytes of ciphertexts alive at once (None: half the machine's RAM)
-    bootstrap: bool = False               # place bootstraps when the model is deeper than the parameters allow
+    log_scale: int | None = None  # scale bits; None: the default of henn.ckks.select_parameters
+    params: Parameters | None = None  # explicit parameters (checked against the depth the model needs)
+    threshold_eps: float | None = None  # None: paper 000's rule (1e-6 with a degree-4 activation, else 1e-7)
+    selection: str = "library"  # henn.ckks.select_parameters mode: "library" or "fixed"
+    batch_group: int | None = None  # batch mode: channels per ciphertext (None: the fewest that fit memory)
+    memory_budget: int | None = None  # batch mode: bytes for ciphertexts + weights (None: no limit;
+    # henn.compile fills it from the machine)
+    bootstrap: bool = False  # place bootstraps when the model is deeper than the parameters allow
     calibration: np.ndarray | None = field(default=None, compare=False, repr=False)  # images for value ranges
 
     def __post_init__(self):
@@ -37,5 +38,6 @@ class CompileOptions:
         if not isinstance(self.bootstrap, bool):
             raise InputError(f"bootstrap must be True or False, got {self.bootstrap!r}")
         if self.params is not None and not isinstance(self.params, Parameters):
-            raise InputError("params must be a henn.ckks.Parameters (use select_parameters, presets.get or "
-                             "Parameters.from_literal)")
+            raise InputError(
+                "params must be a henn.ckks.Parameters (use select_parameters, presets.get or Parameters.from_literal)"
+            )

@@ -48,8 +48,10 @@ def run(graph: Graph, options) -> Graph:
     g = graph.copy()
     costs = [node_levels(n) for n in g.nodes]
     bounds = calibrate(g, options.calibration, [n for n in g.nodes if n.op in BOUNDARY_OPS])
-    weights = [(ciphertexts(g, n), max(0, math.ceil(math.log2(bounds[n.output])))) if n.output in bounds else None
-               for n in g.nodes]
+    weights = [
+        (ciphertexts(g, n), max(0, math.ceil(math.log2(bounds[n.output])))) if n.output in bounds else None
+        for n in g.nodes
+    ]
     after = place(costs, weights, top)
     for k, i in enumerate(sorted(after, reverse=True)):
         _insert_after(g, i, bounds[g.nodes[i].output], len(after) - 1 - k)
@@ -62,11 +64,15 @@ def bootstrap_top(options) -> int:
     if params is None:
         params = presets.get(presets.DEFAULT_BOOTSTRAP)
     if params.bootstrap is None:
-        raise ParameterError("bootstrapping needs parameters with bootstrap parameters: leave params unset "
-                             f"(preset {presets.DEFAULT_BOOTSTRAP!r}) or build them with ParametersLiteral(..., bootstrap=...)")
+        raise ParameterError(
+            "bootstrapping needs parameters with bootstrap parameters: leave params unset "
+            f"(preset {presets.DEFAULT_BOOTSTRAP!r}) or build them with ParametersLiteral(..., bootstrap=...)"
+        )
     if params.max_level < 2:
-        raise ParameterError(f"the parameters leave {params.max_level} level(s) between bootstraps; a layer and a "
-                             "bootstrap need at least 2")
+        raise ParameterError(
+            f"the parameters leave {params.max_level} level(s) between bootstraps; a layer and a "
+            "bootstrap need at least 2"
+        )
     return params.max_level
 
 
@@ -86,7 +92,7 @@ def ciphertexts(g: Graph, n: Node) -> int:
     layout = g.values[n.output].meta.get("layout")
     if layout is None:
         return 0  # folded into the next layer: no ciphertext to refresh here
-    return int(layout.get("cts", 1))
+    return layout.cts
 
 
 def place(costs: list[int], weights: list[tuple[int, int] | None], top: int) -> list[int]:
@@ -97,7 +103,7 @@ def place(costs: list[int], weights: list[tuple[int, int] | None], top: int) -> 
     for i, (c, w) in enumerate(zip(costs, weights)):
         nxt: dict[int, tuple] = {}
 
-        def keep(level, score, path):
+        def keep(level, score, path, nxt=nxt):
             if score < nxt.get(level, (inf,))[0]:
                 nxt[level] = (score, path)
 
@@ -111,21 +117,24 @@ def place(costs: list[int], weights: list[tuple[int, int] | None], top: int) -> 
                     keep(top, (score[0] + w[0], score[1] + w[1], score[2] + left), path + (i,))
         best = nxt
         if not best:
-            raise UnsupportedOperation(f"no bootstrap placement reaches layer {i} ({c} levels): bootstrapping "
-                                       f"leaves {top} levels and the layers before it leave no position with a "
-                                       "level to spare; choose bootstrapping parameters with more levels")
+            raise UnsupportedOperation(
+                f"no bootstrap placement reaches layer {i} ({c} levels): bootstrapping "
+                f"leaves {top} levels and the layers before it leave no position with a "
+                "level to spare; choose bootstrapping parameters with more levels"
+            )
     return list(min(best.values())[1])
 
 
 def calibrate(g: Graph, images, nodes: list[Node]) -> dict[str, float]:
     """The bound of each of these nodes' outputs on the calibration images."""
     if images is None:
-        raise InputError("bootstrapping needs calibration images to know the range of the values it refreshes: "
-                         "pass calibration=<a few hundred training images> to henn.compile")
+        raise InputError(
+            "bootstrapping needs calibration images to know the range of the values it refreshes: "
+            "pass calibration=<a few hundred training images> to henn.compile"
+        )
     x = np.asarray(images, dtype=np.float64)
     if x.ndim != len(g.input_shape) + 1 or x.shape[1:] != tuple(g.input_shape) or not len(x):
-        raise InputError(f"calibration images must have shape (B, {', '.join(map(str, g.input_shape))}), "
-                         f"got {x.shape}")
+        raise InputError(f"calibration images must have shape (B, {', '.join(map(str, g.input_shape))}), got {x.shape}")
     wanted = {n.output for n in nodes}
     peak: dict[str, float] = {}
 

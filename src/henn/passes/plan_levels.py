@@ -28,8 +28,10 @@ def run(graph: Graph, options) -> Graph:
     g = graph.copy()
     for v in g.values.values():
         if len(g.consumers(v.name)) > 1:
-            raise UnsupportedOperation(f"value {v.name!r} feeds several layers (a branch or residual connection); "
-                                       "henn compiles chains of layers")
+            raise UnsupportedOperation(
+                f"value {v.name!r} feeds several layers (a branch or residual connection); "
+                "henn compiles chains of layers"
+            )
     log_delta = float(options.log_scale or (options.params.log_scale if options.params else DEFAULT_LOG_SCALE))
     mult = [n for n in g.nodes if n.op in LINEAR_OPS or (n.op == "poly" and n.attrs["levels"] > 0)]
     last = mult[-1] if mult else None
@@ -58,8 +60,10 @@ def run(graph: Graph, options) -> Graph:
     depth = needed if first_run is None else first_run
     top = g.meta.get("bootstrap_top", depth)
     if first_run is not None and needed > top:
-        raise UnsupportedOperation(f"the last run of layers needs {needed} levels after its bootstrap, the "
-                                   f"parameters give {top}: place_bootstraps should have prevented this")
+        raise UnsupportedOperation(
+            f"the last run of layers needs {needed} levels after its bootstrap, the "
+            f"parameters give {top}: place_bootstraps should have prevented this"
+        )
     for name, v in g.values.items():
         v.level = (depth if run_of[name] == 0 else top) - used[name]
         v.log_scale = scale[name]

@@ -16,15 +16,20 @@ def run(graph: Graph, options) -> Graph:
     if params is None and "bootstrap_top" in g.meta:  # place_bootstraps planned for the default bootstrapping set
         params = presets.get(presets.DEFAULT_BOOTSTRAP)
     if params is None:
-        params = select_parameters(depth, backend=options.backend, mode=options.selection, slots=slots,
-                                   log_scale=options.log_scale)
+        params = select_parameters(
+            depth, backend=options.backend, mode=options.selection, slots=slots, log_scale=options.log_scale
+        )
     else:
         if params.max_level < depth:
-            raise LevelError(f"the model needs depth {depth} but the given parameters allow {params.max_level} "
-                             f"rescales: choose parameters with depth >= {depth} (select_parameters({depth}) or "
-                             "leave params unset) or use a lower-degree activation")
+            raise LevelError(
+                f"the model needs depth {depth} but the given parameters allow {params.max_level} "
+                f"rescales: choose parameters with depth >= {depth} (select_parameters({depth}) or "
+                "leave params unset) or use a lower-degree activation"
+            )
         if params.slots < slots:
-            raise ParameterError(f"single mode needs {slots} slots but the parameters give {params.slots}: use a "
-                                 "larger ring (log_n) or mode='batch'")
+            raise ParameterError(
+                f"single mode needs {slots} slots but the parameters give {params.slots}: use a "
+                "larger ring (log_n) or mode='batch'"
+            )
     g.meta["params"] = params
     return g

@@ -1,8 +1,10 @@
 """`henn profile kernels`: the end-to-end tests of paper 001 (Figs. 3, 16-21) on one backend context.
 
 - dot_product (rotate-and-sum, log2 n rotations) for vector lengths n,
-- linear_transform: y = M x, n x n, diagonal method with baby-step giant-step (henn.kernels.linear),
+- linear_transform: y = M x, n x n, diagonal method with baby-step giant-step (henn.kernels.linear:
+  the compiler's BSGS planner and the executor's evaluation, henn.kernels.bsgs),
 - polynomial: the logistic function's least-squares approximation on [-8, 8], degrees 3..31,
+- activation: the zoo's polynomial activations as inference evaluates them (henn.kernels.activation),
 - mul_chain: consecutive multiplications (ct * ct, rescale) down the whole modulus chain, error
   after each one (paper 001 Fig. 3: error against depth); inputs 1 and uniform [0.9, 1.1] so that
   the product keeps its magnitude.
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +33,8 @@ DOT_SIZES = (16, 64, 256, 1024)
 LINEAR_SIZES = (16, 32, 64, 128)
 POLY_DEGREES = (3, 7, 15, 31)
 LOGISTIC_BOUND = 8.0  # the approximation interval [-8, 8] (paper 001's logistic test)
-KERNELS = ("dot_product", "linear_transform", "polynomial", "mul_chain")
+ACTIVATIONS = {2: "swish-rg5-deg2", 4: "swish-rg7-deg4"}  # by degree
+KERNELS = ("dot_product", "linear_transform", "polynomial", "activation", "mul_chain")
 
 
 def _kernels_module():
@@ -47,7 +52,7 @@ class _Keys:
         self.pk = be.generate_public_key(self.sk)
         self.rk = be.generate_relin_key(self.sk)
 
-    def evaluator(self, steps=()) -> tuple[object, dict]:
+    def evaluator(self, steps=()) -> tuple[Any, dict]:
         """An evaluator with Galois keys for exactly `steps`, and what making them cost."""
         steps = sorted(set(steps))
         t0 = time.perf_counter()
@@ -113,6 +118,30 @@ def _polynomial(keys: _Keys, degree: int, settings: Settings) -> dict:
     return {"latency": latency, "error": errors, "memory": memory, "extra": info}
 
 
+def _activation(keys: _Keys, degree: int, settings: Settings) -> dict:
+    """A zoo activation's core (form, shift, inner, tcoef) exactly as the executor runs it."""
+    from henn.activations import get_activation
+    from henn.ir.interpret import core
+    from henn.passes.approximate_activations import decompose
+
+    k, be = _kernels_module(), keys.be
+    act = get_activation(ACTIVATIONS[degree])
+    attrs = decompose(act.coefficients, act.name)
+    if attrs["levels"] > be.max_level:
+        raise LevelError(f"{act.name} needs depth {attrs['levels']} but the parameters give {be.max_level}")
+    ev, info = keys.evaluator()
+    info.update(activation=act.name, form=attrs["form"], depth=attrs["levels"])
+    lo, hi = act.fitted_range or (-1.0, 1.0)
+    x = keys.rng.uniform(lo, hi, be.slots)
+    errors = []
+    for kind, xv in {"ones": np.ones(be.slots), "random": x}.items():
+        out = k.act_core(ev, be.encrypt(xv, keys.pk), attrs)
+        errors.append(error_entry(kind, core(attrs["form"], attrs, xv), keys.dec(out)))
+    ct = be.encrypt(x, keys.pk)
+    latency, memory = time_call(lambda: k.act_core(ev, ct, attrs), settings)
+    return {"latency": latency, "error": errors, "memory": memory, "extra": info}
+
+
 def _chain(keys: _Keys, rec: Recorder) -> None:
     """One record per multiplication k = 1..max_level: the error after k of them, and its time."""
     be = keys.be
@@ -132,12 +161,13 @@ def _chain(keys: _Keys, rec: Recorder) -> None:
                 errors.append(error_entry(kind, expect, keys.dec(acc)))
             return {"latency": summarize([seconds / len(state)], 0), "error": errors,
                     "extra": {"level": be.max_level - step}}
-        if rec.run("mul_chain", one, size=step, size_name="multiplications")["status"] != "ok":
+        if (rec.run("mul_chain", one, size=step, size_name="multiplications") or {}).get("status") != "ok":
             break
 
 
 def run(be, rec: Recorder, settings: Settings, kernels: tuple[str, ...] | None = None, *,
-        dot_sizes=DOT_SIZES, linear_sizes=LINEAR_SIZES, poly_degrees=POLY_DEGREES) -> None:
+        dot_sizes=DOT_SIZES, linear_sizes=LINEAR_SIZES, poly_degrees=POLY_DEGREES,
+        activation_degrees=tuple(ACTIVATIONS)) -> None:
     """Measure the kernels (all, or those named) on the open backend `be`."""
     wanted = set(KERNELS if kernels is None else kernels)
     try:
@@ -148,7 +178,8 @@ def run(be, rec: Recorder, settings: Settings, kernels: tuple[str, ...] | None =
                 rec.fail(name, exc)
         return
     table = (("dot_product", "n", dot_sizes, _dot), ("linear_transform", "n", linear_sizes, _linear),
-             ("polynomial", "degree", poly_degrees, _polynomial))
+             ("polynomial", "degree", poly_degrees, _polynomial),
+             ("activation", "degree", activation_degrees, _activation))
     for name, size_name, sizes, fn in table:
         if name not in wanted:
             continue
@@ -157,6 +188,6 @@ def run(be, rec: Recorder, settings: Settings, kernels: tuple[str, ...] | None =
                 rec.fail(name, f"InputError: n = {size} does not fit the {be.slots} slots of these parameters",
                          size=size, size_name=size_name)
                 continue
-            rec.run(name, lambda fn=fn, size=size: fn(keys, size, settings), size=size, size_name=size_name)
+            rec.run(name, partial(fn, keys, size, settings), size=size, size_name=size_name)
     if "mul_chain" in wanted:
         _chain(keys, rec)

@@ -12,7 +12,7 @@ import json
 import math
 import os
 import platform
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -81,7 +81,7 @@ def new_document(suite: str, *, command: str, settings: dict) -> dict:
         raise InputError(f"unknown suite {suite!r}; use one of {SUITES}")
     return {"schema_version": SCHEMA_VERSION,
             "run": {"suite": suite, "command": command,
-                    "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
                     "duration_s": None, "machine": machine(),
                     "versions": {"henn": henn.__version__, "backends": backend_versions()},
                     "settings": settings},

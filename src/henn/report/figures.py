@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 MB = 2**20
 _MARKERS = "osD^v<>ph*"

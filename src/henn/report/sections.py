@@ -11,7 +11,7 @@ PRIMITIVE_OPS = ("encode", "encrypt", "decrypt", "decode", "add", "multiply_reli
                  "multiply_scalar", "rotate", "rotate_hoisted", "keygen_sk_pk_relin", "keygen_galois")
 SIZE_KINDS = ("ciphertext_bytes", "ciphertext_level0_bytes", "plaintext_bytes", "public_key_bytes",
               "relin_key_bytes", "galois_key_bytes_per_step")
-KERNEL_OPS = ("dot_product", "linear_transform", "polynomial")
+KERNEL_OPS = ("dot_product", "linear_transform", "polynomial", "activation")
 BOOTSTRAP_OPS = ("keygen_bootstrap", "bootstrap")
 GIB = 2**30
 MB = 2**20

@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from henn.ckks.values import Ciphertext, EvaluationKeys
-from henn.compiler.program import Program
+from henn.program import Program
 from henn.errors import InputError
 from henn.runtime.inputs import check_images
 from henn.runtime.parallel import Parallel

@@ -23,11 +23,15 @@ def check_images(x, input_shape: tuple[int, ...]) -> np.ndarray:
         raise InputError(f"images must be a numeric array (B, C, H, W) of finite floats: {exc}") from None
     want = tuple(input_shape)
     if x.ndim != len(want) + 1 or x.shape[1:] != want or len(x) == 0:
-        raise InputError(f"expected images of shape (B, {', '.join(map(str, want))}), got {x.shape}: resize or "
-                         "reshape the input (add a batch axis for one image)")
+        raise InputError(
+            f"expected images of shape (B, {', '.join(map(str, want))}), got {x.shape}: resize or "
+            "reshape the input (add a batch axis for one image)"
+        )
     bad = ~np.isfinite(x)
     if bad.any():
         idx = np.argwhere(bad)[0]
-        raise InputError(f"image {idx[0]} contains NaN or infinity (at {tuple(int(i) for i in idx[1:])}): clean "
-                         "the input (values beyond the float64 range overflow to infinity)")
+        raise InputError(
+            f"image {idx[0]} contains NaN or infinity (at {tuple(int(i) for i in idx[1:])}): clean "
+            "the input (values beyond the float64 range overflow to infinity)"
+        )
     return x

@@ -1,31 +1,35 @@
-"""Memory the server needs at once: ciphertexts alive during an evaluation, evaluation keys.
-
-Steps that free their inputs as they go (activations, sum-pools, grouped BSGS layers: see the
-executor) hold the larger of their input and output; the others hold both. A grouped layer also
-keeps the hoisted baby steps of the inputs its pending outputs still read.
-"""
+"""Memory at run time, priced by the one model of henn.packing.memory: ciphertexts alive during an
+evaluation of a Program's steps, evaluation keys, and the share of the machine's memory henn takes.
+The machine is read here and in the API only: compiler passes get the budget as an option."""
 
 from __future__ import annotations
 
 import numpy as np
+import psutil
 
-from henn.compiler.program import Program, Step
 from henn.errors import UnsupportedOperation
+from henn.packing import memory
+from henn.program import STEPS, Program, Step, StepKind
 
-FREEING_STEPS = ("act", "sum_batch", "gdiag", "bootstrap")
+MEMORY_SHARE = 0.6  # of the machine's memory, for ciphertexts alive at once plus cached weight plaintexts
 
 
-def step_outputs(step: Step, n_in: int) -> int:
-    """Ciphertexts a step produces from n_in."""
-    if "indptr" in step.arrays:
-        return len(step.arrays["indptr"]) - 1
-    if "cts_out" in step.attrs:
-        return int(step.attrs["cts_out"])
-    return 1 if step.kind in ("diag", "taps") else n_in
+def machine_budget() -> int:
+    """The memory budget henn.compile gives the compiler (batch mode's choice of G)."""
+    return int(psutil.virtual_memory().total * MEMORY_SHARE)
+
+
+def ciphertext_size(backend, level: int) -> int:
+    """Bytes of one ciphertext on `backend`: a cleartext backend holds complex slots."""
+    return memory.ciphertext_bytes(backend.params.n, level) if backend.encrypts else 16 * backend.slots
+
+
+def plaintext_bytes(backend, level: int) -> int:
+    return memory.plaintext_bytes(backend.params.n, level) if backend.encrypts else 16 * backend.slots
 
 
 def baby_window(step: Step) -> int:
-    """Most baby-step rotations a gdiag step holds at once: inputs stay cached from the first to the
+    """Most baby-step rotations a BSGS step holds at once: inputs stay cached from the first to the
     last output that reads them (outputs run in order)."""
     ent = step.arrays["entries"]
     if not len(ent):
@@ -43,31 +47,27 @@ def baby_window(step: Step) -> int:
     return int(np.cumsum(events).max())
 
 
-def ciphertext_bytes(program: Program, backend) -> int:
-    """Peak bytes of the ciphertexts alive during one evaluation."""
-    n = backend.params.n
-
-    def size(level: int) -> int:  # plain: complex slots; else 2 polys x 8 B x N per limb
-        return 16 * n // 2 if backend.name == "plain" else 16 * n * (level + 1)
-
-    count, peak = program.input_cts, 0
+def program_stages(program: Program) -> list[memory.Stage]:
+    count, stages = program.input_cts, []
     levels = [s.level for s in program.steps] + [program.final_level]
     for step, level_out in zip(program.steps, levels[1:]):
-        out = step_outputs(step, count)
-        a, b = count * size(step.level), out * size(level_out)
-        if step.kind in FREEING_STEPS:
-            cur = max(a, b) + (baby_window(step) * size(step.level) if step.kind == "gdiag" else 0)
-        else:
-            cur = a + b
-        peak = max(peak, cur)
+        spec = STEPS[step.kind]
+        out = spec.outputs(step, count)
+        held = baby_window(step) if step.kind == StepKind.BSGS else 0
+        stages.append(memory.Stage(count, step.level, out, level_out, spec.frees_inputs, held))
         count = out
-    return peak
+    return stages
+
+
+def ciphertext_bytes(program: Program, backend) -> int:
+    """Peak bytes of the ciphertexts alive during one evaluation."""
+    return memory.peak_bytes(program_stages(program), lambda level: ciphertext_size(backend, level))
 
 
 def key_bytes(program: Program, backend) -> int:
     """Evaluation keys (rotations + relinearization): 2 x digits x (Q + P limbs) x N x 8 bytes each, with
     digits = ceil(#q / #p) (SEAL: one special prime, so one digit per q prime)."""
-    if backend.name == "plain":
+    if not backend.encrypts:
         return 0
     p = program.params
     digits = -(-len(p.log_q) // len(p.log_p))
@@ -86,12 +86,21 @@ def bootstrap_key_bytes(program: Program, backend) -> int:
     return (info["galois_keys"] + 3) * per_key  # + relinearization and the two encapsulation keys
 
 
+def plaintext_budget(program: Program, backend) -> int:
+    """Bytes of weight plaintexts the executor caches: the share of the memory available now that the
+    ciphertexts of an evaluation will not need."""
+    free = psutil.virtual_memory().available - ciphertext_bytes(program, backend)
+    return int(max(0, free) * MEMORY_SHARE)
+
+
 def check_memory(program: Program, backend, available: int) -> None:
     """Refuse before key generation what cannot fit: ciphertexts alive at once plus evaluation keys.
     (Weight plaintexts adapt: the executor encodes on the fly what its cache budget cannot hold.)"""
     need = ciphertext_bytes(program, backend) + key_bytes(program, backend)
     if need > available:
-        raise UnsupportedOperation(f"{program.mode} packing of this model holds about {need / 2**30:.1f} GiB of "
-                                   f"ciphertexts and evaluation keys at once, more than the "
-                                   f"{available / 2**30:.1f} GiB available: use a smaller model or ring, a larger "
-                                   "batch_group in batch mode, or single mode where it applies")
+        raise UnsupportedOperation(
+            f"{program.mode} packing of this model holds about {need / 2**30:.1f} GiB of "
+            f"ciphertexts and evaluation keys at once, more than the "
+            f"{available / 2**30:.1f} GiB available: use a smaller model or ring, a larger "
+            "batch_group in batch mode, or single mode where it applies"
+        )

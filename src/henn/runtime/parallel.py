@@ -1,8 +1,8 @@
 """Coarse-grained parallelism over independent ciphertext operations.
 
-Backends whose calls release the GIL (lattigo through ctypes, plain/NumPy) get a thread pool;
-SEAL's binding holds the GIL for every call, so it runs single-threaded (threads would only add
-overhead).
+Backends whose calls release the GIL (`backend.releases_gil`: lattigo through ctypes, plain/NumPy)
+get a thread pool; SEAL's binding holds the GIL for every call, so it runs single-threaded (threads
+would only add overhead).
 """
 
 from __future__ import annotations
@@ -13,11 +13,6 @@ from concurrent.futures import ThreadPoolExecutor
 from henn.errors import InputError
 
 DEFAULT_THREADS = 2
-GIL_HOLDING_BACKENDS = ("seal",)
-
-
-def releases_gil(backend) -> bool:
-    return bool(getattr(backend, "releases_gil", backend.name not in GIL_HOLDING_BACKENDS))
 
 
 MAX_THREADS = 1024
@@ -26,8 +21,10 @@ MAX_THREADS = 1024
 def check_threads(threads) -> int:
     """`threads` as an int in 1..MAX_THREADS, else InputError."""
     if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
-        raise InputError(f"threads must be an integer from 1 to {MAX_THREADS}, got {threads!r}: give the number of "
-                         "worker threads (e.g. 2)")
+        raise InputError(
+            f"threads must be an integer from 1 to {MAX_THREADS}, got {threads!r}: give the number of "
+            "worker threads (e.g. 2)"
+        )
     return threads
 
 
@@ -39,8 +36,10 @@ def default_threads() -> int:
     try:
         return check_threads(int(env))
     except (ValueError, InputError):
-        raise InputError(f"HENN_THREADS={env!r} is not an integer from 1 to {MAX_THREADS}: set it to the number of "
-                         "worker threads (e.g. HENN_THREADS=2) or unset it") from None
+        raise InputError(
+            f"HENN_THREADS={env!r} is not an integer from 1 to {MAX_THREADS}: set it to the number of "
+            "worker threads (e.g. HENN_THREADS=2) or unset it"
+        ) from None
 
 
 class Parallel:
@@ -53,7 +52,7 @@ class Parallel:
     @classmethod
     def for_backend(cls, backend, threads: int | None = None) -> Parallel:
         n = default_threads() if threads is None else check_threads(threads)
-        return cls(n if releases_gil(backend) else 1)
+        return cls(n if backend.releases_gil else 1)
 
     def map(self, fn, items) -> list:
         items = list(items)

@@ -12,8 +12,8 @@ import time
 
 from henn.ckks.evaluator import SCALE_RTOL
 from henn.ckks.values import BootstrapKeys, Ciphertext, EvaluationKeys, GaloisKeys, PublicKey, RelinKey, SecretKey
-from henn.compiler.program import Program
 from henn.errors import InputError, MissingKeyError
+from henn.program import Program
 from henn.runtime.executor import Executor
 
 _KEY_KINDS = {PublicKey: "public_key", RelinKey: "relin_key", GaloisKeys: "galois_keys",
@@ -91,7 +91,8 @@ def _check_keys(program: Program, backend, keys: EvaluationKeys) -> str:
         if key.raw is not None:
             backend.check_raw_kind(kind, key.raw, "serve with")
     ids = {k.key_id for k in keys.members()}
-    if len(ids) != 1 or None in ids:
+    key_id = ids.pop() if len(ids) == 1 else None
+    if key_id is None:
         raise InputError("the evaluation keys must carry one key-set identity (they mix key sets or have none): use "
                          "the EvaluationKeys of one Client.generate_keys() call")
     missing = set(program.rotation_steps) - set(keys.steps)
@@ -104,4 +105,4 @@ def _check_keys(program: Program, backend, keys: EvaluationKeys) -> str:
     if program.bootstraps and keys.bootstrap is None:
         raise MissingKeyError(f"the program bootstraps {program.bootstraps} times but the evaluation keys hold no "
                               "bootstrapping keys: generate them with Client.generate_keys() for this program")
-    return ids.pop()
+    return key_id

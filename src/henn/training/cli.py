@@ -17,7 +17,8 @@ def add_train_command(subparsers) -> argparse.ArgumentParser:
         help="train a paper-000 CNN with a polynomial activation and export it to ONNX",
         description="Seeded CPU training; writes OUT (.onnx), OUT.json (metrics) and OUT.log.",
     )
-    p.add_argument("--model", required=True, choices=("mnist-cnn", "cifar-cnn", "mnist-mlp"))  # models.MODEL_NAMES (no torch here)
+    # models.MODEL_NAMES (no torch here)
+    p.add_argument("--model", required=True, choices=("mnist-cnn", "cifar-cnn", "mnist-mlp"))
     p.add_argument("--activation", required=True, choices=tuple(ACTIVATIONS))
     p.add_argument("--data-dir", default=None,
                    help="folder holding mnist/ and cifar10/ (default: $HENN_DATA_DIR or "

@@ -54,7 +54,7 @@ class _PolyExport(torch.autograd.Function):
     """Forward = the polynomial; ONNX symbolic = one ``henn::Poly`` node."""
 
     @staticmethod
-    def forward(ctx, x, coefficients, name, fitted_range):  # noqa: D401
+    def forward(ctx, x, coefficients, name, fitted_range):
         return _horner(x, torch.tensor(coefficients, dtype=x.dtype))
 
     @staticmethod

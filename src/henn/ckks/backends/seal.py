@@ -113,6 +113,7 @@ def _check_seal_header(kind: str, payload: bytes) -> None:
 
 class SealBackend(Backend):
     name = "seal"
+    releases_gil = False  # seal-python holds the GIL for every call
 
     # ---- library, parameters -------------------------------------------------------------
     @classmethod

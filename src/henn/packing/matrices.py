@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from henn.errors import UnsupportedOperation
-from henn.ir.graph import Node
+from henn.ir.node import Node
 from henn.ir.ops import infer_shape
 
 
@@ -76,3 +76,16 @@ def full_bias(node: Node, in_shape) -> np.ndarray:
     if b.ndim == 1 and len(out) == 3:
         b = np.broadcast_to(b[:, None, None], out)
     return np.asarray(b, dtype=np.float64).reshape(-1)
+
+
+def segment_matrix(nodes, in_shape):
+    """Composed sparse matrix and flattened bias of a run of linear ops (sumpool/flatten/conv/linear),
+    and the output shape."""
+    m, shape, bias = None, tuple(in_shape), None
+    for n in nodes:
+        mat = matrix(n, shape)
+        m = mat if m is None else mat @ m
+        if n.op in ("conv2d", "linear"):
+            bias = full_bias(n, shape)
+        shape = infer_shape(n, [shape])
+    return m.tocsr(), (np.zeros(m.shape[0]) if bias is None else bias), shape

@@ -1,0 +1,221 @@
+"""Lowering: the planned IR to a Program (henn.program), one step per layer or segment.
+
+batch    each Conv/Gemm becomes CSR rows of weighted ciphertext sums (`linear_batch`), pools
+         `sum_batch`; with G > 1 channels per ciphertext, Conv/Gemm become `bsgs` steps over
+         virtual ciphertexts and pools add whole ciphertexts (`sum_batch` over ciphertexts).
+single   segments between activations (henn.passes.choose_packing.segments): the client-packed
+         first conv (`taps`), pools by rotations (`mpool`) and `bsgs` steps in one or several
+         ciphertexts.
+Every linear transform goes through the same diagonal assembly (henn.packing.bsgs.assemble).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from henn.ir.graph import Graph, Node
+from henn.ir.ops import LINEAR_OPS
+from henn.packing import bsgs, grouped, matrices, multi, single
+from henn.packing.layout import Layout
+from henn.packing.plans import BsgsPlan, CiphertextPoolPlan, RotationPoolPlan, TapsPlan
+from henn.passes.choose_packing import segments
+from henn.program import Program, Step, StepKind
+
+ACT_KEYS = ("form", "shift", "inner", "tcoef")
+
+
+def lower(g: Graph) -> Program:
+    m = g.meta
+    if m["packing"] == "batch" and m.get("group", 1) > 1:
+        steps, pack, elem = _grouped(g)
+    elif m["packing"] == "batch":
+        steps, pack, elem = _batch(g), {"kind": "batch"}, None
+    else:
+        steps, pack, elem = _single(g)
+    return Program(
+        m["packing"],
+        m["params"],
+        m["depth"],
+        tuple(g.input_shape),
+        tuple(g.output_shape),
+        tuple(m["rotation_steps"]),
+        bool(m["relin"]),
+        steps,
+        pack,
+        elem,
+        float(m.get("output_gain", 1.0)),
+        m.get("output_offset"),
+        _at(g, g.output),
+    ).verify()
+
+
+def _at(g: Graph, value: str) -> int:
+    level = g.values[value].level
+    if level is None:
+        raise AssertionError("lowering needs the levels of plan_levels")
+    return level
+
+
+def _level(g: Graph, node: Node) -> int:
+    return _at(g, node.inputs[0])
+
+
+def _act(g: Graph, node: Node) -> list[Step]:
+    """An activation's step; none for an identity without shift."""
+    if node.attrs["form"] == "identity" and not node.attrs["shift"]:
+        return []
+    return [Step(StepKind.ACT, node.name, _level(g, node), attrs={k: node.attrs[k] for k in ACT_KEYS})]
+
+
+def _bootstrap(g: Graph, node: Node) -> Step:
+    return Step(StepKind.BOOTSTRAP, node.name, _level(g, node), attrs={"bound": float(node.attrs["bound"])})
+
+
+def _csr(kind: StepKind, name: str, level: int, indptr, indices, rescale: bool = False, **arrays) -> Step:
+    return Step(
+        kind,
+        name,
+        level,
+        rescale,
+        arrays={"indptr": np.asarray(indptr, np.int64), "indices": np.asarray(indices, np.int64), **arrays},
+    )
+
+
+def _batch(g: Graph) -> list[Step]:
+    steps = []
+    for n in g.nodes:
+        shape = g.shape(n.inputs[0])
+        if n.op in LINEAR_OPS:
+            m = matrices.matrix(n, shape)
+            steps.append(
+                _csr(
+                    StepKind.LINEAR_BATCH,
+                    n.name,
+                    _level(g, n),
+                    m.indptr,
+                    m.indices,
+                    n.attrs["rescale"],
+                    data=m.data.astype(np.float64),
+                    bias=matrices.full_bias(n, shape),
+                )
+            )
+        elif n.op == "sumpool":
+            m = matrices.matrix(n, shape)
+            steps.append(_csr(StepKind.SUM_BATCH, n.name, _level(g, n), m.indptr, m.indices))
+        elif n.op == "poly":
+            steps += _act(g, n)
+        elif n.op == "bootstrap":
+            steps.append(_bootstrap(g, n))
+    return steps
+
+
+def _grouped(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
+    group = g.meta["group"]
+    steps: list[Step] = []
+    for n in g.nodes:
+        plan = n.attrs.get("packing")
+        if n.op == "poly":
+            steps += _act(g, n)
+        elif n.op == "bootstrap":
+            steps.append(_bootstrap(g, n))
+        elif isinstance(plan, CiphertextPoolPlan):
+            steps.append(_csr(StepKind.SUM_BATCH, n.name, _level(g, n), plan.indptr, plan.indices))
+        elif isinstance(plan, BsgsPlan):
+            shape = g.shape(n.inputs[0])
+            lay_in, lay_out = g.values[n.inputs[0]].meta["layout"], g.values[n.output].meta["layout"]
+            diags = grouped.diagonals(lay_in, lay_out, matrices.matrix(n, shape), group)
+            steps.append(_bsgs_step(n, _level(g, n), diags, plan, matrices.full_bias(n, shape), lay_out))
+    pack = {"kind": "grouped", "group": group, "elem": g.values[g.input].meta["layout"].elem}
+    return steps, pack, g.values[g.output].meta["layout"].elem.copy()
+
+
+def _bsgs_step(main: Node, level: int, diags: bsgs.Diagonals, plan: BsgsPlan, bias: np.ndarray, out: Layout) -> Step:
+    """Assembled diagonals, and the bias of each output ciphertext (distinct rows once)."""
+    t = bsgs.assemble(diags, plan.split)
+    per_ct = np.where(out.elem >= 0, bias[np.maximum(out.elem, 0)], 0.0).reshape(plan.cts_out, -1)
+    per_ct = np.tile(per_ct, (1, diags.length // per_ct.shape[1]))  # a hybrid output block repeats
+    biases, bias_index = np.unique(per_ct, axis=0, return_inverse=True)
+    return Step(
+        StepKind.BSGS,
+        main.name,
+        level,
+        main.attrs["rescale"],
+        {
+            "cts_in": int(plan.cts_in),
+            "cts_out": int(plan.cts_out),
+            "stride": int(plan.stride),
+            "fold": int(plan.fold),
+            "fold_stride": int(plan.fold_stride),
+        },
+        {
+            "entries": t.entries,
+            "vectors": t.vectors,
+            "biases": biases,
+            "bias_index": bias_index.reshape(-1).astype(np.int64),
+        },
+    )
+
+
+def _single(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
+    steps: list[Step] = []
+    shape = g.input_shape
+    for seg in segments(g):
+        if not seg:
+            continue
+        if seg[0].op == "bootstrap":
+            steps.append(_bootstrap(g, seg[0]))
+            continue
+        if seg[0].op == "poly":
+            steps += _act(g, seg[0])
+            continue
+        pool = seg[0].attrs.get("packing")
+        if isinstance(pool, RotationPoolPlan):  # pool by rotations first
+            steps.append(
+                Step(
+                    StepKind.ROTATION_POOL,
+                    seg[0].name,
+                    _level(g, seg[0]),
+                    False,
+                    {"steps": [int(s) for s in pool.steps], "cts_in": int(pool.cts_in)},
+                )
+            )
+            shape, seg = g.shape(seg[0].output), seg[1:]
+        lin = [n for n in seg if n.op in LINEAR_OPS]
+        if lin:
+            steps.append(_segment_step(g, seg, lin[0], shape))
+        shape = g.shape(seg[-1].output)
+    return steps, _input_pack(g), g.values[g.output].meta["layout"].elem.copy()
+
+
+def _input_pack(g: Graph) -> dict:
+    lay = g.values[g.input].meta["layout"]
+    first = next((n for n in g.nodes if n.op == "conv2d"), None)
+    if first is not None and isinstance(first.attrs.get("packing"), TapsPlan):
+        index, _, _ = single.taps_tables(first, g.input_shape, g.values[first.output].meta["layout"])
+        blocks = first.attrs["packing"].blocks(g.meta["params"].slots)
+        return {"kind": "taps", "period": lay.period * blocks, "index": single.blocked_taps(index, blocks)}
+    return {"kind": "multi" if lay.spans_ciphertexts else "natural", "period": lay.period, "elem": lay.elem}
+
+
+def _segment_step(g: Graph, seg: list[Node], main: Node, shape) -> Step:
+    plan = main.attrs["packing"]
+    level = _level(g, seg[0])
+    out = g.values[main.output].meta["layout"]
+    if isinstance(plan, TapsPlan):
+        _, weight, bias = single.taps_tables(main, shape, out)
+        blocks = plan.blocks(g.meta["params"].slots)
+        return Step(
+            StepKind.TAPS,
+            main.name,
+            level,
+            main.attrs["rescale"],
+            {"period": plan.period, "blocks": blocks},
+            {"weight": single.blocked_taps(weight, blocks), "bias": bias},
+        )
+    lay_in = g.values[seg[0].inputs[0]].meta["layout"]
+    if lay_in.spans_ciphertexts:
+        diags, bias = multi.transform(lay_in, out, seg, shape)
+    else:
+        mat, bias, _ = matrices.segment_matrix(seg, shape)
+        diags, _ = single.transform(plan.strategy, plan.blocks, lay_in, mat, main, shape)
+    return _bsgs_step(main, level, diags, plan, bias, out)

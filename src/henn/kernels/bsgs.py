@@ -1,0 +1,105 @@
+"""The one evaluation of a baby-step/giant-step linear transform (planned by henn.packing.bsgs) on
+ciphertexts: used by the executor for every layout and by `LinearTransform`, so that `henn profile
+kernels` measures the code inference runs.
+
+    out_k = sum_g rot(sum_(j, b) v_e * rot(in_j, b), g)     entries e = (j, k, g, b, vector)
+
+then per output a rescale (optional), `fold` rotate-and-sums with strides fold_stride << i, and a
+bias. Steps are virtual: the physical rotation is step * stride (grouped batch packing interleaves
+B = stride images). Outputs run a window at a time, in order; an input's baby steps are hoisted once
+(one key-switch decomposition), kept until the last output that reads it, then the input and its
+rotations are dropped from `value`, so that large layers hold few ciphertexts at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from henn.ckks.values import Ciphertext, Plaintext
+
+
+@dataclass(frozen=True, eq=False)
+class Transform:
+    entries: np.ndarray  # (E, 5) sorted by output ciphertext, then giant step
+    cts_in: int
+    cts_out: int
+    stride: int = 1
+    fold: int = 0
+    fold_stride: int = 0
+
+    @property
+    def rotations(self) -> set[int]:
+        """Physical rotation steps (unnormalized) the evaluation uses."""
+        steps = {int(s) * self.stride for s in np.unique(self.entries[:, 2:4])}
+        return (steps | {self.fold_stride << i for i in range(self.fold)}) - {0}
+
+
+def _serial(fn, items) -> list:
+    return [fn(x) for x in items]
+
+
+def evaluate(
+    ev,
+    value: list,
+    t: Transform,
+    weight: Callable[[int], Plaintext],
+    *,
+    rescale: bool = False,
+    bias: Callable[[int, Ciphertext], Plaintext] | None = None,
+    run: Callable[[Callable, Sequence], list] = _serial,
+    window: int = 8,
+) -> list[Ciphertext]:
+    """The transform's outputs. weight(v) is the plaintext of vector v; bias(k, y) the bias plaintext of
+    output k matching y's level and scale; run(fn, items) maps fn (a thread pool's map)."""
+    ent, stride = t.entries, t.stride
+    bounds = np.searchsorted(ent[:, 1], np.arange(t.cts_out + 1))
+    babies: dict[int, set[int]] = {}
+    for k, b in np.unique(ent[:, [0, 3]], axis=0).tolist():
+        babies.setdefault(k, set()).add(b)
+    last = np.full(t.cts_in, -1)
+    np.maximum.at(last, ent[:, 0], ent[:, 1])
+    done = [int(k) for k in np.argsort(last, kind="stable") if last[k] >= 0]
+    cache: dict[int, dict[int, Ciphertext]] = {}
+
+    def hoist(k: int) -> dict[int, Ciphertext]:
+        steps = sorted(babies[k] - {0})
+        rot = ev.rotate_hoisted(value[k], [b * stride for b in steps]) if steps else {}
+        return {0: value[k], **{b: rot[b * stride] for b in steps}}
+
+    def giants(ko: int) -> list[np.ndarray]:
+        rows = ent[bounds[ko] : bounds[ko + 1]]
+        if not len(rows):
+            raise AssertionError(f"output ciphertext {ko} reads nothing")
+        starts = np.flatnonzero(np.diff(rows[:, 2], prepend=-1))
+        return np.split(rows, starts[1:])
+
+    def part(rows: np.ndarray) -> Ciphertext:
+        inner = ev.dot_plain([cache[int(k)][int(b)] for k, _, _, b, _ in rows], [weight(int(v)) for v in rows[:, 4]])
+        g = int(rows[0, 2])
+        return ev.rotate(inner, g * stride) if g else inner
+
+    def finish(ko: int, y: Ciphertext) -> Ciphertext:
+        if rescale:
+            y = ev.rescale(y)
+        for i in range(t.fold):  # hybrid / blocked plans: add the partial sums together
+            y = ev.add(y, ev.rotate(y, t.fold_stride << i))
+        return ev.add(y, bias(ko, y)) if bias is not None else y
+
+    out: list[Ciphertext] = []
+    freed = 0
+    for lo in range(0, t.cts_out, window):
+        hi = min(t.cts_out, lo + window)
+        need = [int(k) for k in np.unique(ent[bounds[lo] : bounds[hi], 0]) if int(k) not in cache]
+        cache.update(zip(need, run(hoist, need)))
+        if hi - lo > 1:  # outputs side by side
+            out.extend(run(lambda ko: finish(ko, ev.add_many([part(r) for r in giants(ko)])), range(lo, hi)))
+        else:  # one output: its giant steps side by side
+            out.append(finish(lo, ev.add_many(run(part, giants(lo)))))
+        while freed < len(done) and last[done[freed]] < hi:
+            cache.pop(done[freed], None)
+            value[done[freed]] = None
+            freed += 1
+    return out

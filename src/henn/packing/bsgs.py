@@ -1,0 +1,107 @@
+"""The one baby-step/giant-step planner, for every linear transform in every layout.
+
+A linear map between two layouts is a set of generalized diagonals: nonzero (k_in, k_out, delta,
+out_slot, w) means that slot out_slot of output ciphertext k_out adds w * in_(k_in)[out_slot + delta]
+(slots of a ciphertext of `period`, rotations modulo `period`). It is evaluated as
+
+    out_k = sum_g rot(sum_(j, b) d'_(j,k,g,b) * rot(in_j, b), g),   delta = g + b,
+
+with the baby steps b of each input hoisted (one key-switch decomposition) and one giant rotation
+per output ciphertext and g. Each vector d' is pre-rotated by -g so that the giant rotation lands it.
+
+Cost model (one for every layout): HOISTED_COST per distinct (input, baby step) rotation, 1 per
+(output, giant step) rotation, KEY_COST per distinct rotation key (memory matters at N = 2^15).
+The split picks n1 (in units of the offsets' gcd) among 1..MAX_SCAN + 1 and the powers of two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from henn.packing.plans import BsgsSplit
+
+HOISTED_COST = 0.65  # a hoisted baby-step rotation costs ~65% of a plain one (FACTS.md, Lattigo)
+KEY_COST = 0.02  # a rotation key no other step needs, in rotations
+MAX_SCAN = 256  # n1 tried one by one up to here, then powers of two
+
+
+@dataclass(frozen=True, eq=False)
+class Diagonals:
+    key: np.ndarray  # (D, 3) distinct (k_in, k_out, delta)
+    rows: np.ndarray  # (nnz,) each nonzero's row in key
+    out_slot: np.ndarray  # (nnz,)
+    weight: np.ndarray  # (nnz,)
+    period: int  # rotations are modulo period
+    length: int  # entries of a diagonal vector (divides period; the vector repeats)
+
+
+def diagonals(k_in, k_out, delta, out_slot, weight, period: int, length: int | None = None) -> Diagonals:
+    """Group the nonzeros by their distinct (k_in, k_out, delta)."""
+    k_in, k_out, delta = (np.asarray(a, np.int64) for a in (k_in, k_out, delta))
+    k_outs = int(k_out.max()) + 1 if len(k_out) else 1
+    codes, rows = np.unique((k_in * k_outs + k_out) * period + delta, return_inverse=True)
+    key = np.stack([codes // period // k_outs, codes // period % k_outs, codes % period], 1)
+    return Diagonals(
+        key.reshape(-1, 3),
+        rows.reshape(-1),
+        np.asarray(out_slot, np.int64),
+        np.asarray(weight),
+        period,
+        period if length is None else length,
+    )
+
+
+def split(key: np.ndarray, period: int) -> BsgsSplit:
+    """The cheapest n1 for the diagonals `key` (D, 3) under the module's cost model."""
+    delta = key[:, 2]
+    unit = int(np.gcd.reduce(np.concatenate([delta[delta > 0], [period]])))
+    j = delta // unit
+    span = period // unit
+    candidates = sorted(
+        {n for n in range(1, min(len(np.unique(j)), MAX_SCAN) + 2) if n <= span}
+        | {1 << i for i in range(span.bit_length()) if 1 << i <= span}
+    )
+    best = None
+    for n1 in candidates:
+        baby = j % n1
+        giant = j - baby
+        nb = len(np.unique((key[:, 0] * span + baby)[baby > 0]))
+        ng = len(np.unique((key[:, 1] * span + giant)[giant > 0]))
+        keys = len(np.unique(np.concatenate([baby[baby > 0], giant[giant > 0]])))
+        cost = HOISTED_COST * nb + ng + KEY_COST * keys
+        if best is None or cost < best[0] - 1e-9:
+            best = (cost, n1, nb + ng)
+    cost, n1, rotations = best if best is not None else (0.0, 1, 0)
+    baby = j % n1
+    return BsgsSplit(
+        unit,
+        n1,
+        tuple(sorted({int(b) * unit for b in baby} - {0})),
+        tuple(sorted({int(g) * unit for g in j - baby} - {0})),
+        rotations,
+        len(key),
+        round(float(cost), 2),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class Assembled:
+    """What a BSGS step evaluates: entries (E, 5) = (k_in, k_out, giant, baby, vector) sorted by output
+    ciphertext, then giant step; each distinct pre-rotated diagonal vector once (U, length)."""
+
+    entries: np.ndarray
+    vectors: np.ndarray
+
+
+def assemble(diags: Diagonals, plan: BsgsSplit) -> Assembled:
+    key = diags.key
+    baby = plan.baby_of(key[:, 2])
+    giant = key[:, 2] - baby
+    vecs = np.zeros((len(key), diags.length), np.result_type(diags.weight, np.float64))
+    np.add.at(vecs, (diags.rows, (diags.out_slot + giant[diags.rows]) % diags.length), diags.weight)
+    vectors, index = np.unique(vecs, axis=0, return_inverse=True)
+    entries = np.stack([key[:, 0], key[:, 1], giant, baby, index.reshape(-1)], 1).astype(np.int64)
+    entries = entries[np.lexsort((entries[:, 3], entries[:, 0], entries[:, 2], entries[:, 1]))]
+    return Assembled(entries.reshape(-1, 5), vectors.reshape(-1, diags.length))

@@ -1,0 +1,486 @@
+"""The compiled Program: the only contract between the compiler and the runtime.
+
+Steps run in order on one value (a list of ciphertexts). Each step names its IR layer, the level of
+its input, whether it rescales, plaintext recipes (NumPy arrays, encoded by the server at the
+level where they are used) and small attributes. Step kinds (`StepKind`, specified in `STEPS`):
+
+    linear_batch  CSR rows (indptr, indices, data) + bias: out[j] = sum w * in[i] (batch packing)
+    sum_batch     CSR rows of ciphertext sums (pools in batch packing)
+    act           elementwise polynomial core (form, shift, inner, tcoef), see approximate_activations
+    taps          single packing, first layer: sum_t in[t] * weight[t] + bias, then a block sum
+    bsgs          every linear transform by generalized diagonals (henn.packing.bsgs): entries
+                  (k_in, k_out, giant, baby, vector), vectors, biases + bias_index, then `fold`
+                  rotate-and-sums; `stride` physical slots per virtual one (grouped batch packing)
+    mpool         2x2 sum-pool on multiplexed layouts by rotations
+    bootstrap     refresh every ciphertext to the top level; attrs bound: the values' range (calibrated)
+
+A new kind is an enum member plus a `StepSpec` in `STEPS` (and an executor handler). `verify()`
+checks known kinds, attributes and arrays, levels that never increase (except steps whose spec
+refreshes the level), ciphertext counts from step to step, and that every rotation a step uses
+has a key. It runs after lowering and after loading. The file (`to_bytes` / `from_bytes`) is a
+JSON header + NumPy arrays, no pickle.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+
+from henn.ckks import presets
+from henn.ckks.params import Parameters, ParametersLiteral
+from henn.errors import HennError, SerializationError
+
+FORMAT = "henn-program/2"
+MAX_FILE_BYTES = 16 << 30  # decompressed size of a program file we agree to read
+MAX_HEADER_BYTES = 64 << 20
+ACT_FORMS = ("identity", "square", "cubic", "quartic")
+PACK_KINDS = ("batch", "grouped", "taps", "multi", "natural")
+
+
+class ProgramError(HennError):
+    """A Program breaks its own contract (a compiler bug, or a damaged or hostile file)."""
+
+
+class StepKind(StrEnum):
+    LINEAR_BATCH = "linear_batch"
+    SUM_BATCH = "sum_batch"
+    ACT = "act"
+    TAPS = "taps"
+    BSGS = "bsgs"
+    ROTATION_POOL = "mpool"
+    BOOTSTRAP = "bootstrap"
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: StepKind
+    name: str
+    level: int
+    rescale: bool = False
+    attrs: dict = field(default_factory=dict)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """What a step kind needs: attributes (name -> "int" | "float" | "form" | "ints"), arrays (name ->
+    (dtype kind "i" | "f", ndim)), how many ciphertexts it makes from n, the rotations it uses,
+    a consistency check against its input count, whether it drops its inputs as it goes (memory),
+    and whether it raises the level (bootstrapping)."""
+
+    attrs: dict[str, str]
+    arrays: dict[str, tuple[str, int]]
+    outputs: Callable[[Step, int], int]
+    check: Callable[[Step, int, int], None]
+    rotations: Callable[[Step], set[int]] = lambda step: set()
+    frees_inputs: bool = False
+    refreshes_level: bool = False
+
+
+def _csr_check(step: Step, n_in: int, slots: int) -> None:
+    indptr, indices = step.arrays["indptr"], step.arrays["indices"]
+    if len(indptr) < 1 or indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != len(indices):
+        raise ProgramError(f"layer {step.name!r}: malformed CSR rows")
+    if len(indices) and (indices.min() < 0 or indices.max() >= n_in):
+        raise ProgramError(f"layer {step.name!r} reads ciphertext {int(indices.max())} of {n_in}")
+    for key in ("data", "bias"):
+        if key in step.arrays and len(step.arrays[key]) != (len(indices) if key == "data" else len(indptr) - 1):
+            raise ProgramError(f"layer {step.name!r}: {key} does not match the CSR rows")
+
+
+def _taps_check(step: Step, n_in: int, slots: int) -> None:
+    weight, period, blocks = step.arrays["weight"], step.attrs["period"], step.attrs["blocks"]
+    if (
+        len(weight) != n_in
+        or weight.shape[1] != period * blocks
+        or slots % weight.shape[1]
+        or step.arrays["bias"].shape != (period,)
+        or blocks & (blocks - 1)
+    ):
+        raise ProgramError(f"layer {step.name!r}: taps tables do not match {n_in} ciphertexts of {slots} slots")
+
+
+def _bsgs_check(step: Step, n_in: int, slots: int) -> None:
+    a, cts_in, cts_out = step.arrays, step.attrs["cts_in"], step.attrs["cts_out"]
+    ent, vectors, biases = a["entries"], a["vectors"], a["biases"]
+    width = vectors.shape[1] * step.attrs["stride"]
+    ok = (
+        cts_in == n_in
+        and ent.shape[1:] == (5,)
+        and width >= 1
+        and slots % width == 0
+        and biases.shape[1:] == vectors.shape[1:]
+        and a["bias_index"].shape == (cts_out,)
+        and step.attrs["fold"] < slots.bit_length()
+    )
+    if ok and len(ent):
+        ok = bool(
+            ent.min() >= 0
+            and ent[:, 0].max() < cts_in
+            and ent[:, 1].max() < cts_out
+            and ent[:, 4].max() < len(vectors)
+            and np.all(np.diff(ent[:, 1]) >= 0)
+        )
+    if ok and cts_out:
+        ok = bool(a["bias_index"].min() >= 0 and a["bias_index"].max() < len(biases))
+    if not ok:
+        raise ProgramError(f"layer {step.name!r}: BSGS tables do not match {n_in} input ciphertexts of {slots} slots")
+
+
+def _count_check(step: Step, n_in: int, slots: int) -> None:
+    if step.attrs["cts_in"] != n_in:
+        raise ProgramError(f"layer {step.name!r} expects {step.attrs['cts_in']} ciphertexts, gets {n_in}")
+
+
+def _fold_steps(step: Step) -> set[int]:
+    return {step.attrs["fold_stride"] << k for k in range(step.attrs["fold"])}
+
+
+def _bsgs_rotations(step: Step) -> set[int]:
+    ent, stride = step.arrays["entries"], step.attrs["stride"]
+    return {int(s) * stride for s in np.unique(ent[:, 2:4])} | _fold_steps(step)
+
+
+_CSR = {"indptr": ("i", 1), "indices": ("i", 1)}
+STEPS: dict[StepKind, StepSpec] = {
+    StepKind.LINEAR_BATCH: StepSpec(
+        {}, {**_CSR, "data": ("f", 1), "bias": ("f", 1)}, lambda s, n: len(s.arrays["indptr"]) - 1, _csr_check
+    ),
+    StepKind.SUM_BATCH: StepSpec({}, _CSR, lambda s, n: len(s.arrays["indptr"]) - 1, _csr_check, frees_inputs=True),
+    StepKind.ACT: StepSpec(
+        {"form": "form", "shift": "float", "inner": "float", "tcoef": "float"},
+        {},
+        lambda s, n: n,
+        lambda s, n, slots: None,
+        frees_inputs=True,
+    ),
+    StepKind.TAPS: StepSpec(
+        {"period": "int", "blocks": "int"},
+        {"weight": ("f", 2), "bias": ("f", 1)},
+        lambda s, n: 1,
+        _taps_check,
+        lambda s: {s.attrs["period"] << k for k in range(s.attrs["blocks"].bit_length() - 1)},
+    ),
+    StepKind.BSGS: StepSpec(
+        {"cts_in": "int", "cts_out": "int", "stride": "int", "fold": "int", "fold_stride": "int"},
+        {"entries": ("i", 2), "vectors": ("f", 2), "biases": ("f", 2), "bias_index": ("i", 1)},
+        lambda s, n: s.attrs["cts_out"],
+        _bsgs_check,
+        _bsgs_rotations,
+        frees_inputs=True,
+    ),
+    StepKind.BOOTSTRAP: StepSpec(
+        {"bound": "float"}, {}, lambda s, n: n, lambda s, n, slots: None, frees_inputs=True, refreshes_level=True
+    ),
+    StepKind.ROTATION_POOL: StepSpec(
+        {"steps": "ints", "cts_in": "int"}, {}, lambda s, n: n, _count_check, lambda s: set(s.attrs["steps"])
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Program:
+    mode: str  # "batch" | "single"
+    params: Parameters
+    depth: int
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    rotation_steps: tuple[int, ...]
+    relin: bool
+    steps: list[Step]
+    input_pack: dict  # kind (PACK_KINDS) and the client's slot maps
+    output_elem: np.ndarray | None  # logical output index of each slot of the output ciphertexts (not batch)
+    output_gain: float = 1.0
+    output_offset: np.ndarray | None = None
+    final_level: int = 0
+
+    @property
+    def input_level(self) -> int:
+        return self.depth
+
+    @property
+    def n_outputs(self) -> int:
+        return math.prod(self.output_shape)
+
+    @property
+    def group(self) -> int:
+        """Batch packing: channels per ciphertext (1: one element per ciphertext); 0 in single mode."""
+        return int(self.input_pack.get("group", 1)) if self.mode == "batch" else 0
+
+    @property
+    def images_per_set(self) -> int:
+        """Images one ciphertext set holds: slots / G in batch mode, one in single mode."""
+        return self.params.slots // self.group if self.mode == "batch" else 1
+
+    @property
+    def bootstraps(self) -> int:
+        """Bootstrap steps (each refreshes every ciphertext of its value)."""
+        return sum(s.kind == StepKind.BOOTSTRAP for s in self.steps)
+
+    @property
+    def input_cts(self) -> int:
+        """Ciphertexts of one encrypted input set."""
+        pack = self.input_pack
+        if pack["kind"] == "batch":
+            return math.prod(self.input_shape)
+        if pack["kind"] == "taps":
+            return len(pack["index"])
+        if pack["kind"] == "grouped":
+            return len(pack["elem"]) // int(pack["group"])
+        if pack["kind"] == "multi":
+            return len(pack["elem"]) // int(pack["period"])
+        return 1  # natural: one replicated block
+
+    @property
+    def output_cts(self) -> int:
+        if self.input_pack["kind"] == "batch":
+            return self.n_outputs
+        width = self.group if self.input_pack["kind"] == "grouped" else self.params.slots
+        return -(-len(self.output_elem) // width) if self.output_elem is not None else 0
+
+    def summary(self) -> dict:
+        return {
+            "mode": self.mode,
+            "depth": self.depth,
+            "params": self.params.describe(),
+            "rotation_steps": len(self.rotation_steps),
+            "steps": [(s.kind.value, s.name, s.level) for s in self.steps],
+        }
+
+    # ---- checking ----------------------------------------------------------------------------
+    def verify(self) -> Program:
+        """Check the contract (see the module docstring); ProgramError names what breaks it."""
+        slots = self.params.slots
+        _check_pack(self)
+        keys = {s % slots for s in self.rotation_steps}
+        n, level = self.input_cts, self.depth
+        for step in self.steps:
+            spec = STEPS.get(step.kind) if isinstance(step.kind, StepKind) else None
+            if spec is None:
+                raise ProgramError(f"layer {step.name!r}: unknown step kind {step.kind!r}")
+            _check_fields(step, spec)
+            if step.level > level or (step.rescale and step.level < 1):
+                raise ProgramError(f"layer {step.name!r} runs at level {step.level} after level {level}")
+            spec.check(step, n, slots)
+            missing = {s % slots for s in spec.rotations(step)} - {0} - keys
+            if missing:
+                raise ProgramError(f"layer {step.name!r} rotates by {sorted(missing)[:4]} without a key")
+            n, level = spec.outputs(step, n), (self.params.max_level if spec.refreshes_level else step.level)
+        if self.final_level > level or n != self.output_cts:
+            raise ProgramError(
+                f"the program ends with {n} ciphertexts at level {self.final_level}, expected "
+                f"{self.output_cts} at level {level} or below"
+            )
+        return self
+
+    # ---- serialization -----------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        arrays: dict[str, np.ndarray] = {}
+        steps = []
+        for i, s in enumerate(self.steps):
+            for k, a in s.arrays.items():
+                arrays[f"s{i}.{k}"] = a
+            steps.append(
+                {
+                    "kind": s.kind.value,
+                    "name": s.name,
+                    "level": s.level,
+                    "rescale": s.rescale,
+                    "attrs": s.attrs,
+                    "arrays": sorted(s.arrays),
+                }
+            )
+        pack = {}
+        for k, v in self.input_pack.items():
+            if isinstance(v, np.ndarray):
+                arrays[f"in.{k}"] = v
+            else:
+                pack[k] = v
+        for k, v in (("out.elem", self.output_elem), ("out.offset", self.output_offset)):
+            if v is not None:
+                arrays[k] = v
+        header = {
+            "format": FORMAT,
+            "mode": self.mode,
+            "params": self.params.literal().to_dict(),
+            "params_name": self.params.name,
+            "depth": self.depth,
+            "input_shape": list(self.input_shape),
+            "output_shape": list(self.output_shape),
+            "rotation_steps": list(self.rotation_steps),
+            "relin": self.relin,
+            "steps": steps,
+            "input_pack": pack,
+            "input_arrays": sorted(k[3:] for k in arrays if k.startswith("in.")),
+            "output_gain": self.output_gain,
+            "final_level": self.final_level,
+        }
+        buf = io.BytesIO()
+        arrays["__header__"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+        np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub misreads **kwds
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Program:
+        """Load and verify a program file; anything malformed is a SerializationError."""
+        try:
+            z = np.load(io.BytesIO(data), allow_pickle=False)
+            if not isinstance(z, np.lib.npyio.NpzFile) or z.zip is None:
+                raise SerializationError("not an archive")
+            sizes = {info.filename: info.file_size for info in z.zip.infolist()}
+            if sum(sizes.values()) > MAX_FILE_BYTES or sizes.get("__header__.npy", 0) > MAX_HEADER_BYTES:
+                raise SerializationError(f"more than {MAX_FILE_BYTES >> 30} GiB once decompressed")
+            h = json.loads(bytes(z["__header__"]).decode())
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, SerializationError) as exc:
+            raise SerializationError(f"not a henn program ({exc}): save it with Program.to_bytes()") from None
+        if not isinstance(h, dict) or h.get("format") != FORMAT:
+            got = h.get("format") if isinstance(h, dict) else None
+            raise SerializationError(f"program format {got!r} is not {FORMAT!r}: recompile the model")
+        try:
+            program = cls._from_header(h, z)
+            return program.verify()
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, ProgramError) as exc:
+            raise SerializationError(f"malformed henn program: {type(exc).__name__}: {exc}") from None
+
+    @classmethod
+    def _from_header(cls, h: dict, z) -> Program:
+        params = _params(h["params"], h["params_name"])
+        steps = []
+        for i, s in enumerate(h["steps"]):
+            names = s["arrays"]
+            if not isinstance(names, list) or not all(isinstance(k, str) for k in names):
+                raise TypeError(f"step {i}: array names must be a list of strings")
+            steps.append(
+                Step(
+                    StepKind(s["kind"]),
+                    _typed(s["name"], str),
+                    _typed(s["level"], int),
+                    _typed(s["rescale"], bool),
+                    _typed(s["attrs"], dict),
+                    {k: z[f"s{i}.{k}"] for k in names},
+                )
+            )
+        pack = dict(_typed(h["input_pack"], dict))
+        pack.update({k: z[f"in.{k}"] for k in h["input_arrays"]})
+        shapes = [tuple(_typed(d, int) for d in _typed(h[k], list)) for k in ("input_shape", "output_shape")]
+        return cls(
+            _typed(h["mode"], str),
+            params,
+            _typed(h["depth"], int),
+            shapes[0],
+            shapes[1],
+            tuple(_typed(s, int) for s in h["rotation_steps"]),
+            _typed(h["relin"], bool),
+            steps,
+            pack,
+            z["out.elem"] if "out.elem" in z else None,
+            float(h["output_gain"]),
+            z["out.offset"] if "out.offset" in z else None,
+            _typed(h["final_level"], int),
+        )
+
+
+def _params(literal: dict, name: str) -> Parameters:
+    """Parameters from a file pass the same 128-bit check as parameters built in code; an insecure set
+    only by the name of an existing insecure_ preset, with exactly that preset's literal."""
+    lit = ParametersLiteral.from_dict(_typed(literal, dict))
+    if not _typed(name, str).startswith("insecure_"):
+        return Parameters.from_literal(lit, name=name)
+    if name not in presets.names():
+        raise ValueError(f"insecure parameters {name!r} are not a known insecure_ preset")
+    params = presets.get(name)
+    if params.literal().to_dict() != lit.to_dict():
+        raise ValueError(f"parameters differ from the preset {name!r} they claim to be")
+    return params
+
+
+def _typed(value, kind: type):
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+_ATTR_TYPES: dict[str, Callable[[object], bool]] = {
+    "int": lambda v: _is_int(v) and v >= 0,  # type: ignore[operator]
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+    "form": lambda v: isinstance(v, str) and v in ACT_FORMS,
+    "ints": lambda v: isinstance(v, list) and all(_is_int(x) for x in v),
+}
+
+
+def _check_fields(step: Step, spec: StepSpec) -> None:
+    if set(step.attrs) != set(spec.attrs) or set(step.arrays) != set(spec.arrays):
+        raise ProgramError(
+            f"layer {step.name!r} ({step.kind.value}) has attributes {sorted(step.attrs)} and "
+            f"arrays {sorted(step.arrays)}, expected {sorted(spec.attrs)} and {sorted(spec.arrays)}"
+        )
+    for key, kind in spec.attrs.items():
+        if not _ATTR_TYPES[kind](step.attrs[key]):
+            raise ProgramError(f"layer {step.name!r}: attribute {key}={step.attrs[key]!r} is not a valid {kind}")
+    for key, (dtype, ndim) in spec.arrays.items():
+        a = step.arrays[key]
+        if (
+            not isinstance(a, np.ndarray)
+            or a.dtype.kind != dtype
+            or a.ndim != ndim
+            or (dtype == "f" and not np.all(np.isfinite(a)))
+        ):
+            raise ProgramError(
+                f"layer {step.name!r}: array {key} must be a finite {ndim}-D "
+                f"{'integer' if dtype == 'i' else 'float'} array"
+            )
+
+
+def _check_pack(p: Program) -> None:
+    pack, slots = p.input_pack, p.params.slots
+    kind = pack.get("kind")
+    if kind not in PACK_KINDS or (p.mode == "batch") != (kind in ("batch", "grouped")):
+        raise ProgramError(f"input packing {kind!r} does not fit {p.mode!r} mode")
+    need = {
+        "batch": {},
+        "grouped": {"elem": 1, "group": 0},
+        "taps": {"index": 2, "period": 0},
+        "multi": {"elem": 1, "period": 0},
+        "natural": {"elem": 1, "period": 0},
+    }[kind]
+    for key, ndim in need.items():
+        v = pack.get(key)
+        ok = (
+            isinstance(v, np.ndarray) and v.dtype.kind == "i" and v.ndim == ndim
+            if ndim
+            else isinstance(v, int) and not isinstance(v, bool) and v >= 1 and slots % v == 0
+        )
+        if not ok:
+            raise ProgramError(f"input packing {kind!r}: {key} missing or malformed")
+    n_in = math.prod(p.input_shape)
+    width = pack.get("group") or pack.get("period") or 1
+    for key in ("elem", "index"):
+        v = pack.get(key)
+        if v is None:
+            continue
+        fits = v.shape[-1] % width == 0 if kind in ("grouped", "multi") else slots % v.shape[-1] == 0
+        if not fits or (v.size and (v.max() >= n_in or v.min() < -1)):
+            raise ProgramError(f"input packing {kind!r}: {key} does not fit {n_in} inputs in {slots} slots")
+    out = p.output_elem
+    if kind != "batch" and (
+        out is None
+        or out.dtype.kind != "i"
+        or out.ndim != 1
+        or (out.size and (out.max() >= p.n_outputs or out.min() < -1))
+    ):
+        raise ProgramError("output_elem missing or malformed")
+    if p.output_offset is not None and p.output_offset.size != p.n_outputs:
+        raise ProgramError("output_offset does not match the outputs")
+    if p.depth > p.params.max_level or p.depth < 1:
+        raise ProgramError(f"depth {p.depth} does not fit parameters with {p.params.max_level} levels")

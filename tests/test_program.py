@@ -1,0 +1,112 @@
+"""The Program contract: verify() after lowering and after loading, and a loader that refuses
+malformed, oversized or weakly parameterized files."""
+
+import dataclasses
+import io
+import json
+
+import numpy as np
+import pytest
+
+from henn import program as program_module
+from henn.ckks import ParametersLiteral, presets
+from henn.compiler.driver import compile_model
+from henn.errors import SecurityError, SerializationError
+from henn.frontend.onnx_build import build_cnn, mnist_layers
+from henn.passes import CompileOptions
+from henn.program import Program, ProgramError, Step, StepKind
+
+
+@pytest.fixture(scope="module")
+def single():
+    name = "insecure_program_n12_d5"
+    if name not in presets.names():
+        presets.register(name, ParametersLiteral(12, (50,) + (36,) * 5, (50,), 36))
+    return compile_model(
+        build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="single", params=presets.get(name))
+    ).program
+
+
+def _with_step(p: Program, i: int, **changes) -> Program:
+    steps = list(p.steps)
+    steps[i] = dataclasses.replace(steps[i], **changes)
+    return dataclasses.replace(p, steps=steps)
+
+
+def _rewrite(data: bytes, edit) -> bytes:
+    """The same file with its JSON header changed by edit(header)."""
+    z = np.load(io.BytesIO(data), allow_pickle=False)
+    arrays = {k: z[k] for k in z.files if k != "__header__"}
+    header = json.loads(bytes(z["__header__"]).decode())
+    edit(header)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, __header__=np.frombuffer(json.dumps(header).encode(), np.uint8), **arrays)
+    return buf.getvalue()
+
+
+def test_lowered_programs_verify_and_round_trip(single):
+    back = Program.from_bytes(single.to_bytes())
+    assert [s.kind for s in back.steps] == [StepKind.TAPS, StepKind.ACT, StepKind.BSGS, StepKind.ACT, StepKind.BSGS]
+    assert back.params == single.params and back.verify() is back
+
+
+def test_verify_names_what_breaks_the_contract(single):
+    bsgs = next(i for i, s in enumerate(single.steps) if s.kind == StepKind.BSGS)
+    cases = {
+        "unknown step kind": _with_step(single, 1, kind="gdiag"),
+        "runs at level": _with_step(single, bsgs, level=single.steps[bsgs - 1].level + 1),
+        "without a key": dataclasses.replace(single, rotation_steps=single.rotation_steps[:-1]),
+        "has attributes": _with_step(single, 1, attrs={"form": "square"}),
+        "BSGS tables": _with_step(single, bsgs, attrs={**single.steps[bsgs].attrs, "cts_in": 2}),
+        "finite": _with_step(
+            single, 0, arrays={**single.steps[0].arrays, "bias": np.full_like(single.steps[0].arrays["bias"], np.nan)}
+        ),
+        "not a valid form": _with_step(single, 1, attrs={**single.steps[1].attrs, "form": "__class__"}),
+        "BSGS tables do": _with_step(single, bsgs, attrs={**single.steps[bsgs].attrs, "fold": 10**9}),
+    }
+    for message, broken in cases.items():
+        with pytest.raises(ProgramError, match=message):
+            broken.verify()
+
+
+def test_insecure_parameters_come_only_from_an_existing_insecure_preset(single):
+    """A file once built weak parameters from a header flag: now they pass the same 128-bit check as
+    parameters built in code, unless named by an insecure_ preset that exists, with its exact literal."""
+    data = single.to_bytes()
+
+    def unnamed(h):
+        h["params_name"], h["insecure"] = "", True
+
+    with pytest.raises(SecurityError, match="128-bit"):
+        Program.from_bytes(_rewrite(data, unnamed))
+    with pytest.raises(SerializationError, match="not a known insecure_ preset"):
+        Program.from_bytes(_rewrite(data, lambda h: h.update(params_name="insecure_made_up")))
+    with pytest.raises(SerializationError, match="differ from the preset"):
+        Program.from_bytes(_rewrite(data, lambda h: h.update(params_name="insecure_short_d4")))
+
+
+def test_loader_refuses_malformed_files(single, monkeypatch):
+    data = single.to_bytes()
+    bad = {
+        "kind": lambda h: h["steps"][0].update(kind="__init__"),
+        "attrs": lambda h: h["steps"][1]["attrs"].pop("form"),
+        "types": lambda h: h.update(depth="5"),
+        "arrays": lambda h: h["steps"][0].update(arrays=["weight"]),
+    }
+    for edit in bad.values():
+        with pytest.raises(SerializationError, match="malformed"):
+            Program.from_bytes(_rewrite(data, edit))
+    for junk in (b"", b"PK\x03\x04junk", np.arange(3).tobytes()):
+        with pytest.raises(SerializationError):
+            Program.from_bytes(junk)
+    monkeypatch.setattr(program_module, "MAX_FILE_BYTES", 1000)
+    with pytest.raises(SerializationError, match="decompressed"):
+        Program.from_bytes(data)
+
+
+def test_a_new_step_kind_is_a_spec_in_the_registry(single):
+    assert set(program_module.STEPS) == set(StepKind)
+    step = Step(
+        StepKind.ACT, "extra", single.final_level, attrs={"form": "identity", "shift": 0.5, "inner": 0, "tcoef": 0}
+    )
+    dataclasses.replace(single, steps=[*single.steps, step]).verify()
