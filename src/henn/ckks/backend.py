@@ -24,7 +24,7 @@ import numpy as np
 from henn.ckks import serialization
 from henn.ckks.params import Parameters, ParametersLiteral
 from henn.ckks.values import (BootstrapKeys, Ciphertext, EvaluationKeys, GaloisKeys, Plaintext, PublicKey,
-                              RelinKey, SecretKey, new_key_id)
+                              RelinKey, SecretKey, check_same_key_set, new_key_id)
 from henn.errors import InputError, LevelError, SerializationError, UnsupportedOperation
 
 Values = float | complex | np.ndarray | list
@@ -413,11 +413,3 @@ class Backend(ABC):
         if arr.size < self.slots:
             arr = np.concatenate([arr, np.zeros(self.slots - arr.size, np.complex128)])
         return arr
-
-
-def check_same_key_set(op: str, key_id: str | None, other: str | None, what: str) -> None:
-    """Refuse a ciphertext of key set `key_id` meeting `what` of key set `other` (unknown ids pass)."""
-    if key_id is not None and other is not None and key_id != other:
-        raise InputError(f"cannot {op}: the ciphertext was encrypted under key set {key_id[:8]}, {what} belongs to key "
-                         f"set {other[:8]}; values of different clients' keys cannot be combined: encrypt with the "
-                         "public key of the keys in use")

@@ -12,8 +12,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from henn.ckks.backend import check_same_key_set
-from henn.ckks.values import Ciphertext, EvaluationKeys, Plaintext
+from henn.ckks.values import Ciphertext, EvaluationKeys, Plaintext, check_same_key_set
 from henn.errors import InputError, LevelError, MissingKeyError, ScaleError, UnsupportedOperation
 
 SCALE_RTOL = 1e-9  # scales closer than this count as equal (they come from the same primes)

@@ -14,6 +14,8 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from henn.errors import InputError
+
 KEY_ID_PATTERN = re.compile(r"[0-9a-f]{32}")
 
 
@@ -109,3 +111,11 @@ class EvaluationKeys:
         """The key set these keys belong to (None when there are no keys or they carry no id)."""
         ids = {k.key_id for k in self.members()}
         return ids.pop() if len(ids) == 1 else None
+
+
+def check_same_key_set(op: str, key_id: str | None, other: str | None, what: str) -> None:
+    """Refuse a ciphertext of key set `key_id` meeting `what` of key set `other` (unknown ids pass)."""
+    if key_id is not None and other is not None and key_id != other:
+        raise InputError(f"cannot {op}: the ciphertext was encrypted under key set {key_id[:8]}, {what} belongs to key "
+                         f"set {other[:8]}; values of different clients' keys cannot be combined: encrypt with the "
+                         "public key of the keys in use")

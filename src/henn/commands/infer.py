@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from henn.commands import int_in, output_file
+from henn.cli_args import int_in, output_file
 from henn.errors import InputError
 from henn.runtime.parallel import MAX_THREADS, default_threads
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from henn.ckks import backends, select_parameters
 from henn.ckks.selection import MAX_DEPTH, MAX_SLOTS
-from henn.commands import int_in
+from henn.cli_args import int_in
 from henn.errors import HennError
 
 

@@ -10,7 +10,7 @@ import time
 from functools import partial
 
 from henn.ckks import backends
-from henn.commands import int_in, output_file
+from henn.cli_args import int_in, output_file
 from henn.errors import InputError
 from henn.runtime.parallel import MAX_THREADS
 

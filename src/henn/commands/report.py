@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from henn.commands import output_folder
+from henn.cli_args import output_folder
 
 
 def register(sub) -> None:

@@ -9,7 +9,7 @@ import json
 def add_train_command(subparsers) -> argparse.ArgumentParser:
     """Register ``train`` on an ``argparse`` sub-parsers object; returns the sub-parser."""
     from henn.activations import ACTIVATIONS
-    from henn.commands import int_in, output_file
+    from henn.cli_args import int_in, output_file
     from henn.runtime.parallel import MAX_THREADS
 
     p = subparsers.add_parser(
