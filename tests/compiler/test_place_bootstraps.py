@@ -7,7 +7,7 @@ import pytest
 
 from henn.ckks import ParametersLiteral, presets
 from henn.ckks.bootstrap_params import BootstrapLiteral
-from henn.errors import InputError, ParameterError, UnsupportedOperation
+from henn.errors import InputError, LevelError, ParameterError, UnsupportedOperation
 from henn.frontend import load_model
 from henn.frontend.onnx_build import build_cnn
 from henn.ir import interpret
@@ -114,7 +114,7 @@ def test_no_bootstrap_when_the_depth_fits():
 
 def test_without_bootstrap_option_depth_is_checked_as_before():
     g, _ = _graph_and_images()
-    with pytest.raises(Exception, match="depth"):
+    with pytest.raises(LevelError, match="needs depth 6 but the given parameters allow 3"):
         run_pipeline(g, CompileOptions(params=boot_params(3)))
 
 

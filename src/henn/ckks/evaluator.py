@@ -199,9 +199,10 @@ class Evaluator:
         if a.level < 1:
             raise LevelError("cannot bootstrap a ciphertext at level 0: bootstrapping needs one level to match the "
                              "scale; bootstrap one layer earlier")
-        bound = float(bound) if isinstance(bound, (int, float, np.floating)) and not isinstance(bound, bool) else -1.0
-        if not (math.isfinite(bound) and bound > 0):
+        number = isinstance(bound, (int, float, np.floating)) and not isinstance(bound, bool)
+        if not (number and math.isfinite(bound) and bound > 0):
             raise InputError(f"cannot bootstrap: bound must be a positive finite number, got {bound!r}")
+        bound = float(bound)
         bound = 2.0 ** math.ceil(math.log2(bound))
         keys = self.keys.bootstrap
         if keys is None:

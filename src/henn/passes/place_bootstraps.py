@@ -40,7 +40,7 @@ BOUNDARY_OPS = LINEAR_OPS + ("poly",)
 
 
 def run(graph: Graph, options) -> Graph:
-    if not getattr(options, "bootstrap", False):
+    if not options.bootstrap:
         return graph
     top = bootstrap_top(options)
     if graph.meta["depth"] <= top:
