@@ -137,7 +137,7 @@ def test_unknown_field_is_refused():
 
 # ---- bad input -------------------------------------------------------------------------------------
 def test_backends_without_bootstrapping_name_those_with_it():
-    assert set(with_capability("bootstrap")) >= {"plain", "lattigo"}
+    assert set(with_capability("bootstraps")) >= {"plain", "lattigo"}
     be = open_backend("seal", presets.get("insecure_short_d4"))
     sk = be.generate_secret_key()
     with pytest.raises(UnsupportedOperation, match="lattigo"):

@@ -35,8 +35,9 @@ class Backend(ABC):
     # capabilities the runtime asks for (never the backend's name)
     encrypts: ClassVar[bool] = True       # False: values are cleartext slot vectors, no key material
     releases_gil: ClassVar[bool] = True   # its calls may run on several Python threads at once
-    # what a backend can do beyond the common interface: "bootstrap"
-    capabilities: ClassVar[frozenset[str]] = frozenset()
+    bootstraps: ClassVar[bool] = False    # Evaluator.bootstrap works (lattigo; plain simulates it)
+    # what the library made of the bootstrap parameters (primes, depth, keys), where it reports it
+    bootstrap_info: dict | None = None
 
     def __init__(self, params: Parameters):
         if not isinstance(params, Parameters):
@@ -167,7 +168,7 @@ class Backend(ABC):
     def cannot_bootstrap(self) -> UnsupportedOperation:
         from henn.ckks.backends import with_capability
 
-        have = ", ".join(with_capability("bootstrap")) or "none installed"
+        have = ", ".join(with_capability("bootstraps")) or "none installed"
         return UnsupportedOperation(f"the {self.name} backend cannot bootstrap; backends that can: {have}: "
                                     "open one of those, or compile for depth without bootstraps")
 
@@ -234,7 +235,7 @@ class Backend(ABC):
 
     def generate_bootstrap_keys(self, sk: SecretKey) -> BootstrapKeys:
         """The bootstrapping keys of these parameters (they must carry bootstrap parameters)."""
-        if "bootstrap" not in self.capabilities:
+        if not self.bootstraps:
             raise self.cannot_bootstrap()
         if self.params.bootstrap is None:
             raise UnsupportedOperation("these parameters have no bootstrap parameters: build them with "

@@ -190,7 +190,7 @@ class Evaluator:
         integer factor but record the exact one, which is off by up to 2^-8 for other bounds
         (measured: bound 5 gives 8 bits, bound 4 gives 23.5 bits at N = 2^12); it costs < 1 bit."""
         be = self.backend
-        if "bootstrap" not in be.capabilities:
+        if not be.bootstraps:
             raise be.cannot_bootstrap()
         if be.params.bootstrap is None:
             raise UnsupportedOperation("cannot bootstrap: these parameters have no bootstrap parameters; compile "

@@ -38,7 +38,7 @@ def run(args) -> int:
 def _bootstrapping() -> None:
     from henn.ckks import presets
 
-    print(f"\nbootstrapping: {', '.join(backends.with_capability('bootstrap'))} (plain: simulated)")
+    print(f"\nbootstrapping: {', '.join(backends.with_capability('bootstraps'))} (plain: simulated)")
     for name in presets.names():
         params = presets.get(name)
         if params.bootstrap is not None and not params.insecure:

@@ -171,7 +171,7 @@ def _bootstrap(parallel: bool):
 
 def _bootstrap_extra(fx: _Fixture) -> dict:
     be, boot = fx.be, fx.be.params.bootstrap
-    info = getattr(be, "bootstrap_info", None) or {}
+    info = be.bootstrap_info or {}
     return {"levels_left": be.max_level, "bootstrap_depth": boot.depth, "log_slots": boot.log_slots,
             "bootstrap_log_qp": info.get("log_qp", be.params.bootstrap_log_qp),
             "bootstrap_key_bytes": fx.bk.nbytes, "galois_keys": info.get("galois_keys")}

@@ -206,29 +206,26 @@ class Executor:
                 freed += 1
         return out
 
-    def _act(self, i: int, step: Step, value):
-        """Elementwise, a window of ciphertexts at a time, dropping each input once done."""
+    def _elementwise(self, value, fn, window: int) -> list[Ciphertext]:
+        """fn on every ciphertext, `window` at a time on the pool, dropping each input once done."""
         out: list[Ciphertext] = []
-        window = 4 * self.pool.workers
         for lo in range(0, len(value), window):
             rng = range(lo, min(len(value), lo + window))
-            out.extend(self.pool.map(lambda k: act_core(self.ev, value[k], step.attrs), rng))
+            out.extend(self.pool.map(lambda k: fn(value[k]), rng))
             for k in rng:
                 value[k] = None
         return out
 
+    def _act(self, i: int, step: Step, value):
+        return self._elementwise(value, lambda ct: act_core(self.ev, ct, step.attrs), 4 * self.pool.workers)
+
     def _bootstrap(self, i: int, step: Step, value):
-        """Refresh every ciphertext, dropping each input once done. One ciphertext: the backend
-        splits the bootstrap over two threads; several: the pool runs whole bootstraps side by side."""
+        """One ciphertext: the backend splits the bootstrap over two threads; several: the pool runs
+        whole bootstraps side by side (two per worker at most: each holds gigabytes of scratch)."""
         bound, inner = float(step.attrs["bound"]), len(value) == 1
-        out: list[Ciphertext] = []
-        window = 2 * self.pool.workers
-        for lo in range(0, len(value), window):
-            rng = range(lo, min(len(value), lo + window))
-            out.extend(self.pool.map(lambda k: self.ev.bootstrap(value[k], bound=bound, parallel=inner), rng))
-            for k in rng:
-                value[k] = None
-        return out
+        return self._elementwise(
+            value, lambda ct: self.ev.bootstrap(ct, bound=bound, parallel=inner), 2 * self.pool.workers
+        )
 
     def _taps(self, i: int, step: Step, value):
         n_taps = len(step.arrays["weight"])

@@ -78,7 +78,7 @@ def key_bytes(program: Program, backend) -> int:
 def bootstrap_key_bytes(program: Program, backend) -> int:
     """The bootstrapping keys, as the backend reports their layout (0 when the program has no bootstrap):
     an upper bound, every Galois key at the top of the bootstrapping modulus."""
-    info = getattr(backend, "bootstrap_info", None)
+    info = backend.bootstrap_info
     if program.bootstraps == 0 or not info:
         return 0
     q, p = len(info["q"]), len(info["p"])

@@ -32,11 +32,12 @@ def available() -> dict[str, tuple[bool, str]]:
 
 
 def with_capability(capability: str) -> list[str]:
-    """Names of the backends that can do `capability` (e.g. "bootstrap"), installed here or not."""
+    """Names of the backends whose boolean capability attribute (Backend.bootstraps, ...) is set,
+    installed here or not."""
     out = []
     for n in names():
         try:
-            if capability in backend_class(n).capabilities:
+            if getattr(backend_class(n), capability):
                 out.append(n)
         except Exception:  # noqa: BLE001 - a backend that does not import cannot be offered
             continue

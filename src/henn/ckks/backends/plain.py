@@ -36,7 +36,7 @@ class _Key:
 class PlainBackend(Backend):
     name = "plain"
     encrypts = False
-    capabilities = frozenset({"bootstrap"})  # simulated: exact, or with the stated precision's error
+    bootstraps = True  # simulated: exact, or with the stated precision's error
 
     def __init__(self, params, *, noise: bool = False, seed: int | None = 0):
         self.noise = noise

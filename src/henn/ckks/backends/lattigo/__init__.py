@@ -78,7 +78,7 @@ def pinned_lattigo_version() -> str:
 
 class LattigoBackend(Backend):
     name = "lattigo"
-    capabilities = frozenset({"bootstrap"})
+    bootstraps = True
 
     # ---- library, parameters -------------------------------------------------------------
     @classmethod
@@ -142,7 +142,6 @@ class LattigoBackend(Backend):
                                  "parameters (e.g. select_parameters(depth, backend='lattigo'))")
         self._ctx: bridge.Handle | None = bridge.Handle(self._bridge, out.value)
         self.q_primes, self.p_primes = tuple(q_out), tuple(p_out)
-        self.bootstrap_info: dict | None = None
         if params.bootstrap is not None:
             self.bootstrap_info = self._enable_bootstrapping(params)
         log.debug("Lattigo context opened: %s, primes q=%s p=%s", params.describe(), self.q_primes, self.p_primes)
