@@ -190,11 +190,16 @@ class CompiledModel:
         return client, server
 
     def close(self) -> None:
-        for client, server, backend in self._sessions.values():
+        sessions, self._sessions = list(self._sessions.values()), {}
+        backends = []
+        while sessions:  # drop every key and plaintext before the backends close and give their memory back
+            client, server, backend = sessions.pop()
             client.close()
             server.close()
+            backends.append(backend)
+            del client, server, backend
+        for backend in backends:
             backend.close()
-        self._sessions.clear()
 
     def __enter__(self):
         return self

@@ -5,6 +5,10 @@ digits. benchmarks/bootstrap.py runs the secure N = 2^16 set."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -69,14 +73,17 @@ def test_inputs_beyond_a_bootstrap_bound_are_refused(digits):
 
 
 @pytest.mark.bootstrap_n16
-def test_secure_deep_mlp_on_lattigo_n16():
+def test_secure_deep_mlp_on_lattigo_n16(tmp_path):
     """The zoo's 7-activation MLP (15 levels) on the 128-bit boot-n16 set (13 levels between
-    bootstraps): one bootstrap at N = 2^16, full slots; minutes and ~11 GB, so one digit."""
-    x, y = load_embedded_mnist()
-    cm = henn.compile("src/henn/zoo/mnist-mlp_swish-rg5-deg2.onnx", (1, 28, 28), backend="lattigo",
-                      params=presets.get("boot-n16"), bootstrap=True, calibration=x[-500:])
-    assert cm.program.bootstraps >= 1 and not cm.params.insecure
-    with cm:
-        out, ref = cm.run(x[:1]), cm.reference(x[:1])
-    assert np.abs(out - ref).max() < 0.05, f"max logit error {np.abs(out - ref).max():.3g}"
-    assert out.argmax(1)[0] == ref.argmax(1)[0]
+    bootstraps): one bootstrap at N = 2^16, full slots, one digit, as a user runs it. A process of
+    its own: its peak (keys ~9 GiB, weights cached in what is left) must fit the machine, and none of
+    it may stay behind in the suite's process (a CI run was once killed for memory after it)."""
+    out = tmp_path / "deep.json"
+    proc = subprocess.run([sys.executable, "-m", "henn.cli", "infer", "--model", "mnist-mlp", "--activation",
+                           "swish-rg5-deg2", "--backend", "lattigo", "--params", "boot-n16", "--bootstrap",
+                           "--images", "1", "--json", str(out)], capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["bootstraps"] >= 1 and r["log_n"] == 16 and "insecure" not in r["params"]
+    assert r["max_logit_error"] < 0.05 and r["agreement"] == 1.0, r
+    assert r["peak_rss_mib"] < 20 * 1024, f"peak {r['peak_rss_mib']:.0f} MiB"

@@ -172,6 +172,8 @@ class LattigoBackend(Backend):
         ctx, self._ctx = getattr(self, "_ctx", None), None
         if ctx is not None:
             ctx.release()
+            # what the values of this backend held is garbage by now if their owners were dropped first
+            self._bridge.call("henn_return_memory")
 
     # ---- helpers -------------------------------------------------------------------------------
     def _c(self) -> int:

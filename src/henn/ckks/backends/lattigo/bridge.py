@@ -43,6 +43,7 @@ SIGNATURES: dict[str, tuple] = {
     "henn_version": (POINTER(c_void_p),),
     "henn_selftest_panic": (),
     "henn_set_memory_policy": (c_int, c_int64),
+    "henn_return_memory": (),
     "henn_context_new": (c_int, c_int, INT64S, c_int, INT64S, c_int, UINT64S, UINT64S, OUT_H, UINT64S, UINT64S),
     "henn_keygen_secret": (H, OUT_H),
     "henn_keygen_public": (H, H, OUT_H),

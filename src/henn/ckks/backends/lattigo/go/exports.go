@@ -127,6 +127,19 @@ func henn_set_memory_policy(gcPercent C.int, limit C.int64_t, errOut **C.char) C
 	})
 }
 
+// henn_return_memory collects now and hands the freed heap back to the operating system. Without it
+// the gigabytes of keys and plaintexts a closed backend held stay garbage in the resident set until
+// the next collection, which only Go allocations trigger: a process that goes on in Python (a test
+// suite, a server between sessions) would keep them.
+//
+//export henn_return_memory
+func henn_return_memory(errOut **C.char) C.int {
+	return call(errOut, func() error {
+		debug.FreeOSMemory()
+		return nil
+	})
+}
+
 //export henn_selftest_panic
 func henn_selftest_panic(errOut **C.char) C.int {
 	return call(errOut, func() error { panic("deliberate panic (henn_selftest_panic)") })
