@@ -132,7 +132,7 @@ def test_build_model_rejects_unknown_names():
     with pytest.raises(InputError, match="unknown model"):
         build_model("resnet", "square")
     with pytest.raises(InputError, match="unknown activation"):
-        build_model("mnist-cnn", "relu")
+        build_model("mnist-cnn", "gelu")
 
 
 def test_shapes():

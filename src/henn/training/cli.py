@@ -18,14 +18,19 @@ def add_train_command(subparsers) -> argparse.ArgumentParser:
         description="Seeded CPU training; writes OUT (.onnx), OUT.json (metrics) and OUT.log.",
     )
     # models.MODEL_NAMES (no torch here)
-    p.add_argument("--model", required=True, choices=("mnist-cnn", "cifar-cnn", "mnist-mlp"))
-    p.add_argument("--activation", required=True, choices=tuple(ACTIVATIONS))
+    p.add_argument("--model", required=True, choices=("mnist-cnn", "cifar-cnn", "mnist-mlp", "resnet20"))
+    # resnet20: AESPA or the ReLU reference (henn.training.resnet, imported with torch)
+    p.add_argument("--activation", required=True, choices=(*ACTIVATIONS, "aespa", "relu"))
     p.add_argument("--data-dir", default=None,
                    help="folder holding mnist/ and cifar10/ (default: $HENN_DATA_DIR or "
                         "../shared/datasets next to the repository)")
     p.add_argument("--out", required=True, type=output_file, help="output .onnx path")
     p.add_argument("--epochs", type=int_in(1, 10_000), default=None,
-                   help="default: 30 for mnist-cnn, 25 for cifar-cnn")
+                   help="default: 30 for mnist-cnn, 25 for cifar-cnn, 15 for mnist-mlp, 200 for resnet20")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from OUT's checkpoint (OUT with .ckpt, written after every epoch)")
+    p.add_argument("--time-budget", type=int_in(1, 100_000), default=None, metavar="MINUTES",
+                   help="stop after the epoch that passes this many minutes (then --resume goes on)")
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0)
     p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=2, help="torch CPU threads (default 2)")
     p.set_defaults(func=run_train, handler=run_train)
@@ -44,6 +49,11 @@ def run_train(args: argparse.Namespace) -> int:
             f"training needs torch ({exc}): pip install 'henn[train]'"
         ) from None
     metrics = train(args.model, args.activation, args.data_dir, args.out,
-                    epochs=args.epochs, seed=args.seed, threads=args.threads)
+                    epochs=args.epochs, seed=args.seed, threads=args.threads, resume=args.resume,
+                    time_budget_s=None if args.time_budget is None else 60.0 * args.time_budget)
+    if metrics["status"] != "complete":
+        sys.stdout.write(f"stopped after epoch {metrics['epochs_done']} of {metrics['epochs']}: "
+                         f"{metrics['command']}\n")
+        return 0
     sys.stdout.write(json.dumps(metrics["accuracies"], indent=1) + "\n")
     return 0

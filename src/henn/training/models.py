@@ -11,6 +11,7 @@ Architectures (paper 000 Tables 1-2; reference code yamanalab/latency-aware-cnn-
   act] -> Linear(128->10). Seven activations: deeper than the levels one N = 2^16 parameter set leaves
   between bootstraps (14 + 1 levels with a degree-2 activation, 13 in henn's boot-n16), so it is the
   zoo's test of bootstrapping.
+* ``resnet20`` (paper 002): ResNet-20 for CIFAR-10 with AESPA or ReLU, in ``henn.training.resnet``.
 
 Choice for cifar-cnn: the reference code's ``forward`` applies ``fc1`` then ``fc2`` with
 *nothing* between them, and the paper's CKKS levels (Table 5: 8 for square = 3 x (conv + x^2)
@@ -29,6 +30,7 @@ with attributes ``coefficients`` (floats, constant term first), ``name`` (string
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import torch
@@ -36,11 +38,13 @@ from torch import nn
 
 from henn.activations import PolyActivation, get_activation
 from henn.errors import InputError
+from henn.training.resnet import RESNET_ACTIVATIONS, ResNet20, freeze_aespa
 
-__all__ = ["PolyAct", "MnistCNN", "CifarCNN", "build_model", "export_onnx", "MODEL_NAMES", "INPUT_SHAPES"]
+__all__ = ["PolyAct", "MnistCNN", "CifarCNN", "build_model", "check_activation", "export_onnx", "MODEL_NAMES",
+           "INPUT_SHAPES"]
 
-MODEL_NAMES = ("mnist-cnn", "cifar-cnn", "mnist-mlp")
-INPUT_SHAPES = {"mnist-cnn": (1, 28, 28), "cifar-cnn": (3, 32, 32), "mnist-mlp": (1, 28, 28)}
+MODEL_NAMES = ("mnist-cnn", "cifar-cnn", "mnist-mlp", "resnet20")
+INPUT_SHAPES = {"mnist-cnn": (1, 28, 28), "cifar-cnn": (3, 32, 32), "mnist-mlp": (1, 28, 28), "resnet20": (3, 32, 32)}
 
 
 def _horner(x: torch.Tensor, coefficients: torch.Tensor) -> torch.Tensor:
@@ -157,8 +161,27 @@ class MnistMLP(nn.Module):
         return self.classifier(self.features(x))
 
 
+def check_activation(name: str, activation_name: str) -> None:
+    """Refuse an activation the model is not made for (ResNet-20: AESPA or the ReLU reference)."""
+    if name == "resnet20":
+        if activation_name not in RESNET_ACTIVATIONS:
+            raise InputError(f"resnet20 trains with activation {' or '.join(RESNET_ACTIVATIONS)}, not "
+                             f"{activation_name!r}")
+    elif activation_name in RESNET_ACTIVATIONS:
+        raise InputError(f"activation {activation_name!r} is ResNet-20's: {name} uses a polynomial activation "
+                         "(henn.activations.ACTIVATIONS)")
+    else:
+        get_activation(activation_name)
+
+
 def build_model(name: str, activation_name: str) -> nn.Module:
-    """``name`` in :data:`MODEL_NAMES`; ``activation_name`` in ``henn.activations.ACTIVATIONS``."""
+    """``name`` in :data:`MODEL_NAMES`; ``activation_name`` in ``henn.activations.ACTIVATIONS``, or
+    in :data:`henn.training.resnet.RESNET_ACTIVATIONS` for resnet20."""
+    if name not in MODEL_NAMES:
+        raise InputError(f"unknown model {name!r}: choose one of {', '.join(MODEL_NAMES)}")
+    check_activation(name, activation_name)
+    if name == "resnet20":
+        return ResNet20(activation_name)
     act = get_activation(activation_name)
     if name == "mnist-cnn":
         return MnistCNN(act)
@@ -176,7 +199,7 @@ def export_onnx(model: nn.Module, model_name: str, path, metadata: dict | None =
     """
     import onnx
 
-    model = model.eval()
+    model = freeze_aespa(copy.deepcopy(model)).eval()  # AESPA exports as its folded quadratic
     dummy = torch.zeros(1, *INPUT_SHAPES[model_name])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

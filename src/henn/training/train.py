@@ -34,21 +34,29 @@ from tqdm import tqdm
 from henn import datasets
 from henn.activations import get_activation
 from henn.errors import InputError
-from henn.training.models import INPUT_SHAPES, MODEL_NAMES, PolyAct, build_model, export_onnx
+from henn.training.checkpoint import Checkpoint
+from henn.training.models import INPUT_SHAPES, MODEL_NAMES, PolyAct, build_model, check_activation, export_onnx
+from henn.training.resnet import Aespa
 
 __all__ = ["train", "DEFAULT_EPOCHS", "train_command"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_EPOCHS = {"mnist-cnn": 30, "cifar-cnn": 25, "mnist-mlp": 15}
+DEFAULT_EPOCHS = {"mnist-cnn": 30, "cifar-cnn": 25, "mnist-mlp": 15, "resnet20": 200}
 _HPARAMS = {  # batch size, peak learning rate, weight decay
     "mnist-cnn": (128, 3e-3, 1e-4),
     "cifar-cnn": (128, 3e-3, 5e-4),
     "mnist-mlp": (128, 3e-3, 1e-4),
+    "resnet20": (128, 0.1, 5e-4),
 }
+# ResNet-20 as He et al. train it (SGD with Nesterov momentum 0.9), cosine decay instead of steps;
+# the others converge faster with AdamW and a one-cycle schedule
+_OPTIMIZER = {"mnist-cnn": "AdamW+OneCycle", "cifar-cnn": "AdamW+OneCycle", "mnist-mlp": "AdamW+OneCycle",
+              "resnet20": "SGD(nesterov, momentum 0.9)+cosine"}
 _AUGMENT_TEXT = {"mnist-cnn": "random shift by up to 1 pixel",
                  "cifar-cnn": "random crop of the 4-pixel zero-padded image, horizontal flip",
-                 "mnist-mlp": "random shift by up to 1 pixel"}
+                 "mnist-mlp": "random shift by up to 1 pixel",
+                 "resnet20": "random crop of the 4-pixel zero-padded image, horizontal flip"}
 # Weight of the penalty on pre-activations beyond a polynomial's fitted range (see PolyAct).
 RANGE_PENALTY = 1.0
 _CIFAR_VAL = 5000
@@ -133,7 +141,7 @@ def _evaluate(model, x: np.ndarray, y: np.ndarray) -> float:
 @torch.no_grad()
 def _max_preactivation(model, x: np.ndarray) -> list[float]:
     """max |input| of each PolyAct layer over ``x`` (eval mode), in layer order."""
-    acts = [m for m in model.modules() if isinstance(m, PolyAct)]
+    acts = [m for m in model.modules() if isinstance(m, (PolyAct, Aespa))]
     peaks = [0.0] * len(acts)
 
     def hook(i):
@@ -152,9 +160,10 @@ def _max_preactivation(model, x: np.ndarray) -> list[float]:
     return peaks
 
 
-def _file_logger(path: Path) -> tuple[logging.Handler, int]:
-    """Attach a per-run file handler to the ``henn`` logger; returns it and the old level."""
-    handler = logging.FileHandler(path, mode="w")
+def _file_logger(path: Path, append: bool = False) -> tuple[logging.Handler, int]:
+    """Attach a per-run file handler to the ``henn`` logger (a resumed run appends); returns it and the
+    old level."""
+    handler = logging.FileHandler(path, mode="a" if append else "w")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     root = logging.getLogger("henn")
     old_level = root.level
@@ -163,17 +172,27 @@ def _file_logger(path: Path) -> tuple[logging.Handler, int]:
     return handler, old_level
 
 
-def _run_epochs(model, train_set, model_name, epochs, gen, evals) -> list[dict]:
+def _optimizer(model, model_name: str, total_steps: int):
     batch, lr, wd = _HPARAMS[model_name]
+    opt: torch.optim.Optimizer
+    if model_name == "resnet20":
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, nesterov=True, weight_decay=wd)
+        return opt, torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total_steps)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd)
+    return opt, torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=total_steps, pct_start=0.2)
+
+
+def _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint: Checkpoint) -> list[dict]:
+    """Train from the checkpoint's epoch on; save it after every epoch; stop early (history so far)
+    when the checkpoint's time budget is spent."""
+    batch = _HPARAMS[model_name][0]
     x_all, y_all = torch.from_numpy(train_set["x"]), torch.from_numpy(train_set["y"])
     steps = math.ceil(len(x_all) / batch)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * steps,
-                                                pct_start=0.2)
+    opt, sched = _optimizer(model, model_name, epochs * steps)
+    history = checkpoint.restore(model, opt, sched, gen)
     augment = _augment_mnist if model_name.startswith("mnist") else _augment_cifar
     acts = [m for m in model.modules() if isinstance(m, PolyAct)]
-    history = []
-    for epoch in range(1, epochs + 1):
+    for epoch in range(len(history) + 1, epochs + 1):
         model.train()
         order = torch.randperm(len(x_all), generator=gen)
         t0, loss_sum, correct = time.perf_counter(), 0.0, 0
@@ -202,18 +221,24 @@ def _run_epochs(model, train_set, model_name, epochs, gen, evals) -> list[dict]:
         log.info("epoch %d/%d %s", epoch, epochs,
                  " ".join(f"{k}={v:.4f}" for k, v in row.items() if k != "epoch"))
         history.append(row)
+        checkpoint.save(model, opt, sched, gen, history)
+        if checkpoint.out_of_time() and epoch < epochs:
+            log.info("time budget spent after epoch %d of %d: resume with --resume", epoch, epochs)
+            break
     return history
 
 
 def train(model_name: str, activation: str, data_dir, out_path, epochs: int | None = None,
-          seed: int = 0, threads: int = 2) -> dict:
+          seed: int = 0, threads: int = 2, resume: bool = False, time_budget_s: float | None = None) -> dict:
     """Train ``model_name`` with ``activation``; write ``out_path`` (.onnx) and its .json/.log.
 
-    Returns the metrics dict also written to ``<out>.json``.
+    After every epoch the state goes to ``<out>.ckpt``; ``resume`` continues from it. A run that
+    spends ``time_budget_s`` stops after the current epoch and writes only the checkpoint and a
+    .json with ``"status": "incomplete"`` (no .onnx). Returns the metrics dict of ``<out>.json``.
     """
     if model_name not in MODEL_NAMES:
         raise InputError(f"unknown model {model_name!r}: choose one of {', '.join(MODEL_NAMES)}")
-    get_activation(activation)  # validates the name
+    check_activation(model_name, activation)
     epochs = DEFAULT_EPOCHS[model_name] if epochs is None else int(epochs)
     if epochs < 1:
         raise InputError(f"epochs must be >= 1, got {epochs}")
@@ -223,7 +248,7 @@ def train(model_name: str, activation: str, data_dir, out_path, epochs: int | No
     if data_dir is None:
         data_dir = datasets.default_data_dir()
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    handler, old_level = _file_logger(out_path.with_suffix(".log"))
+    handler, old_level = _file_logger(out_path.with_suffix(".log"), append=resume)
     try:
         torch.set_num_threads(threads)
         gen = _seed_everything(seed)
@@ -234,19 +259,27 @@ def train(model_name: str, activation: str, data_dir, out_path, epochs: int | No
         log.info("training on %d images; evaluation sets: %s", len(train_set["x"]),
                  ", ".join(f"{k} ({len(v[0])})" for k, v in evals.items()))
         model = build_model(model_name, activation)
-        history = _run_epochs(model, train_set, model_name, epochs, gen, evals)
+        checkpoint = Checkpoint(out_path.with_suffix(".ckpt"), {"model": model_name, "activation": activation,
+                                "epochs": epochs, "seed": seed}, resume, time_budget_s)
+        history = _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint)
+        if len(history) < epochs:
+            partial = {"model": model_name, "activation": activation, "status": "incomplete",
+                       "epochs_done": len(history), "epochs": epochs, "seed": seed, "history": history,
+                       "checkpoint": str(checkpoint.path), "command": command + " --resume"}
+            out_path.with_suffix(".json").write_text(json.dumps(partial, indent=1) + "\n")
+            return partial
         accuracies = {name: _evaluate(model, *xy) for name, xy in evals.items()}
         preact = {"train": _max_preactivation(model, train_set["x"])}
         preact.update({k: _max_preactivation(model, v[0]) for k, v in evals.items()})
         wall = time.perf_counter() - start
-        act = get_activation(activation)
+        act = get_activation(activation) if model_name != "resnet20" else None
         metadata = {"henn.model": model_name, "henn.activation": activation,
                     "henn.input_range": "[0, 1]", "henn.seed": seed, "henn.epochs": epochs}
         export_onnx(model, model_name, out_path, metadata)
         metrics = {
-            "model": model_name, "activation": activation,
-            "activation_coefficients": list(act.coefficients),
-            "fitted_range": list(act.fitted_range) if act.fitted_range else None,
+            "model": model_name, "activation": activation, "status": "complete",
+            "activation_coefficients": list(act.coefficients) if act else None,
+            "fitted_range": list(act.fitted_range) if act and act.fitted_range else None,
             "epochs": epochs, "seed": seed, "accuracies": accuracies,
             "max_abs_preactivation": preact,
             "train_images": len(train_set["x"]),
@@ -254,7 +287,7 @@ def train(model_name: str, activation: str, data_dir, out_path, epochs: int | No
             "input": {"shape": list(INPUT_SHAPES[model_name]), "range": [0.0, 1.0],
                       "normalization": "none (pixel / 255)"},
             "hyperparameters": dict(zip(("batch_size", "peak_lr", "weight_decay"),
-                                        _HPARAMS[model_name]), optimizer="AdamW+OneCycle",
+                                        _HPARAMS[model_name]), optimizer=_OPTIMIZER[model_name],
                                     grad_clip=5.0, range_penalty=RANGE_PENALTY, threads=threads,
                                     augmentation=_AUGMENT_TEXT[model_name]),
             "history": history, "wall_time_s": round(wall, 1),
