@@ -9,13 +9,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from henn.ckks import presets
+from henn.ckks import presets, serialization
 from henn.ckks.backends import open_backend, with_capability
 from henn.ckks.bootstrap_params import BootstrapLiteral
 from henn.ckks.params import Parameters, ParametersLiteral
+from henn.ckks.values import EvaluationKeys
 from henn.ckks.precision import precision_bits
 from henn.errors import (InputError, LevelError, MissingKeyError, ParameterError, ScaleError, SecurityError,
-                         UnsupportedOperation)
+                         SerializationError, UnsupportedOperation)
 
 PRESET = "insecure_boot_n12"
 BOOT_BACKENDS = ["plain", "lattigo"]
@@ -186,3 +187,56 @@ def test_keys_of_another_backend_are_refused():
     forged = dataclasses.replace(plain_keys.bootstrap, key_id=lat_keys.key_id)  # same key set, other library
     with pytest.raises(InputError, match="belongs to the 'plain' backend"):
         lat.evaluator(dataclasses.replace(lat_keys, bootstrap=forged)).bootstrap(ct)
+
+
+# ---- serialization: the server receives the bootstrapping keys over the wire ------------------------
+def test_bootstrap_keys_round_trip_to_another_backend(boot):
+    be, sk, keys = boot
+    data = be.serialize(keys.bootstrap)
+    options = {"noise": True, "seed": 0} if be.name == "plain" else {}
+    server = open_backend(be.name, presets.get(PRESET), **options)
+    try:
+        received = server.deserialize(data)
+        assert received.key_id == keys.bootstrap.key_id and received.backend == be.name
+        x = _values(be, 2.0)
+        ct = server.deserialize(be.serialize(be.encrypt(be.encode(x, level=1), keys.public)))
+        out = server.evaluator(EvaluationKeys(bootstrap=received)).bootstrap(ct, bound=2.0)
+        got = be.decode(be.decrypt(be.deserialize(server.serialize(out)), sk)).real
+        assert precision_bits(got / 2.0, x / 2.0) >= MIN_BITS[be.name]
+    finally:
+        server.close()
+
+
+def test_hostile_bootstrap_keys_are_refused(boot):
+    be, _, keys = boot
+    data = be.serialize(keys.bootstrap)
+    kind, meta, payload = serialization.unpack(data)
+    assert kind == "bootstrap_keys"
+    rng = np.random.default_rng(11)
+    forged = [data[: len(data) // 2],                                        # truncated in transit
+              serialization.pack(kind, {**meta, "key_id": "z" * 32}, payload),  # a bad key-set id
+              serialization.pack(kind, meta, payload[:-1]),                  # a payload cut short
+              serialization.pack(kind, meta, rng.bytes(min(len(payload), 4096)))]  # random bytes
+    for bad in forged:
+        with pytest.raises(SerializationError):
+            be.deserialize(bad)
+    # parameters without bootstrapping: other parameters, named as such before any parsing
+    other = open_backend(be.name, presets.get("insecure_short_d2"))
+    try:
+        with pytest.raises(SerializationError, match="other encryption parameters"):
+            other.deserialize(data)
+    finally:
+        other.close()
+    seal = open_backend("seal", presets.get("insecure_short_d2"))
+    try:
+        with pytest.raises(SerializationError, match=f"serialized by the '{be.name}' backend"):
+            seal.deserialize(data)
+    finally:
+        seal.close()
+
+
+def test_serializing_bootstrap_keys_needs_room_for_two_copies(boot):
+    be, _, keys = boot
+    huge = dataclasses.replace(keys.bootstrap, nbytes=1 << 45)
+    with pytest.raises(UnsupportedOperation, match="needs about 65536.0 GiB"):
+        be.serialize(huge)

@@ -295,14 +295,16 @@ class Backend(ABC):
         return Evaluator(self, keys or EvaluationKeys())
 
     # ---- serialization -----------------------------------------------------------------
-    def serialize(self, obj: Ciphertext | Plaintext | PublicKey | RelinKey | GaloisKeys) -> bytes:
+    def serialize(self, obj: Ciphertext | Plaintext | PublicKey | RelinKey | GaloisKeys | BootstrapKeys) -> bytes:
         if isinstance(obj, SecretKey):
             raise InputError("secret keys never leave the client: they cannot be serialized")
         kind = {Ciphertext: "ciphertext", Plaintext: "plaintext", PublicKey: "public_key",
-                RelinKey: "relin_key", GaloisKeys: "galois_keys"}.get(type(obj))
+                RelinKey: "relin_key", GaloisKeys: "galois_keys", BootstrapKeys: "bootstrap_keys"}.get(type(obj))
         if kind is None:
             raise InputError(f"cannot serialize a {type(obj).__name__}")
         obj = self._own(obj, type(obj))
+        if isinstance(obj, BootstrapKeys):
+            _check_room_to_serialize(obj)
         if obj.raw is not None or kind != "galois_keys":
             self.check_raw_kind(kind, obj.raw, "serialize")
         elif obj.steps or obj.conjugate:
@@ -345,8 +347,7 @@ class Backend(ABC):
             raise SerializationError(f"{kind} header announces scale 2^{math.log2(meta['scale']):.1f}, beyond the "
                                      f"{self.log_q_at(meta['level']):.0f}-bit modulus at level {meta['level']}: "
                                      "the data is corrupted")
-        serialization.check_payload_size(kind, len(payload), meta, n=self.params.n, q_count=len(self.q_primes),
-                                         p_count=len(self.p_primes))
+        serialization.check_payload_size(kind, len(payload), meta, n=self.params.n, **self._payload_counts(kind))
         if kind == "galois_keys" and not payload:
             if meta["steps"] or meta["conjugate"]:
                 raise SerializationError("galois_keys header announces keys but the payload holds none: the data "
@@ -363,7 +364,23 @@ class Backend(ABC):
             return PublicKey(raw, self.name, key_id)
         if kind == "relin_key":
             return RelinKey(raw, self.name, key_id)
+        if kind == "bootstrap_keys":
+            return BootstrapKeys(raw, self.name, len(payload), key_id)
         return GaloisKeys(raw, self.name, meta["steps"], meta["conjugate"], key_id)
+
+    def _payload_counts(self, kind: str) -> dict:
+        """Primes and keys that bound a payload of `kind` (bootstrapping keys: over the bootstrapping
+        modulus, one per Galois element plus the relinearization and encapsulation keys)."""
+        if kind != "bootstrap_keys":
+            return {"q_count": len(self.q_primes), "p_count": len(self.p_primes)}
+        if not self.bootstraps:
+            raise self.cannot_bootstrap()
+        if self.params.bootstrap is None:
+            raise SerializationError("bootstrapping keys need parameters with bootstrap parameters: open the "
+                                     "backend with the sender's boot-* parameters")
+        info = self.bootstrap_info or {}
+        return {"q_count": len(info.get("q", self.q_primes)), "p_count": len(info.get("p", self.p_primes)),
+                "keys": int(info.get("galois_keys", 1)) + 3}
 
     # ---- checks shared with the evaluator ---------------------------------------------------
     def _own(self, obj, cls):
@@ -414,3 +431,15 @@ class Backend(ABC):
         if arr.size < self.slots:
             arr = np.concatenate([arr, np.zeros(self.slots - arr.size, np.complex128)])
         return arr
+
+
+def _check_room_to_serialize(keys: BootstrapKeys) -> None:
+    """Bootstrapping keys are gigabytes at N = 2^16; their bytes exist twice while they are written
+    (the library's buffer and the result): refuse before that, rather than be killed for memory."""
+    import psutil
+
+    need, available = 2 * keys.nbytes, psutil.virtual_memory().available
+    if need > available:
+        raise UnsupportedOperation(f"serializing these bootstrapping keys needs about {need / 2**30:.1f} GiB, "
+                                   f"{available / 2**30:.1f} GiB are available: free memory first (close "
+                                   "other backends), or use parameters with fewer bootstrapping levels")

@@ -26,7 +26,8 @@ MAGIC = b"HENN"
 FORMAT_VERSION = 2
 _HEADER = struct.Struct("<4sBBIQI")
 _CRC_OFFSET = _HEADER.size - 4  # the header bytes the checksum covers: magic .. payload length
-KINDS = {"ciphertext": 1, "plaintext": 2, "public_key": 3, "relin_key": 4, "galois_keys": 5}
+# 6 is the secret key's (never serialized; backends report it for objects they hold)
+KINDS = {"ciphertext": 1, "plaintext": 2, "public_key": 3, "relin_key": 4, "galois_keys": 5, "bootstrap_keys": 7}
 _KIND_NAMES = {v: k for k, v in KINDS.items()}
 MAX_META = 1 << 20
 
@@ -83,7 +84,8 @@ FIELDS = {"ciphertext": _COMMON + ("level", "scale", "degree", "key_id"),
           "plaintext": _COMMON + ("level", "scale"),
           "public_key": _COMMON + ("key_id",),
           "relin_key": _COMMON + ("key_id",),
-          "galois_keys": _COMMON + ("steps", "conjugate", "key_id")}
+          "galois_keys": _COMMON + ("steps", "conjugate", "key_id"),
+          "bootstrap_keys": _COMMON + ("key_id",)}
 MAX_DEGREE = 2  # a product that was not relinearized
 
 
@@ -131,11 +133,12 @@ def check_meta(kind: str, meta: dict, *, max_level: int, slots: int) -> dict:
     return out
 
 
-def max_payload(kind: str, meta: dict, *, n: int, q_count: int, p_count: int) -> int:
+def max_payload(kind: str, meta: dict, *, n: int, q_count: int, p_count: int, keys: int = 0) -> int:
     """The most bytes a payload of `kind` can hold at ring degree n with q_count ciphertext and
     p_count special primes: its polynomials of 8-byte coefficients (values at their level,
     keys over Q*P with at most q_count decomposition rows), plus generous room for the library's
-    own headers and indexes. Every backend's format fits (checked by the hostile-serialization tests)."""
+    own headers and indexes. Every backend's format fits (checked by the hostile-serialization tests).
+    Bootstrapping keys: `keys` switching keys over the bootstrapping modulus (q_count, p_count its)."""
     def polys(count: int, limbs: int) -> int:
         return count * (limbs * (8 * n + 64) + 256)
 
@@ -147,12 +150,18 @@ def max_payload(kind: str, meta: dict, *, n: int, q_count: int, p_count: int) ->
     else:
         per_key = q_count * polys(2, keys)
         # a Galois key set may index its keys by Galois element (SEAL: 8 bytes per element, used or not)
-        size = per_key if kind == "relin_key" else (len(meta["steps"]) + int(meta["conjugate"])) * per_key + 16 * n
+        if kind == "relin_key":
+            size = per_key
+        elif kind == "bootstrap_keys":
+            size = keys * (per_key + 64)
+        else:
+            size = (len(meta["steps"]) + int(meta["conjugate"])) * per_key + 16 * n
     return size + 4096
 
 
-def check_payload_size(kind: str, size: int, meta: dict, *, n: int, q_count: int, p_count: int) -> None:
-    bound = max_payload(kind, meta, n=n, q_count=q_count, p_count=p_count)
+def check_payload_size(kind: str, size: int, meta: dict, *, n: int, q_count: int, p_count: int,
+                       keys: int = 0) -> None:
+    bound = max_payload(kind, meta, n=n, q_count=q_count, p_count=p_count, keys=keys)
     if size > bound:
         raise SerializationError(f"{kind} payload of {size} bytes exceeds the {bound} bytes these parameters and "
                                  "its header allow: the data is corrupted or forged")

@@ -166,7 +166,7 @@ class PlainBackend(Backend):
         return buf.getvalue()
 
     def _deserialize(self, kind, payload, meta):
-        if kind in ("public_key", "relin_key", "galois_keys"):
+        if kind in ("public_key", "relin_key", "galois_keys", "bootstrap_keys"):
             return self._load_key(kind, payload, meta)
         return self._load_vector(kind, payload)
 

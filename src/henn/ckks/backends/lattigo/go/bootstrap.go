@@ -141,36 +141,18 @@ func (c *ctxObj) genBootstrapKeys(sk *skObj) (*btpKeyObj, error) {
 	paramsN2 := p.BootstrappingParameters
 	skN2 := extendSecret(sk.sk, paramsN2)
 	kgen := rlwe.NewKeyGenerator(paramsN2)
-	top := paramsN2.MaxLevelQ()
+	levels := c.btpKeyLevels(p)
 	at := func(level int) rlwe.EvaluationKeyParameters {
-		if !c.btpKeysAtUsage {
-			level = top
-		}
 		return rlwe.EvaluationKeyParameters{LevelQ: utils.Pointy(level), LevelP: utils.Pointy(paramsN2.MaxLevelP())}
 	}
 	toSparse, toDense, err := encapsulationKeys(p, skN2)
 	if err != nil {
 		return nil, err
 	}
-	rlk := kgen.GenRelinearizationKeyNew(skN2, at(p.Mod1ParametersLiteral.LevelQ))
-	stcOnly := map[uint64]bool{}
-	for _, el := range p.SlotsToCoeffsParameters.GaloisElements(paramsN2) {
-		stcOnly[el] = true
-	}
-	high := append(p.CoeffsToSlotsParameters.GaloisElements(paramsN2), paramsN2.GaloisElementForComplexConjugation())
-	for i := p.LogMaxSlots(); i < paramsN2.LogN()-1; i++ { // trace of sparse packings, at the top
-		high = append(high, paramsN2.GaloisElement(1<<i))
-	}
-	for _, el := range high {
-		delete(stcOnly, el)
-	}
+	rlk := kgen.GenRelinearizationKeyNew(skN2, at(levels.relin))
 	var gks []*rlwe.GaloisKey
 	for _, el := range p.GaloisElements(paramsN2) {
-		level := top
-		if stcOnly[el] {
-			level = p.SlotsToCoeffsParameters.LevelQ
-		}
-		gks = append(gks, kgen.GenGaloisKeyNew(el, skN2, at(level)))
+		gks = append(gks, kgen.GenGaloisKeyNew(el, skN2, at(levels.galois[el])))
 	}
 	keys := &bootstrapping.EvaluationKeys{
 		MemEvaluationKeySet: rlwe.NewMemEvaluationKeySet(rlk, gks...),
@@ -182,6 +164,41 @@ func (c *ctxObj) genBootstrapKeys(sk *skObj) (*btpKeyObj, error) {
 	// reuse; with a soft limit near the machine's memory it would stay in the resident set.
 	debug.FreeOSMemory()
 	return btp, err
+}
+
+// btpKeyLevelSet: the ciphertext level of each bootstrapping key (all at the special primes' top).
+type btpKeyLevelSet struct {
+	relin  int
+	galois map[uint64]int // by Galois element: exactly the elements the circuit uses
+}
+
+// btpKeyLevels: with keys at usage levels, the relinearization key at EvalMod's top level and the
+// Galois keys only SlotsToCoeffs needs at its top level; all others (and every key otherwise) at the
+// top of the bootstrapping modulus. Key generation and deserialization both follow it.
+func (c *ctxObj) btpKeyLevels(p *bootstrapping.Parameters) btpKeyLevelSet {
+	paramsN2 := p.BootstrappingParameters
+	top := paramsN2.MaxLevelQ()
+	out := btpKeyLevelSet{relin: top, galois: map[uint64]int{}}
+	for _, el := range p.GaloisElements(paramsN2) {
+		out.galois[el] = top
+	}
+	if !c.btpKeysAtUsage {
+		return out
+	}
+	out.relin = p.Mod1ParametersLiteral.LevelQ
+	high := map[uint64]bool{paramsN2.GaloisElementForComplexConjugation(): true}
+	for _, el := range p.CoeffsToSlotsParameters.GaloisElements(paramsN2) {
+		high[el] = true
+	}
+	for i := p.LogMaxSlots(); i < paramsN2.LogN()-1; i++ { // trace of sparse packings, at the top
+		high[paramsN2.GaloisElement(1<<i)] = true
+	}
+	for _, el := range p.SlotsToCoeffsParameters.GaloisElements(paramsN2) {
+		if !high[el] {
+			out.galois[el] = p.SlotsToCoeffsParameters.LevelQ
+		}
+	}
+	return out
 }
 
 func (c *ctxObj) wrapBootstrapKeys(p *bootstrapping.Parameters, keys *bootstrapping.EvaluationKeys) (*btpKeyObj, error) {

@@ -132,3 +132,50 @@ func TestBootstrapKeysAtUsageLevelsAreSmaller(t *testing.T) {
 		t.Fatalf("keys at usage levels take %d bytes, at the top %d", a, b)
 	}
 }
+
+func TestBootstrapKeysRoundTripAndRefuseForeignData(t *testing.T) {
+	for _, atUsage := range []bool{true, false} {
+		c, sk, pk, btp := testBootCtx(t, atUsage)
+		data, err := marshal(btp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := c.unmarshal(kindBootstrapKeys, data, 0, 0)
+		if err != nil {
+			t.Fatalf("keys at usage levels %v: %v", atUsage, err)
+		}
+		want, ct := encryptRandom(t, c, pk, 2, 1)
+		out, err := back.(*btpKeyObj).bootstrap(ct, 2, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bits := -math.Log2(maxError(t, c, sk, out, want) / 2); bits < 19 {
+			t.Errorf("deserialized keys bootstrap to %.1f bits, want >= 19", bits)
+		}
+		for _, cut := range []int{0, 1, len(data) / 3, len(data) - 1} {
+			if _, err := c.unmarshal(kindBootstrapKeys, data[:cut], 0, 0); err == nil {
+				t.Errorf("keys truncated to %d of %d bytes accepted", cut, len(data))
+			}
+		}
+		bad := append([]byte{}, data...)
+		bad[0] = 1 // announces a ring-switching key that is not there
+		if _, err := c.unmarshal(kindBootstrapKeys, bad, 0, 0); err == nil {
+			t.Error("a forged presence flag was accepted")
+		}
+		// keys made at the other choice of levels have other shapes
+		_, _, _, otherBtp := testBootCtx(t, !atUsage)
+		foreign, err := marshal(otherBtp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.unmarshal(kindBootstrapKeys, foreign, 0, 0); err == nil {
+			t.Error("keys of other bootstrapping key levels accepted")
+		}
+	}
+	plain := testCtx(t)
+	_, _, _, btp := testBootCtx(t, true)
+	data, _ := marshal(btp)
+	if _, err := plain.unmarshal(kindBootstrapKeys, data, 0, 0); err == nil {
+		t.Error("a context without bootstrapping accepted bootstrapping keys")
+	}
+}

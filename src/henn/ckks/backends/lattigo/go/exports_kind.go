@@ -8,7 +8,8 @@ import "C"
 import "fmt"
 
 // kindSecretKey and kindBootstrapKeys extend the object kinds of henn's serialization header
-// (serialize.go): the one kind that is never serialized, and one henn does not serialize yet.
+// (serialize.go): the one kind that is never serialized, and the bootstrapping key set
+// (bootstrap_serialize.go).
 const (
 	kindSecretKey     = 6
 	kindBootstrapKeys = 7

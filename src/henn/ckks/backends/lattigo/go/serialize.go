@@ -32,6 +32,8 @@ func marshal(v any) ([]byte, error) {
 		return o.rlk.MarshalBinary()
 	case *gkObj:
 		return o.set.MarshalBinary()
+	case *btpKeyObj:
+		return o.keys.MarshalBinary()
 	case *skObj:
 		return nil, fmt.Errorf("secret keys never leave the client: they cannot be serialized")
 	default:
@@ -54,7 +56,9 @@ func (c *ctxObj) unmarshal(kind int, data []byte, level, degree int) (any, error
 	case kindRelinKey:
 		err = w.evaluationKey()
 	case kindGaloisKeys:
-		err = w.keySet()
+		err = w.memKeySet(false)
+	case kindBootstrapKeys:
+		err = w.bootstrapKeys()
 	default:
 		return nil, dataErr("unknown object kind %d", kind)
 	}
@@ -65,6 +69,8 @@ func (c *ctxObj) unmarshal(kind int, data []byte, level, degree int) (any, error
 		return nil, err
 	}
 	switch kind {
+	case kindBootstrapKeys:
+		return c.unmarshalBootstrapKeys(data)
 	case kindCiphertext:
 		ct := new(rlwe.Ciphertext)
 		if err = ct.UnmarshalBinary(data); err != nil {
@@ -318,14 +324,21 @@ func (w *walker) evaluationKey() error {
 	return nil
 }
 
-// keySet: MemEvaluationKeySet with no relinearization key and a map of Galois keys.
-func (w *walker) keySet() error {
+// memKeySet: MemEvaluationKeySet, a relinearization key (only where allowed) and a map of Galois keys.
+func (w *walker) memKeySet(withRelin bool) error {
 	hasRlk, err := w.u8()
 	if err != nil {
 		return err
 	}
-	if hasRlk != 0 {
+	switch {
+	case hasRlk == 1 && withRelin:
+		if err = w.evaluationKey(); err != nil {
+			return err
+		}
+	case hasRlk == 1:
 		return dataErr("Galois key payload holds a relinearization key")
+	case hasRlk != 0:
+		return dataErr("key set has a bad presence flag %d", hasRlk)
 	}
 	hasGks, err := w.u8()
 	if err != nil || hasGks == 0 {
