@@ -42,7 +42,7 @@ __all__ = ["train", "DEFAULT_EPOCHS", "train_command"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_EPOCHS = {"mnist-cnn": 30, "cifar-cnn": 25, "mnist-mlp": 15, "resnet20": 200}
+DEFAULT_EPOCHS = {"mnist-cnn": 30, "cifar-cnn": 25, "mnist-mlp": 15, "resnet20": 100}
 _HPARAMS = {  # batch size, peak learning rate, weight decay
     "mnist-cnn": (128, 3e-3, 1e-4),
     "cifar-cnn": (128, 3e-3, 5e-4),
