@@ -26,7 +26,8 @@ def add_train_command(subparsers) -> argparse.ArgumentParser:
                         "../shared/datasets next to the repository)")
     p.add_argument("--out", required=True, type=output_file, help="output .onnx path")
     p.add_argument("--epochs", type=int_in(1, 10_000), default=None,
-                   help="default: 30 for mnist-cnn, 25 for cifar-cnn, 15 for mnist-mlp, 100 for resnet20 (about 10 h on 2 CPU cores: --time-budget and --resume)")
+                   help="default: 30 for mnist-cnn, 25 for cifar-cnn, 15 for mnist-mlp, 100 for resnet20 "
+                        "(about 10 h on 2 CPU cores: --time-budget and --resume)")
     p.add_argument("--resume", action="store_true",
                    help="continue from OUT's checkpoint (OUT with .ckpt, written after every epoch)")
     p.add_argument("--time-budget", type=int_in(1, 100_000), default=None, metavar="MINUTES",
