@@ -135,3 +135,24 @@ def test_selection_errors():
         select_parameters(3, mode="fixed", slots=1 << 16, log_scale=20)
     with pytest.raises(BackendError, match="unknown backend"):
         select_parameters(2, backend="nope")
+
+
+@pytest.mark.parametrize("mode", ["library", "fixed"])
+@pytest.mark.parametrize("backend", ["plain", "lattigo"])
+def test_real_slot_ring_selection(mode, backend):
+    """The real-slot ring holds N slots: the same request fits a ring half the size (or the same ring)."""
+    std = select_parameters(3, backend=backend, mode=mode, slots=8192)
+    real = select_parameters(3, backend=backend, mode=mode, slots=8192, ring="conjugate_invariant")
+    assert real.real_slots and real.slots >= 8192 and real.security_ok and real.depth == 3
+    assert real.log_n == std.log_n - 1 or real.log_n == security.min_log_n_for(real.log_qp)
+    if real.q is not None:
+        assert all(q % real.nth_root == 1 for q in real.q + real.p)
+
+
+def test_real_slot_ring_selection_refused_without_the_capability():
+    from henn.errors import UnsupportedOperation
+
+    with pytest.raises(UnsupportedOperation, match="real_slot_ring|conjugate_invariant"):
+        select_parameters(3, backend="seal", ring="conjugate_invariant")
+    with pytest.raises(ParameterError, match="ring"):
+        select_parameters(3, ring="complex")

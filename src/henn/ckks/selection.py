@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+import dataclasses
+
 from henn.ckks import backends, security
-from henn.ckks.params import MAX_PRIME_BITS, MIN_PRIME_BITS, Parameters, ParametersLiteral
+from henn.ckks.params import MAX_PRIME_BITS, MIN_PRIME_BITS, RINGS, Parameters, ParametersLiteral
 from henn.ckks.primes import ntt_primes
-from henn.errors import ParameterError
+from henn.errors import ParameterError, UnsupportedOperation
 
 MODES = ("library", "fixed")
 DEFAULT_LOG_SCALE = 40
@@ -24,24 +26,31 @@ MAX_SLOTS = 1 << (max(security.MAX_LOG_QP_128) - 1)
 
 
 def fixed_literal(depth: int, slots: int | None = None, log_scale: int | None = None,
-                  pin_primes: bool = True) -> ParametersLiteral:
+                  pin_primes: bool = True, ring: str = "standard") -> ParametersLiteral:
     """The smallest secure ring for `depth` rescales at `log_scale`-bit scale: q0 = scale + 20 bits
     (capped at 60), `depth` primes of the scale's size, one 60-bit special prime."""
-    _check_request(depth, slots, log_scale)
+    _check_request(depth, slots, log_scale, ring)
     log_scale = DEFAULT_LOG_SCALE if log_scale is None else int(log_scale)
     if not 20 <= log_scale <= MAX_PRIME_BITS - 1:
         raise ParameterError(f"log_scale {log_scale} out of range 20..{MAX_PRIME_BITS - 1}")
     log_q = (min(MAX_PRIME_BITS, log_scale + INTEGER_BITS),) + (log_scale,) * depth
     log_p = (MAX_PRIME_BITS,)
-    log_n = smallest_secure_log_n(sum(log_q) + sum(log_p), slots, depth)
+    log_n = smallest_secure_log_n(sum(log_q) + sum(log_p), standard_slots(slots, ring), depth)
     if not pin_primes:
-        return ParametersLiteral(log_n, log_q, log_p, log_scale)
+        return ParametersLiteral(log_n, log_q, log_p, log_scale, ring=ring)
     try:
-        primes = ntt_primes(log_q + log_p, log_n)
+        primes = ntt_primes(log_q + log_p, log_n, ring=ring)
     except ValueError as exc:  # e.g. too few small primes = 1 mod 2N for a large ring
         raise ParameterError(f"no prime chain for depth {depth} at N = 2^{log_n}: {exc}; use a larger "
                              "log_scale") from None
-    return ParametersLiteral(log_n, log_q, log_p, log_scale, tuple(primes[:len(log_q)]), tuple(primes[len(log_q):]))
+    return ParametersLiteral(log_n, log_q, log_p, log_scale, tuple(primes[:len(log_q)]), tuple(primes[len(log_q):]),
+                             ring=ring)
+
+
+def standard_slots(slots: int | None, ring: str) -> int | None:
+    """The slot request on the standard ring that asks for the same ring degree: the real-slot ring
+    holds N slots where the standard one holds N/2."""
+    return slots if slots is None or ring == "standard" else -(-slots // 2)
 
 
 def smallest_secure_log_n(log_qp: float, slots: int | None, depth: int) -> int:
@@ -57,16 +66,24 @@ def smallest_secure_log_n(log_qp: float, slots: int | None, depth: int) -> int:
 
 
 def select_parameters(depth: int, *, backend: str = "plain", mode: str = "library", slots: int | None = None,
-                      log_scale: int | None = None) -> Parameters:
-    """128-bit secure parameters allowing `depth` rescales with at least `slots` slots."""
+                      log_scale: int | None = None, ring: str = "standard") -> Parameters:
+    """128-bit secure parameters allowing `depth` rescales with at least `slots` slots on `ring`
+    (the real-slot ring: the library's choice for half the slots, moved to that ring)."""
     if mode not in MODES:
         raise ParameterError(f"unknown selection mode {mode!r}; use one of {MODES}")
-    _check_request(depth, slots, log_scale)
+    _check_request(depth, slots, log_scale, ring)
+    cls = backends.backend_class(backend)
+    if ring != "standard" and not cls.real_slot_ring:
+        raise UnsupportedOperation(f"the {backend} backend has no {ring} ring; backends that have: "
+                                   f"{', '.join(backends.with_capability('real_slot_ring'))}")
     if mode == "fixed":
-        lit = fixed_literal(depth, slots, log_scale)
+        lit = fixed_literal(depth, slots, log_scale, ring=ring)
     else:
-        lit = backends.backend_class(backend).recommend(depth, slots, log_scale)
-    return Parameters.from_literal(lit, name=f"{mode}-{backend if mode == 'library' else 'shared'}-d{depth}")
+        lit = dataclasses.replace(cls.recommend(depth, standard_slots(slots, ring), log_scale), ring=ring)
+        if lit.q is not None and ring != "standard":  # primes = 1 mod 2N need not be 1 mod 4N: choose again
+            lit = dataclasses.replace(lit, q=None, p=None)
+    tag = "" if ring == "standard" else "-real"
+    return Parameters.from_literal(lit, name=f"{mode}-{backend if mode == 'library' else 'shared'}-d{depth}{tag}")
 
 
 def check_depth(depth: int) -> int:
@@ -76,8 +93,10 @@ def check_depth(depth: int) -> int:
     return depth
 
 
-def _check_request(depth: int, slots: int | None, log_scale: int | None = None) -> None:
+def _check_request(depth: int, slots: int | None, log_scale: int | None = None, ring: str = "standard") -> None:
     check_depth(depth)
+    if ring not in RINGS:
+        raise ParameterError(f"ring must be one of {RINGS}, got {ring!r}")
     if log_scale is not None and (isinstance(log_scale, bool) or not isinstance(log_scale, (int, np.integer))):
         raise ParameterError(f"log_scale must be an integer number of bits (e.g. 40) or None, got {log_scale!r}")
     if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_SLOTS):
