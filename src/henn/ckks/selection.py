@@ -12,12 +12,14 @@ import numpy as np
 import dataclasses
 
 from henn.ckks import backends, security
-from henn.ckks.params import MAX_PRIME_BITS, MIN_PRIME_BITS, RINGS, Parameters, ParametersLiteral
+from henn.ckks.params import (MAX_PRIME_BITS, MAX_SPECIAL_PRIME_BITS, MIN_PRIME_BITS, RINGS, Parameters,
+                              ParametersLiteral)
 from henn.ckks.primes import ntt_primes
 from henn.errors import ParameterError, UnsupportedOperation
 
 MODES = ("library", "fixed")
 DEFAULT_LOG_SCALE = 40
+MIN_SCALE_BITS = 20  # the smallest scale any selection considers
 INTEGER_BITS = 20  # headroom in q0 above the scale for the integer part of results
 # no 128-bit secure ring holds more primes than its whole modulus in the smallest primes: a bound on
 # any depth request, checked before anything is allocated for it
@@ -102,3 +104,35 @@ def _check_request(depth: int, slots: int | None, log_scale: int | None = None, 
     if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_SLOTS):
         raise ParameterError(f"slots must be an integer from 1 to {MAX_SLOTS} (N = 2^{max(security.MAX_LOG_QP_128)}), "
                              f"got {slots!r}")
+
+
+def precision_literal(depth: int, log_n: int, log_scale: int, integer_bits: int,
+                      ring: str = "standard") -> ParametersLiteral | None:
+    """The chain for `depth` rescales at a `log_scale`-bit scale on ring 2^log_n, sized by precision
+    rather than a fixed budget: q0 = scale + integer_bits (the integer part of the outputs), special
+    primes of 61 bits, as many as the 128-bit bound leaves room for, up to half the chain (fewer
+    key-switching digits). None when not even one special prime fits or the ring has too few
+    primes of that size."""
+    _check_request(depth, None, log_scale, ring)
+    first = log_scale + integer_bits
+    if first > MAX_PRIME_BITS or log_n not in security.MAX_LOG_QP_128:
+        return None
+    log_q = (first,) + (log_scale,) * depth
+    room = security.max_log_qp(log_n) - sum(log_q)
+    count = min(-(-len(log_q) // 2), room // MAX_SPECIAL_PRIME_BITS)
+    if count < 1:
+        return None
+    log_p = (MAX_SPECIAL_PRIME_BITS,) * count
+    try:
+        ntt_primes(log_q + log_p, log_n, ring=ring)
+    except ValueError:  # e.g. too few 22-bit primes = 1 mod 4N
+        return None
+    return ParametersLiteral(log_n, log_q, log_p, log_scale, ring=ring)
+
+
+def largest_scale(depth: int, log_n: int, integer_bits: int, ring: str = "standard") -> int | None:
+    """The largest scale (bits) whose precision_literal fits ring 2^log_n, or None."""
+    for log_scale in range(MAX_PRIME_BITS - integer_bits, MIN_SCALE_BITS - 1, -1):
+        if precision_literal(depth, log_n, log_scale, integer_bits, ring) is not None:
+            return log_scale
+    return None
