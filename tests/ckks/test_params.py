@@ -228,3 +228,11 @@ def test_real_slot_ring_is_as_secure_as_the_standard_one():
     big = ParametersLiteral(13, (60,) + (40,) * 4, (60,), 40, ring="conjugate_invariant")  # 280 > 218 bits
     with pytest.raises(SecurityError):
         Parameters.from_literal(big)
+
+
+def test_plain_backend_without_primes_of_a_size_raises_a_parameter_error():
+    from henn.ckks.backends.plain import PlainBackend
+
+    few = ParametersLiteral(13, (30,) + (22,) * 6, (30,), 22, ring="conjugate_invariant")  # five 22-bit = 1 mod 4N
+    with pytest.raises(ParameterError, match="no prime chain"):
+        PlainBackend(Parameters.from_literal(few))

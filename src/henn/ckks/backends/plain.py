@@ -16,7 +16,7 @@ from numpy.lib import format as npy_format
 from henn.ckks.backend import Backend
 from henn.ckks.primes import ntt_primes
 from henn.ckks.selection import fixed_literal
-from henn.errors import SerializationError
+from henn.errors import ParameterError, SerializationError
 
 _SIGMA = 3.2  # standard deviation of the RLWE error distribution
 _NPY_HEADER_MAX = 1024  # bytes of .npy header a (slots,) complex128 vector needs, with room
@@ -56,7 +56,10 @@ class PlainBackend(Backend):
         if params.q is not None:
             self.q_primes, self.p_primes = params.q, params.p
         else:
-            primes = ntt_primes(params.log_q + params.log_p, params.log_n, ring=params.ring)
+            try:
+                primes = ntt_primes(params.log_q + params.log_p, params.log_n, ring=params.ring)
+            except ValueError as exc:  # too few primes of a size = 1 mod 2N (4N)
+                raise ParameterError(f"no prime chain for {params.describe()}: {exc}; use larger primes") from None
             self.q_primes, self.p_primes = tuple(primes[:len(params.log_q)]), tuple(primes[len(params.log_q):])
 
     # ---- noise model: errors of the slot values, in absolute terms -----------------------
