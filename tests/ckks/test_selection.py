@@ -156,3 +156,19 @@ def test_real_slot_ring_selection_refused_without_the_capability():
         select_parameters(3, backend="seal", ring="conjugate_invariant")
     with pytest.raises(ParameterError, match="ring"):
         select_parameters(3, ring="complex")
+
+
+@pytest.mark.parametrize("ring", ["standard", "conjugate_invariant"])
+def test_precision_literal_is_secure_and_sized_to_the_library(ring):
+    from henn.ckks.params import Parameters
+    from henn.ckks.selection import largest_scale, precision_literal
+
+    for log_n in (13, 14, 15):
+        for special in ((61, 64), (60, 1)):  # Lattigo's special primes, SEAL's single one
+            top = largest_scale(5, log_n, 9, ring, special)
+            lit = precision_literal(5, log_n, top, 9, ring, special)
+            p = Parameters.from_literal(lit)
+            assert p.security_ok and p.ring == ring and p.log_q == (top + 9,) + (top,) * 5
+            assert set(p.log_p) == {special[0]} and len(p.log_p) <= special[1]
+            assert precision_literal(5, log_n, top + 1, 9, ring, special) is None  # the largest that fits
+    assert precision_literal(6, 13, 22, 9, "conjugate_invariant") is None  # only five 22-bit primes = 1 mod 4N

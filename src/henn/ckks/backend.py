@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from henn.ckks import serialization
-from henn.ckks.params import Parameters, ParametersLiteral
+from henn.ckks.params import MAX_SPECIAL_PRIME_BITS, Parameters, ParametersLiteral
 from henn.ckks.values import (BootstrapKeys, Ciphertext, EvaluationKeys, GaloisKeys, Plaintext, PublicKey,
                               RelinKey, SecretKey, check_same_key_set, new_key_id)
 from henn.errors import InputError, LevelError, SerializationError, UnsupportedOperation
@@ -37,6 +37,9 @@ class Backend(ABC):
     releases_gil: ClassVar[bool] = True   # its calls may run on several Python threads at once
     bootstraps: ClassVar[bool] = False    # Evaluator.bootstrap works (lattigo; plain simulates it)
     real_slot_ring: ClassVar[bool] = False  # opens ring="conjugate_invariant" parameters (N real slots)
+    # the special primes it takes: their size and most count (precision-driven selection sizes to them)
+    special_prime_bits: ClassVar[int] = MAX_SPECIAL_PRIME_BITS
+    max_special_primes: ClassVar[int] = 64
     # what the library made of the bootstrap parameters (primes, depth, keys), where it reports it
     bootstrap_info: dict | None = None
 

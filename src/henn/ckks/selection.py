@@ -106,23 +106,24 @@ def _check_request(depth: int, slots: int | None, log_scale: int | None = None, 
                              f"got {slots!r}")
 
 
-def precision_literal(depth: int, log_n: int, log_scale: int, integer_bits: int,
-                      ring: str = "standard") -> ParametersLiteral | None:
+def precision_literal(depth: int, log_n: int, log_scale: int, integer_bits: int, ring: str = "standard",
+                      special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64)) -> ParametersLiteral | None:
     """The chain for `depth` rescales at a `log_scale`-bit scale on ring 2^log_n, sized by precision
     rather than a fixed budget: q0 = scale + integer_bits (the integer part of the outputs), special
-    primes of 61 bits, as many as the 128-bit bound leaves room for, up to half the chain (fewer
-    key-switching digits). None when not even one special prime fits or the ring has too few
-    primes of that size."""
+    primes of special = (bits, most) (the library's: 61 bits for Lattigo, one of 60 for SEAL), as many
+    as the 128-bit bound leaves room for, up to half the chain (fewer key-switching digits). None when
+    not even one special prime fits or the ring has too few primes of that size."""
     _check_request(depth, None, log_scale, ring)
+    special_bits, most = special
     first = log_scale + integer_bits
     if first > MAX_PRIME_BITS or log_n not in security.MAX_LOG_QP_128:
         return None
     log_q = (first,) + (log_scale,) * depth
     room = security.max_log_qp(log_n) - sum(log_q)
-    count = min(-(-len(log_q) // 2), room // MAX_SPECIAL_PRIME_BITS)
-    if count < 1:
+    count = min(-(-len(log_q) // 2), room // special_bits, most)
+    if count < 1 or special_bits < first:
         return None
-    log_p = (MAX_SPECIAL_PRIME_BITS,) * count
+    log_p = (special_bits,) * count
     try:
         ntt_primes(log_q + log_p, log_n, ring=ring)
     except ValueError:  # e.g. too few 22-bit primes = 1 mod 4N
@@ -130,9 +131,10 @@ def precision_literal(depth: int, log_n: int, log_scale: int, integer_bits: int,
     return ParametersLiteral(log_n, log_q, log_p, log_scale, ring=ring)
 
 
-def largest_scale(depth: int, log_n: int, integer_bits: int, ring: str = "standard") -> int | None:
+def largest_scale(depth: int, log_n: int, integer_bits: int, ring: str = "standard",
+                  special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64)) -> int | None:
     """The largest scale (bits) whose precision_literal fits ring 2^log_n, or None."""
     for log_scale in range(MAX_PRIME_BITS - integer_bits, MIN_SCALE_BITS - 1, -1):
-        if precision_literal(depth, log_n, log_scale, integer_bits, ring) is not None:
+        if precision_literal(depth, log_n, log_scale, integer_bits, ring, special) is not None:
             return log_scale
     return None

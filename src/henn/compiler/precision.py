@@ -2,16 +2,18 @@
 error keeps the compiled program's predictions equal to plaintext on calibration images.
 
 The prediction runs the compiled program on the plain backend with its CKKS noise model (seeded)
-and compares with the model as compiled (polynomial activations) in NumPy. Every CKKS error (encoding, encryption,
-rescaling, key switching) is relative to the scale, so one simulation at the largest scale a ring
-admits predicts the error at smaller ones (x 2 per bit less); the chosen scale is then simulated
-itself, and its simulated error is the one reported.
+and compares with the model as compiled (polynomial activations) in NumPy. Every CKKS error
+(encoding, encryption, rescaling, key switching) is relative to the scale, so one simulation at the
+largest scale a ring admits predicts the error at smaller ones (x 2 per bit less); the chosen scale
+is then simulated itself, and its simulated error is the one reported. Special primes are 61-bit
+(Lattigo's size), far above the scale, so key switching adds the little error the model assumes.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,10 +60,15 @@ def logits(program: Program, images: np.ndarray, *, noise: bool) -> np.ndarray:
     client = Client(program, backend, threads=1)
     server = Server(program, backend, client.generate_keys(), threads=1)
     server.prepare()
-    outs = [
-        client.decrypt(server.evaluate(client.encrypt(images[r.start : r.stop]), consume=True), len(r))
-        for r in client.batches(len(images))
-    ]
+    try:
+        outs = [
+            client.decrypt(server.evaluate(client.encrypt(images[r.start : r.stop]), consume=True), len(r))
+            for r in client.batches(len(images))
+        ]
+    finally:
+        server.close()
+        client.close()
+        backend.close()
     return np.concatenate(outs).reshape(len(images), -1)
 
 
@@ -73,6 +80,22 @@ def tolerance(exact: np.ndarray, precision_bits: float) -> float:
     return min(2.0**-precision_bits, gap / GAP_SHARE)
 
 
+@dataclass(frozen=True)
+class _Chain:
+    """What every candidate set shares: depth, q0's integer bits, ring, the library's special primes."""
+
+    depth: int
+    integer_bits: int
+    ring: str
+    special: tuple[int, int]  # (bits, most)
+
+    def literal(self, log_n: int, scale: int):
+        return precision_literal(self.depth, log_n, scale, self.integer_bits, self.ring, self.special)
+
+    def top(self, log_n: int) -> int | None:
+        return largest_scale(self.depth, log_n, self.integer_bits, self.ring, self.special)
+
+
 def choose(compile_with, planned: Graph, checked: Graph, calibration, backend: str, precision_bits: float | None):
     """(compiled, PrecisionChoice): `compile_with(params)` compiles for given parameters; `planned` is
     the graph with its levels planned (depth, slot need), `checked` the model with its polynomial
@@ -82,14 +105,19 @@ def choose(compile_with, planned: Graph, checked: Graph, calibration, backend: s
     exact = interpret.run(checked, images).reshape(len(images), -1)
     tol = tolerance(exact, bits)
     depth, slots = planned.meta["depth"], planned.meta["min_slots"]
-    ring = "conjugate_invariant" if backends.backend_class(backend).real_slot_ring else "standard"
-    per_ring = 0 if ring == "conjugate_invariant" else 1  # slots = N or N/2
+    cls = backends.backend_class(backend)
+    ring = "conjugate_invariant" if cls.real_slot_ring else "standard"
+    # q0 holds the outputs' integer part with 5 bits to spare (biases and noise of the last levels); a
+    # value that still overflows the chain fails its encoding check in the simulation, rejecting the set
     integer_bits = max(4, math.ceil(math.log2(max(1.0, float(np.max(np.abs(exact))))))) + 5
+    chain = _Chain(depth, integer_bits, ring, (cls.special_prime_bits, cls.max_special_primes))
+    sim = _Simulation(compile_with, images, exact)
     rejected: list[str] = []
+    per_ring = 0 if ring == "conjugate_invariant" else 1  # slots = N or N/2
     for log_n in sorted(security.MAX_LOG_QP_128):
         if (1 << (log_n - per_ring)) < slots:
             continue
-        found = _best_scale(compile_with, images, exact, tol, depth, log_n, integer_bits, ring, rejected)
+        found = _best_scale(sim, chain, log_n, tol, rejected)
         if found is not None:
             compiled, err = found
             choice = PrecisionChoice(compiled.program.params, err, tol, bits, len(images), tuple(rejected))
@@ -98,41 +126,45 @@ def choose(compile_with, planned: Graph, checked: Graph, calibration, backend: s
     raise ParameterError(
         f"no 128-bit secure parameters keep the predicted logit error below {tol:.2g} for depth "
         f"{depth}: ask for less precision (precision_bits), or use a lower-degree activation; "
-        f"tried: {'; '.join(rejected)}"
+        f"tried: {'; '.join(rejected) or 'no ring holds the chain'}"
     )
 
 
-def _best_scale(compile_with, images, exact, tol, depth, log_n, integer_bits, ring, rejected):
+def _best_scale(sim: _Simulation, chain: _Chain, log_n: int, tol: float, rejected: list[str]):
     """(compiled, simulated error) at the smallest scale on ring 2^log_n that meets `tol`, or None."""
-    top = largest_scale(depth, log_n, integer_bits, ring)
+    top = chain.top(log_n)
     if top is None:
         return None
-    at_top = _simulate(compile_with, images, exact, depth, log_n, top, integer_bits, ring)
+    at_top = sim.run(chain.literal(log_n, top))
     if at_top is None or at_top[1] > tol:
         rejected.append(f"N=2^{log_n} scale 2^{top}: " + ("overflow" if at_top is None else f"{at_top[1]:.2g}"))
         return None
     # errors are relative to the scale: halve per bit; aim at half the tolerance, then check
     need = top - math.floor(math.log2(tol / 2 / max(at_top[1], 1e-300)))
     for scale in range(max(MIN_SCALE_BITS, min(need, top)), top):
-        found = _simulate(compile_with, images, exact, depth, log_n, scale, integer_bits, ring)
+        found = sim.run(chain.literal(log_n, scale))
         if found is not None and found[1] <= tol:
             return found
     return at_top
 
 
-def _simulate(compile_with, images, exact, depth, log_n, scale, integer_bits, ring):
-    """(compiled, max |logit error|) of the noise model, or None when the set does not exist or
-    values overflow it."""
-    lit = precision_literal(depth, log_n, scale, integer_bits, ring)
-    if lit is None:
-        return None
-    params = Parameters.from_literal(lit, name=f"precision-d{depth}")
-    compiled = compile_with(params)
-    try:
-        noisy = logits(compiled.program, images, noise=True)
-    except (InputError, ScaleError) as exc:  # the chain cannot hold the values at this scale
-        log.debug("N=2^%d scale 2^%d: %s", log_n, scale, exc)
-        return None
-    err = float(np.max(np.abs(noisy - exact)))
-    log.debug("N=2^%d scale 2^%d: predicted error %.3g", log_n, scale, err)
-    return compiled, err
+@dataclass(frozen=True)
+class _Simulation:
+    compile_with: Callable
+    images: np.ndarray
+    exact: np.ndarray
+
+    def run(self, lit):
+        """(compiled, max |logit error|) of the noise model for literal `lit`, or None when there is no
+        such set or values overflow it."""
+        if lit is None:
+            return None
+        compiled = self.compile_with(Parameters.from_literal(lit, name=f"precision-d{len(lit.log_q) - 1}"))
+        try:
+            noisy = logits(compiled.program, self.images, noise=True)
+        except (InputError, ScaleError) as exc:  # the chain cannot hold the values at this scale
+            log.debug("%s: %s", compiled.program.params.describe(), exc)
+            return None
+        err = float(np.max(np.abs(noisy - self.exact)))
+        log.debug("%s: predicted error %.3g", compiled.program.params.describe(), err)
+        return compiled, err
