@@ -88,3 +88,13 @@ def test_tolerance_is_the_smaller_of_the_gap_share_and_the_bits():
 def test_precision_selection_refuses_bad_requests(kwargs, match):
     with pytest.raises(InputError, match=match):
         henn.compile(str(ZOO / "mnist-cnn_square.onnx"), (1, 28, 28), backend="plain", **kwargs)
+
+
+def test_real_slot_program_round_trips():
+    from henn.program import Program
+
+    shape, cal = _calibration("mnist-cnn_square", 2)
+    cm = henn.compile(str(ZOO / "mnist-cnn_square.onnx"), shape, backend="lattigo", calibration=cal)
+    back = Program.from_bytes(cm.program.to_bytes())
+    assert back.params == cm.params and back.params.real_slots
+    assert back.params.fingerprint() == cm.params.fingerprint()
