@@ -87,6 +87,10 @@ def test_cli_infer(model_path, tmp_path, capsys):
     assert r["images"] == 3 and r["agreement"] == 1.0 and r["depth"] == 7 and r["max_logit_error"] < 1e-3
     assert set(r["per_image_seconds"]) == {"encode", "encrypt", "evaluate", "decrypt"}
     assert r["group"] == 0 and r["images_per_set"] == 1  # single mode: one image per ciphertext set
+    # precision-driven parameters by default: the chosen set with its predicted error, beside the measured one
+    assert r["selection"] == "precision" and r["ring"] == "conjugate_invariant"
+    assert 0 < r["predicted_logit_error"] <= r["precision_tolerance"]
+    assert "chosen for precision" in text and "predicted by the noise model" in text
 
 
 def test_cli_infer_missing_model(tmp_path, capsys):

@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 
 def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "single",  # noqa: A001
             activation_check: bool | str = True, calibration=None, params=None, log_scale: int | None = None,
-            threads: int | None = None, batch_group: int | None = None, bootstrap: bool = False) -> CompiledModel:
+            threads: int | None = None, batch_group: int | None = None, bootstrap: bool = False,
+            selection: str | None = None, precision_bits: float | None = None) -> CompiledModel:
     """Compile a torch.nn.Module or an .onnx file for CKKS inference on `backend`.
 
     mode: "single" (one image per ciphertext set, latency) or "batch" (throughput: G channels of one
@@ -53,10 +54,19 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     metadata does so for zoo models; an activation without a fitted range, the square, needs it) and
     each bootstrap its range. bootstrap: place bootstraps where the model is deeper than the parameters
     allow (params with bootstrap parameters, default preset boot-n16; backends: lattigo, plain).
+    selection: how parameters are chosen when params is None: "precision" (the smallest 128-bit secure
+    set, real-slot ring where the backend has it, whose noise-model error on the calibration images
+    keeps their predictions; the default when calibration is given without bootstrap or log_scale),
+    "library" (the backend's own recommendation for the depth; the default otherwise) or "fixed".
+    precision_bits: with "precision", the predicted max logit error must also stay below 2^-bits (default 4).
     """
     check_mode = ranges.check_mode(activation_check)
+    if selection is None:
+        auto = calibration is not None and params is None and not bootstrap and log_scale is None
+        selection = "precision" if auto else "library"
     options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params, batch_group=batch_group,
-                             bootstrap=bootstrap, calibration=calibration, memory_budget=machine_budget())
+                             bootstrap=bootstrap, calibration=calibration, memory_budget=machine_budget(),
+                             selection=selection, precision_bits=precision_bits)
     cm = CompiledModel(compile_model(model, input_shape, options), backend, check_mode, threads)
     cm.observed_preactivation = _observed_preactivation(model)
     if calibration is not None:
@@ -98,6 +108,11 @@ class CompiledModel:
         return self.program.params
 
     @property
+    def precision(self):
+        """henn.compiler.precision.PrecisionChoice of selection="precision" (else None)."""
+        return self.compiled.precision
+
+    @property
     def depth(self) -> int:
         return self.program.depth
 
@@ -115,8 +130,9 @@ class CompiledModel:
 
     def describe(self) -> str:
         boots = f", {self.program.bootstraps} bootstraps" if self.program.bootstraps else ""
+        why = "" if self.precision is None else f"; {self.precision.describe()}"
         return (f"{self.mode} packing on {self.backend_name}: depth {self.depth}{boots}, {len(self.rotation_steps)} "
-                f"rotation keys, {self.params.describe()}")
+                f"rotation keys, {self.params.describe()}{why}")
 
     # ---- running -----------------------------------------------------------------------------
     def reference(self, x) -> np.ndarray:

@@ -23,14 +23,16 @@ import pytest
 
 from henn.ckks import presets, serialization
 from henn.ckks.backend import Backend
-from henn.ckks.backends import usable_class
+from henn.ckks.backends import backend_class, usable_class, with_capability
 from henn.ckks.precision import precision_bits
 from henn.ckks.values import Ciphertext, EvaluationKeys, Plaintext
 from henn.errors import (BackendError, InputError, LevelError, MissingKeyError, ScaleError,
-                         SerializationError)
+                         SerializationError, UnsupportedOperation)
 
 BACKENDS = ["plain", "seal", "lattigo"]
-PROFILES = {"short": "insecure_short_d4", "n14": "n14-d5"}
+PROFILES = {"short": "insecure_short_d4", "n14": "n14-d5", "short-real": "insecure_short_d4_real",
+            "n14-real": "n14-d5-real"}
+REAL_SLOT_BACKENDS = set(with_capability("real_slot_ring"))  # the others refuse the real-slot ring
 # plain runs with its CKKS noise model, so that the thresholds below say something about it too
 BACKEND_OPTIONS = {"plain": {"noise": True, "seed": 0}}
 
@@ -85,6 +87,10 @@ class Ctx:
         return self.be.slots
 
     @property
+    def real(self) -> bool:
+        return self.be.params.real_slots
+
+    @property
     def top(self) -> int:
         return self.be.max_level
 
@@ -106,7 +112,8 @@ class Ctx:
         return bits
 
 
-@pytest.fixture(scope="module", params=[(b, p) for b in BACKENDS for p in PROFILES],
+@pytest.fixture(scope="module", params=[(b, p) for b in BACKENDS for p in PROFILES
+                                        if b in REAL_SLOT_BACKENDS or not presets.get(PROFILES[p]).real_slots],
                 ids=lambda bp: f"{bp[0]}-{bp[1]}")
 def ctx(request):
     name, profile = request.param
@@ -126,12 +133,14 @@ def _precision_report():
                 fh.write(json.dumps({"ctx": cid, "op": op, "bits": round(bits, 2)}) + "\n")
 
 
-def vectors(slots: int, kind: str, seed: int, n: int = 2) -> list[np.ndarray]:
-    """n seeded vectors with |x| <= 1: real in [-1, 1], or complex in the unit disc."""
+def vectors(c: Ctx, kind: str, seed: int, n: int = 2) -> list[np.ndarray]:
+    """n seeded vectors of c.slots values with |x| <= 1: real in [-1, 1], or complex in the unit disc
+    (real ones on the real-slot ring, which test_real_slot_ring_refuses_complex covers)."""
     rng = np.random.default_rng(seed)
+    slots = c.slots
     out = []
     for _ in range(n):
-        if kind == "real":
+        if kind == "real" or c.real:
             out.append(rng.uniform(-1, 1, slots))
         else:
             out.append(np.sqrt(rng.uniform(0, 1, slots)) * np.exp(2j * np.pi * rng.uniform(0, 1, slots)))
@@ -148,7 +157,7 @@ def as_kind(v: np.ndarray, kind: str) -> np.ndarray:
 # ---- encoding ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", KINDS)
 def test_encode_decode_vector(ctx, kind):
-    (x,) = vectors(ctx.slots, kind, 1, 1)
+    (x,) = vectors(ctx, kind, 1, 1)
     pt = ctx.be.encode(x)
     assert isinstance(pt, Plaintext)
     assert (pt.level, pt.scale) == (ctx.top, ctx.scale)
@@ -161,6 +170,7 @@ def test_encode_decode_vector(ctx, kind):
 
 @pytest.mark.parametrize("value", [0.3, -1.0, 0.6 - 0.8j, 1j], ids=str)
 def test_encode_scalar_broadcasts(ctx, value):
+    value = value.real if ctx.real else value
     pt = ctx.be.encode(value)
     ctx.check("encode", np.full(ctx.slots, value, np.complex128), ctx.be.decode(pt, as_complex=True))
 
@@ -168,14 +178,14 @@ def test_encode_scalar_broadcasts(ctx, value):
 @pytest.mark.parametrize("length", [1, 7, "half"])
 def test_encode_short_vector_is_zero_padded(ctx, length):
     n = ctx.slots // 2 if length == "half" else length
-    (x,) = vectors(n, "complex", 2, 1)
+    x = vectors(ctx, "complex", 2, 1)[0][:n]
     expected = np.concatenate([x, np.zeros(ctx.slots - n)])
     ctx.check("encode", expected, ctx.be.decode(ctx.be.encode(x), as_complex=True))
     ctx.check("encode", expected.real, ctx.be.decode(ctx.be.encode(list(x.real))))
 
 
 def test_encode_at_level_and_scale(ctx):
-    (x,) = vectors(ctx.slots, "complex", 3, 1)
+    (x,) = vectors(ctx, "complex", 3, 1)
     pt = ctx.be.encode(x, level=0)
     assert (pt.level, pt.scale) == (0, ctx.scale)
     ctx.check("encode", x, ctx.be.decode(pt, as_complex=True))
@@ -187,10 +197,31 @@ def test_encode_at_level_and_scale(ctx):
     ctx.check("encode", np.concatenate([[1, 0, -1], np.zeros(ctx.slots - 3)]), ints)
 
 
+def test_real_slot_ring_refuses_complex(ctx):
+    """Complex values are refused on the real-slot ring (never silently cut to their real part)."""
+    x = np.full(ctx.slots, 0.5 + 0.25j)
+    ct = ctx.enc(x.real)
+    if ctx.real:
+        for op in (lambda: ctx.be.encode(x), lambda: ctx.ev.multiply(ct, 1j), lambda: ctx.ev.add(ct, 0.5j)):
+            with pytest.raises(InputError, match="conjugate-invariant ring"):
+                op()
+        assert ctx.slots == ctx.be.params.n
+    else:
+        ctx.check("encode", x, ctx.be.decode(ctx.be.encode(x), as_complex=True))
+        assert ctx.slots == ctx.be.params.n // 2
+
+
+@pytest.mark.parametrize("name", sorted(set(BACKENDS) - REAL_SLOT_BACKENDS))
+def test_backend_without_real_slots_refuses_the_ring(name):
+    """Backends without the capability refuse real-slot parameters before touching their library."""
+    with pytest.raises(UnsupportedOperation, match="real-slot"):
+        backend_class(name)(presets.get("insecure_short_d4_real"))
+
+
 # ---- encryption --------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", KINDS)
 def test_encrypt_decrypt(ctx, kind):
-    (x,) = vectors(ctx.slots, kind, 4, 1)
+    (x,) = vectors(ctx, kind, 4, 1)
     ct = ctx.enc(x)
     assert isinstance(ct, Ciphertext)
     assert (ct.level, ct.scale, ct.degree) == (ctx.top, ctx.scale, 1)
@@ -441,7 +472,7 @@ OP_CASES = {
 @pytest.mark.parametrize("op", list(OP_CASES))
 def test_operation(ctx, op, kind):
     cls, fn = OP_CASES[op]
-    x, y = vectors(ctx.slots, kind, 10 + list(OP_CASES).index(op))
+    x, y = vectors(ctx, kind, 10 + list(OP_CASES).index(op))
     expected, ct = fn(ctx, x, y)
     assert ct.degree == 1
     ctx.check(cls, expected, as_kind(ctx.dec(ct), kind))
@@ -449,7 +480,7 @@ def test_operation(ctx, op, kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_rotate(ctx, kind):
-    (x,) = vectors(ctx.slots, kind, 5, 1)
+    (x,) = vectors(ctx, kind, 5, 1)
     cx = ctx.enc(x)
     s = ctx.slots
     for step in rotation_steps(s) + [s + 1, -(s // 2), -1 - s]:
@@ -465,7 +496,7 @@ def test_rotate(ctx, kind):
 
 
 def test_rotate_hoisted_equals_rotations(ctx):
-    (x,) = vectors(ctx.slots, "complex", 6, 1)
+    (x,) = vectors(ctx, "complex", 6, 1)
     cx = ctx.enc(x)
     steps = [1, 5, -3, 0, ctx.slots // 2, 2]
     out = ctx.ev.rotate_hoisted(cx, steps)
@@ -484,7 +515,7 @@ def test_rotate_hoisted_equals_rotations(ctx):
 def test_chain_to_level_zero(ctx, kind):
     """Multiply down to level 0 (ct*ct, square, ct*pt, ct*scalar in turn); then depth is used up."""
     ev = ctx.ev
-    vs = vectors(ctx.slots, kind, 7, ctx.top + 1)
+    vs = vectors(ctx, kind, 7, ctx.top + 1)
     vs = [v / np.abs(v) * (0.9 + 0.1 * np.abs(v)) for v in vs]  # magnitudes in [0.9, 1]: products stay O(1)
     ct, want = ctx.enc(vs[0]), vs[0]
     for i in range(ctx.top):
@@ -521,7 +552,7 @@ def roundtrip(c: Ctx, obj):
 
 
 def test_serialize_ciphertext(ctx):
-    (x,) = vectors(ctx.slots, "complex", 8, 1)
+    (x,) = vectors(ctx, "complex", 8, 1)
     cx = ctx.enc(x)
     for ct in (cx, ctx.ev.rescale(ctx.ev.square(cx)), ctx.ev.drop_level(cx, ctx.top),
                ctx.ev.multiply(cx, cx, relinearize=False)):
@@ -538,7 +569,7 @@ def test_serialize_ciphertext(ctx):
 
 
 def test_serialize_pt(ctx):
-    (x,) = vectors(ctx.slots, "complex", 9, 1)
+    (x,) = vectors(ctx, "complex", 9, 1)
     for pt in (ctx.be.encode(x), ctx.be.encode(x, level=1, scale=ctx.be.prime(1))):
         back = roundtrip(ctx, pt)
         assert (back.level, back.scale) == (pt.level, pt.scale)
@@ -548,20 +579,20 @@ def test_serialize_pt(ctx):
 
 
 def test_serialize_public_key(ctx):
-    (x,) = vectors(ctx.slots, "complex", 10, 1)
+    (x,) = vectors(ctx, "complex", 10, 1)
     pk = roundtrip(ctx, ctx.keys.public)
     ctx.check("encrypt", x, ctx.dec(ctx.be.encrypt(x, pk)))
 
 
 def test_serialize_relin_key(ctx):
-    (x, y) = vectors(ctx.slots, "complex", 11)
+    (x, y) = vectors(ctx, "complex", 11)
     rk = roundtrip(ctx, ctx.keys.relin)
     ev = ctx.be.evaluator(EvaluationKeys(relin=rk))
     ctx.check("mul", x * y, ctx.dec(ev.rescale(ev.multiply(ctx.enc(x), ctx.enc(y)))))
 
 
 def test_serialize_galois_keys(ctx):
-    (x,) = vectors(ctx.slots, "complex", 12, 1)
+    (x,) = vectors(ctx, "complex", 12, 1)
     gk = roundtrip(ctx, ctx.keys.galois)
     assert gk.steps == ctx.keys.galois.steps and gk.conjugate
     ev = ctx.be.evaluator(EvaluationKeys(galois=gk))
@@ -577,7 +608,7 @@ def test_serialize_galois_keys(ctx):
 
 
 def _serialized_samples(c: Ctx) -> dict[str, bytes]:
-    (x,) = vectors(c.slots, "complex", 13, 1)
+    (x,) = vectors(c, "complex", 13, 1)
     return {"ciphertext": c.be.serialize(c.enc(x)), "plaintext": c.be.serialize(c.be.encode(x)),
             "public_key": c.be.serialize(c.keys.public), "relin_key": c.be.serialize(c.keys.relin)}
 
@@ -801,7 +832,7 @@ def test_error_raised_before_library(ctx, prepared, case):
 
 def test_evaluator_without_keys(ctx):
     """Public material is optional: what needs no key works without one."""
-    (x, y) = vectors(ctx.slots, "complex", 15)
+    (x, y) = vectors(ctx, "complex", 15)
     ev = ctx.be.evaluator()
     cx, cy = ctx.enc(x), ctx.enc(y)
     ctx.check("add", x - y + 0.5, ctx.dec(ev.add(ev.sub(cx, cy), 0.5)))

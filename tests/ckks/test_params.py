@@ -189,3 +189,50 @@ def test_preset_errors():
         presets.get("nope")
     with pytest.raises(ParameterError, match="exists"):
         presets.register("n14-d5", GOOD)
+
+
+# ---- the real-slot (conjugate-invariant) ring ---------------------------------------------------
+REAL = dataclasses.replace(GOOD, ring="conjugate_invariant")
+
+
+def test_real_slot_ring_has_n_slots_and_its_own_fingerprint():
+    p, std = Parameters.from_literal(REAL), Parameters.from_literal(GOOD)
+    assert (p.slots, p.real_slots, p.nth_root) == (16384, True, 4 * 16384)
+    assert (std.slots, std.real_slots, std.nth_root) == (8192, False, 2 * 16384)
+    assert p.fingerprint() != std.fingerprint()
+    assert p.literal() == REAL and ParametersLiteral.from_dict(REAL.to_dict()) == REAL
+    assert "conjugate-invariant" in p.describe() and "conjugate-invariant" not in std.describe()
+    assert p.log_qp == std.log_qp and p.security_ok  # the HE-standard bound applies to the ring degree N
+
+
+def test_real_slot_ring_needs_primes_1_mod_4n():
+    with pytest.raises(ParameterError, match="1 mod 4N"):  # 1 mod 2N, but not all of them 1 mod 4N
+        Parameters.from_literal(dataclasses.replace(PINNED, ring="conjugate_invariant"))
+    primes = ntt_primes((60, 40, 40, 40, 60), 14, ring="conjugate_invariant")
+    assert all(q % (4 << 14) == 1 for q in primes)
+    Parameters.from_literal(dataclasses.replace(REAL, q=tuple(primes[:4]), p=(primes[4],)))
+
+
+@pytest.mark.parametrize("ring", ["complex", "", None, 1])
+def test_unknown_ring_is_refused(ring):
+    with pytest.raises(ParameterError, match="ring"):
+        Parameters.from_literal(dataclasses.replace(GOOD, ring=ring))
+
+
+def test_real_slot_ring_cannot_bootstrap():
+    with pytest.raises(ParameterError, match="bootstrapping needs the standard ring"):
+        Parameters.from_literal(dataclasses.replace(presets.get("boot-n16").literal(), ring="conjugate_invariant"))
+
+
+def test_real_slot_ring_is_as_secure_as_the_standard_one():
+    big = ParametersLiteral(13, (60,) + (40,) * 4, (60,), 40, ring="conjugate_invariant")  # 280 > 218 bits
+    with pytest.raises(SecurityError):
+        Parameters.from_literal(big)
+
+
+def test_plain_backend_without_primes_of_a_size_raises_a_parameter_error():
+    from henn.ckks.backends.plain import PlainBackend
+
+    few = ParametersLiteral(13, (30,) + (22,) * 6, (30,), 22, ring="conjugate_invariant")  # five 22-bit = 1 mod 4N
+    with pytest.raises(ParameterError, match="no prime chain"):
+        PlainBackend(Parameters.from_literal(few))

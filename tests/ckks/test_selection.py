@@ -135,3 +135,40 @@ def test_selection_errors():
         select_parameters(3, mode="fixed", slots=1 << 16, log_scale=20)
     with pytest.raises(BackendError, match="unknown backend"):
         select_parameters(2, backend="nope")
+
+
+@pytest.mark.parametrize("mode", ["library", "fixed"])
+@pytest.mark.parametrize("backend", ["plain", "lattigo"])
+def test_real_slot_ring_selection(mode, backend):
+    """The real-slot ring holds N slots: the same request fits a ring half the size (or the same ring)."""
+    std = select_parameters(3, backend=backend, mode=mode, slots=8192)
+    real = select_parameters(3, backend=backend, mode=mode, slots=8192, ring="conjugate_invariant")
+    assert real.real_slots and real.slots >= 8192 and real.security_ok and real.depth == 3
+    assert real.log_n == std.log_n - 1 or real.log_n == security.min_log_n_for(real.log_qp)
+    if real.q is not None:
+        assert all(q % real.nth_root == 1 for q in real.q + real.p)
+
+
+def test_real_slot_ring_selection_refused_without_the_capability():
+    from henn.errors import UnsupportedOperation
+
+    with pytest.raises(UnsupportedOperation, match="real_slot_ring|conjugate_invariant"):
+        select_parameters(3, backend="seal", ring="conjugate_invariant")
+    with pytest.raises(ParameterError, match="ring"):
+        select_parameters(3, ring="complex")
+
+
+@pytest.mark.parametrize("ring", ["standard", "conjugate_invariant"])
+def test_precision_literal_is_secure_and_sized_to_the_library(ring):
+    from henn.ckks.params import Parameters
+    from henn.ckks.selection import largest_scale, precision_literal
+
+    for log_n in (13, 14, 15):
+        for special in ((61, 64), (60, 1)):  # Lattigo's special primes, SEAL's single one
+            top = largest_scale(5, log_n, 9, ring, special)
+            lit = precision_literal(5, log_n, top, 9, ring, special)
+            p = Parameters.from_literal(lit)
+            assert p.security_ok and p.ring == ring and p.log_q == (top + 9,) + (top,) * 5
+            assert set(p.log_p) == {special[0]} and len(p.log_p) <= special[1]
+            assert precision_literal(5, log_n, top + 1, 9, ring, special) is None  # the largest that fits
+    assert precision_literal(6, 13, 22, 9, "conjugate_invariant") is None  # only five 22-bit primes = 1 mod 4N

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from henn.ckks import serialization
-from henn.ckks.params import Parameters, ParametersLiteral
+from henn.ckks.params import MAX_SPECIAL_PRIME_BITS, Parameters, ParametersLiteral
 from henn.ckks.values import (BootstrapKeys, Ciphertext, EvaluationKeys, GaloisKeys, Plaintext, PublicKey,
                               RelinKey, SecretKey, check_same_key_set, new_key_id)
 from henn.errors import InputError, LevelError, SerializationError, UnsupportedOperation
@@ -36,6 +36,10 @@ class Backend(ABC):
     encrypts: ClassVar[bool] = True       # False: values are cleartext slot vectors, no key material
     releases_gil: ClassVar[bool] = True   # its calls may run on several Python threads at once
     bootstraps: ClassVar[bool] = False    # Evaluator.bootstrap works (lattigo; plain simulates it)
+    real_slot_ring: ClassVar[bool] = False  # opens ring="conjugate_invariant" parameters (N real slots)
+    # the special primes it takes: their size and most count (precision-driven selection sizes to them)
+    special_prime_bits: ClassVar[int] = MAX_SPECIAL_PRIME_BITS
+    max_special_primes: ClassVar[int] = 64
     # what the library made of the bootstrap parameters (primes, depth, keys), where it reports it
     bootstrap_info: dict | None = None
 
@@ -43,6 +47,12 @@ class Backend(ABC):
         if not isinstance(params, Parameters):
             raise InputError("Backend needs a Parameters object: use Parameters.from_literal, presets.get "
                              "or select_parameters")
+        if params.real_slots and not self.real_slot_ring:
+            from henn.ckks.backends import with_capability
+
+            raise UnsupportedOperation(
+                f"the {self.name} backend has no real-slot (conjugate-invariant) ring; backends that have: "
+                f"{', '.join(with_capability('real_slot_ring'))}: use one of those, or ring='standard' parameters")
         self.params = params
         self.q_primes: tuple[int, ...] = ()
         self.p_primes: tuple[int, ...] = ()
@@ -409,6 +419,12 @@ class Backend(ABC):
             raise InputError(f"scale {given!r} must be a finite number >= 1 (typically 2^30 .. 2^50)")
         return scale
 
+    def check_real(self, op: str, values: np.ndarray | complex) -> None:
+        """The real-slot ring holds no imaginary parts: refuse them rather than drop them silently."""
+        if self.params.real_slots and np.any(np.imag(values) != 0):
+            raise InputError(f"cannot {op} complex values: these parameters use the conjugate-invariant ring, "
+                             "whose slots are real; give real values or use ring='standard' parameters")
+
     def _as_slot_vector(self, values: Values) -> np.ndarray:
         if isinstance(values, (Plaintext, Ciphertext)):
             raise InputError("expected numbers to encode, got an already encoded/encrypted value")
@@ -428,6 +444,7 @@ class Backend(ABC):
         arr = arr.astype(np.complex128, copy=False)
         if not np.all(np.isfinite(arr)):
             raise InputError("values contain NaN or infinity: clean the input before encoding")
+        self.check_real("encode", arr)
         if arr.size < self.slots:
             arr = np.concatenate([arr, np.zeros(self.slots - arr.size, np.complex128)])
         return arr

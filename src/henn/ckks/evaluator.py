@@ -76,6 +76,7 @@ class Evaluator:
             out_scale = self._product_scale("multiply", a, b.scale)
             return Ciphertext(be._mul_plain(a.raw, b.raw), a.level, out_scale, be.name, key_id=a.key_id)
         c = self._scalar("multiply", b)
+        be.check_real("multiply", c)
         s = float(be.prime(a.level)) if scale is None else be._check_scale(scale)
         out_scale = self._product_scale("multiply", a, s)
         self._scalar_fits("multiply", abs(c), s, a.level)
@@ -268,6 +269,7 @@ class Evaluator:
             raw = be._add_plain(a.raw, b.raw) if op == "add" else be._sub_plain(a.raw, b.raw)
             return self._like(a, raw)
         c = self._scalar(op, b)
+        be.check_real(op, c)
         self._scalar_fits(op, abs(c), a.scale, a.level)
         return self._like(a, be._add_scalar(a.raw, c if op == "add" else -c, a.level, a.scale))
 

@@ -18,13 +18,17 @@ from dataclasses import asdict, dataclass, field
 
 from henn.ckks import security
 from henn.ckks.bootstrap_params import BootstrapLiteral, BootstrapParameters
-from henn.ckks.primes import is_prime
+from henn.ckks.primes import is_prime, nth_root, root_name
 from henn.errors import ParameterError, SecurityError
 
 MAX_PRIME_BITS = 60  # ciphertext primes: SEAL's limit, the common ground
 MAX_SPECIAL_PRIME_BITS = 61  # Lattigo recommends 61-bit special primes; SEAL's backend caps at 60 itself
 MIN_PRIME_BITS = 20
 SECRETS = ("ternary",)
+# "standard": Z[X]/(X^N+1), N/2 complex slots. "conjugate_invariant": Lattigo's real-slot ring
+# Z[X+X^-1]/(X^2N+1) of degree N, N real slots (twice the slots, or half the ring, for real data);
+# its NTT needs primes = 1 mod 4N. The HE-standard bound applies to the ring degree N as usual.
+RINGS = ("standard", "conjugate_invariant")
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ class ParametersLiteral:
     p: tuple[int, ...] | None = None
     secret: str = "ternary"
     bootstrap: BootstrapLiteral | None = None
+    ring: str = "standard"
 
     def to_dict(self) -> dict:
         d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if k != "bootstrap"}
@@ -73,6 +78,7 @@ class Parameters:
     name: str = ""
     insecure: bool = False
     bootstrap: BootstrapParameters | None = None
+    ring: str = "standard"
     _token: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
@@ -85,8 +91,18 @@ class Parameters:
         return 1 << self.log_n
 
     @property
+    def real_slots(self) -> bool:
+        """True on the conjugate-invariant ring: every slot holds a real number."""
+        return self.ring == "conjugate_invariant"
+
+    @property
     def slots(self) -> int:
-        return self.n // 2
+        return self.n if self.real_slots else self.n // 2
+
+    @property
+    def nth_root(self) -> int:
+        """Order of the roots of unity the NTT uses: every prime is 1 modulo it."""
+        return nth_root(self.log_n, self.ring)
 
     @property
     def max_level(self) -> int:
@@ -121,7 +137,7 @@ class Parameters:
 
     def literal(self) -> ParametersLiteral:
         return ParametersLiteral(self.log_n, self.log_q, self.log_p, self.log_scale, self.q, self.p, self.secret,
-                                 None if self.bootstrap is None else self.bootstrap.literal)
+                                 None if self.bootstrap is None else self.bootstrap.literal, self.ring)
 
     def fingerprint(self) -> str:
         """Short stable id of the parameter set (used in serialized headers)."""
@@ -129,16 +145,17 @@ class Parameters:
 
     def describe(self) -> str:
         tag = " INSECURE" if self.insecure else ""
+        ring = " ring=conjugate-invariant (real slots)" if self.real_slots else ""
         boot = "" if self.bootstrap is None else \
             f" {self.bootstrap.describe()} bootstrap logQP<={self.bootstrap_log_qp:.0f}"
         return (f"N=2^{self.log_n} slots={self.slots} depth={self.depth} log_q={list(self.log_q)} "
-                f"log_p={list(self.log_p)} scale=2^{self.log_scale} logQP={self.log_qp:.1f}{boot}{tag}")
+                f"log_p={list(self.log_p)} scale=2^{self.log_scale} logQP={self.log_qp:.1f}{ring}{boot}{tag}")
 
     def with_primes(self, q: tuple[int, ...], p: tuple[int, ...]) -> Parameters:
         """The same set with the primes a backend actually chose pinned."""
         lit = ParametersLiteral(self.log_n, tuple(x.bit_length() for x in q), tuple(x.bit_length() for x in p),
                                 self.log_scale, tuple(q), tuple(p), self.secret,
-                                None if self.bootstrap is None else self.bootstrap.literal)
+                                None if self.bootstrap is None else self.bootstrap.literal, self.ring)
         return _build(lit, self.name, self.insecure)
 
     # --- construction -------------------------------------------------------------------
@@ -166,7 +183,7 @@ def _build(lit: ParametersLiteral, name: str, insecure: bool) -> Parameters:
     params = Parameters(lit.log_n, tuple(lit.log_q), tuple(lit.log_p), lit.log_scale,
                         None if lit.q is None else tuple(int(x) for x in lit.q),
                         None if lit.p is None else tuple(int(x) for x in lit.p),
-                        lit.secret, name, insecure, boot, _FACTORY)
+                        lit.secret, name, insecure, boot, lit.ring, _FACTORY)
     if not insecure and not params.security_ok:
         bound = security.MAX_LOG_QP_128.get(lit.log_n)
         widest = max(params.log_qp, params.bootstrap_log_qp or 0.0)
@@ -192,11 +209,16 @@ def _validate(lit: ParametersLiteral) -> None:
         fail("log_q is empty; give at least one ciphertext prime size, e.g. (60, 40, 40)")
     if not lit.log_p:
         fail("log_p is empty; give at least one special prime (key switching needs it), e.g. (60,)")
+    if lit.ring not in RINGS:
+        fail(f"ring = {lit.ring!r}; supported: {RINGS}")
+    if lit.ring != "standard" and lit.bootstrap is not None:
+        fail("bootstrapping needs the standard ring (Lattigo bootstraps complex slots only): drop ring or bootstrap")
+    root = nth_root(lit.log_n, lit.ring)
+    low = max(MIN_PRIME_BITS, root.bit_length())
     for what, sizes, top in (("log_q", lit.log_q, MAX_PRIME_BITS), ("log_p", lit.log_p, MAX_SPECIAL_PRIME_BITS)):
         for b in sizes:
-            if not isinstance(b, int) or not max(MIN_PRIME_BITS, lit.log_n + 2) <= b <= top:
-                fail(f"{what} entry {b!r} out of range; primes need {max(MIN_PRIME_BITS, lit.log_n + 2)}.."
-                     f"{top} bits at N = 2^{lit.log_n}")
+            if not isinstance(b, int) or not low <= b <= top:
+                fail(f"{what} entry {b!r} out of range; primes need {low}..{top} bits at N = 2^{lit.log_n}")
     if not isinstance(lit.log_scale, int) or not 10 <= lit.log_scale <= MAX_PRIME_BITS:
         fail(f"log_scale = {lit.log_scale!r}; use an integer in 10..{MAX_PRIME_BITS}")
     if lit.log_scale >= lit.log_q[0]:
@@ -219,7 +241,7 @@ def _validate(lit: ParametersLiteral) -> None:
                 x = operator.index(x)
             except TypeError:
                 fail(f"{what} prime {x!r} is not an integer")
-            if x.bit_length() != b or x % (2 << lit.log_n) != 1 or not is_prime(x):
-                fail(f"{what} prime {x} is not a {b}-bit prime = 1 mod 2N")
+            if x.bit_length() != b or x % root != 1 or not is_prime(x):
+                fail(f"{what} prime {x} is not a {b}-bit prime = 1 mod {root_name(lit.ring)} ({root})")
     if lit.q is not None and len(set(lit.q) | set(lit.p)) != len(lit.q) + len(lit.p):
         fail("primes in q and p must be distinct")

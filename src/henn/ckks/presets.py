@@ -14,6 +14,8 @@ _PRESETS: dict[str, ParametersLiteral] = {
     "mnist-n14-d7": ParametersLiteral(14, (60,) + (30,) * 7, (60,), 30),
     # the conformance suite's main set: N = 2^14, depth 5, 40-bit scale
     "n14-d5": ParametersLiteral(14, (60,) + (40,) * 5, (60,), 40),
+    # the same on the real-slot (conjugate-invariant) ring: N = 2^14 real slots
+    "n14-d5-real": ParametersLiteral(14, (60,) + (40,) * 5, (60,), 40, ring="conjugate_invariant"),
     # bootstrapping at N = 2^16, full slots (Lattigo's N16QP1767H32768H32 layout: dense ternary main secret,
     # ephemeral H = 32): 13 levels for the network between bootstraps. Six 61-bit special primes (Lattigo's
     # default would be five) fill the bound (1767 <= 1772 bits) and cut the bootstrapping keys' digits 6 -> 5
@@ -24,6 +26,7 @@ _PRESETS: dict[str, ParametersLiteral] = {
     # fast test sets: small ring, far too large a modulus for it -> insecure
     "insecure_short_d4": ParametersLiteral(11, (50,) + (36,) * 4, (50,), 36),
     "insecure_short_d2": ParametersLiteral(10, (50, 36, 36), (50,), 36),
+    "insecure_short_d4_real": ParametersLiteral(11, (50,) + (36,) * 4, (50,), 36, ring="conjugate_invariant"),
     # bootstrapping in a small ring (the message ratio grows as N shrinks, as Lattigo's short examples do)
     "insecure_boot_n12": ParametersLiteral(12, (60, 40, 40, 40), (61, 61), 40,
                                            bootstrap=BootstrapLiteral(log_message_ratio=12, precision_bits=15.0)),

@@ -1,5 +1,5 @@
-"""Deterministic NTT-friendly primes (q = 1 mod 2N), so that `fixed` mode gives every backend
-exactly the same modulus chain."""
+"""Deterministic NTT-friendly primes (q = 1 mod 2N, or 4N on the conjugate-invariant ring), so that
+`fixed` mode gives every backend exactly the same modulus chain."""
 
 from __future__ import annotations
 
@@ -33,19 +33,29 @@ def is_prime(n: int) -> bool:
     return True
 
 
-def ntt_primes(bits: Iterable[int], log_n: int, exclude: Iterable[int] = ()) -> list[int]:
-    """One prime per requested bit size, each = 1 mod 2N, of exactly that many bits, distinct.
+def nth_root(log_n: int, ring: str = "standard") -> int:
+    """2N on the standard ring, 4N on the conjugate-invariant one (Lattigo's NthRoot)."""
+    return (4 if ring == "conjugate_invariant" else 2) << log_n
+
+
+def root_name(ring: str) -> str:
+    return "4N" if ring == "conjugate_invariant" else "2N"
+
+
+def ntt_primes(bits: Iterable[int], log_n: int, exclude: Iterable[int] = (), ring: str = "standard") -> list[int]:
+    """One prime per requested bit size, each = 1 mod nth_root (2N or 4N), of exactly that many bits,
+    distinct.
 
     Primes are the largest such below 2^bits, so equal-size primes all sit within a factor
     (1 - 2^-20) or so of 2^bits and rescaling keeps the scale close to 2^bits.
     """
-    step = 2 << log_n  # 2N
+    step = nth_root(log_n, ring)
     used = set(exclude)
     cursor: dict[int, int] = {}
     out = []
     for b in bits:
-        if b < log_n + 2:
-            raise ValueError(f"a {b}-bit prime cannot be 1 mod 2N for N = 2^{log_n}")
+        if b < step.bit_length():
+            raise ValueError(f"a {b}-bit prime cannot be 1 mod {root_name(ring)} = {step} for N = 2^{log_n}")
         cand = cursor.get(b, (1 << b) + 1 - step)
         while cand in used or not is_prime(cand):
             cand -= step

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import numpy as np
 
+import dataclasses
+
 from henn.ckks import backends, security
-from henn.ckks.params import MAX_PRIME_BITS, MIN_PRIME_BITS, Parameters, ParametersLiteral
+from henn.ckks.params import (MAX_PRIME_BITS, MAX_SPECIAL_PRIME_BITS, MIN_PRIME_BITS, RINGS, Parameters,
+                              ParametersLiteral)
 from henn.ckks.primes import ntt_primes
-from henn.errors import ParameterError
+from henn.errors import ParameterError, UnsupportedOperation
 
 MODES = ("library", "fixed")
 DEFAULT_LOG_SCALE = 40
+MIN_SCALE_BITS = 20  # the smallest scale any selection considers
 INTEGER_BITS = 20  # headroom in q0 above the scale for the integer part of results
 # no 128-bit secure ring holds more primes than its whole modulus in the smallest primes: a bound on
 # any depth request, checked before anything is allocated for it
@@ -24,24 +28,31 @@ MAX_SLOTS = 1 << (max(security.MAX_LOG_QP_128) - 1)
 
 
 def fixed_literal(depth: int, slots: int | None = None, log_scale: int | None = None,
-                  pin_primes: bool = True) -> ParametersLiteral:
+                  pin_primes: bool = True, ring: str = "standard") -> ParametersLiteral:
     """The smallest secure ring for `depth` rescales at `log_scale`-bit scale: q0 = scale + 20 bits
     (capped at 60), `depth` primes of the scale's size, one 60-bit special prime."""
-    _check_request(depth, slots, log_scale)
+    _check_request(depth, slots, log_scale, ring)
     log_scale = DEFAULT_LOG_SCALE if log_scale is None else int(log_scale)
     if not 20 <= log_scale <= MAX_PRIME_BITS - 1:
         raise ParameterError(f"log_scale {log_scale} out of range 20..{MAX_PRIME_BITS - 1}")
     log_q = (min(MAX_PRIME_BITS, log_scale + INTEGER_BITS),) + (log_scale,) * depth
     log_p = (MAX_PRIME_BITS,)
-    log_n = smallest_secure_log_n(sum(log_q) + sum(log_p), slots, depth)
+    log_n = smallest_secure_log_n(sum(log_q) + sum(log_p), standard_slots(slots, ring), depth)
     if not pin_primes:
-        return ParametersLiteral(log_n, log_q, log_p, log_scale)
+        return ParametersLiteral(log_n, log_q, log_p, log_scale, ring=ring)
     try:
-        primes = ntt_primes(log_q + log_p, log_n)
+        primes = ntt_primes(log_q + log_p, log_n, ring=ring)
     except ValueError as exc:  # e.g. too few small primes = 1 mod 2N for a large ring
         raise ParameterError(f"no prime chain for depth {depth} at N = 2^{log_n}: {exc}; use a larger "
                              "log_scale") from None
-    return ParametersLiteral(log_n, log_q, log_p, log_scale, tuple(primes[:len(log_q)]), tuple(primes[len(log_q):]))
+    return ParametersLiteral(log_n, log_q, log_p, log_scale, tuple(primes[:len(log_q)]), tuple(primes[len(log_q):]),
+                             ring=ring)
+
+
+def standard_slots(slots: int | None, ring: str) -> int | None:
+    """The slot request on the standard ring that asks for the same ring degree: the real-slot ring
+    holds N slots where the standard one holds N/2."""
+    return slots if slots is None or ring == "standard" else -(-slots // 2)
 
 
 def smallest_secure_log_n(log_qp: float, slots: int | None, depth: int) -> int:
@@ -57,16 +68,24 @@ def smallest_secure_log_n(log_qp: float, slots: int | None, depth: int) -> int:
 
 
 def select_parameters(depth: int, *, backend: str = "plain", mode: str = "library", slots: int | None = None,
-                      log_scale: int | None = None) -> Parameters:
-    """128-bit secure parameters allowing `depth` rescales with at least `slots` slots."""
+                      log_scale: int | None = None, ring: str = "standard") -> Parameters:
+    """128-bit secure parameters allowing `depth` rescales with at least `slots` slots on `ring`
+    (the real-slot ring: the library's choice for half the slots, moved to that ring)."""
     if mode not in MODES:
         raise ParameterError(f"unknown selection mode {mode!r}; use one of {MODES}")
-    _check_request(depth, slots, log_scale)
+    _check_request(depth, slots, log_scale, ring)
+    cls = backends.backend_class(backend)
+    if ring != "standard" and not cls.real_slot_ring:
+        raise UnsupportedOperation(f"the {backend} backend has no {ring} ring; backends that have: "
+                                   f"{', '.join(backends.with_capability('real_slot_ring'))}")
     if mode == "fixed":
-        lit = fixed_literal(depth, slots, log_scale)
+        lit = fixed_literal(depth, slots, log_scale, ring=ring)
     else:
-        lit = backends.backend_class(backend).recommend(depth, slots, log_scale)
-    return Parameters.from_literal(lit, name=f"{mode}-{backend if mode == 'library' else 'shared'}-d{depth}")
+        lit = dataclasses.replace(cls.recommend(depth, standard_slots(slots, ring), log_scale), ring=ring)
+        if lit.q is not None and ring != "standard":  # primes = 1 mod 2N need not be 1 mod 4N: choose again
+            lit = dataclasses.replace(lit, q=None, p=None)
+    tag = "" if ring == "standard" else "-real"
+    return Parameters.from_literal(lit, name=f"{mode}-{backend if mode == 'library' else 'shared'}-d{depth}{tag}")
 
 
 def check_depth(depth: int) -> int:
@@ -76,10 +95,46 @@ def check_depth(depth: int) -> int:
     return depth
 
 
-def _check_request(depth: int, slots: int | None, log_scale: int | None = None) -> None:
+def _check_request(depth: int, slots: int | None, log_scale: int | None = None, ring: str = "standard") -> None:
     check_depth(depth)
+    if ring not in RINGS:
+        raise ParameterError(f"ring must be one of {RINGS}, got {ring!r}")
     if log_scale is not None and (isinstance(log_scale, bool) or not isinstance(log_scale, (int, np.integer))):
         raise ParameterError(f"log_scale must be an integer number of bits (e.g. 40) or None, got {log_scale!r}")
     if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_SLOTS):
         raise ParameterError(f"slots must be an integer from 1 to {MAX_SLOTS} (N = 2^{max(security.MAX_LOG_QP_128)}), "
                              f"got {slots!r}")
+
+
+def precision_literal(depth: int, log_n: int, log_scale: int, integer_bits: int, ring: str = "standard",
+                      special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64)) -> ParametersLiteral | None:
+    """The chain for `depth` rescales at a `log_scale`-bit scale on ring 2^log_n, sized by precision
+    rather than a fixed budget: q0 = scale + integer_bits (the integer part of the outputs), special
+    primes of special = (bits, most) (the library's: 61 bits for Lattigo, one of 60 for SEAL), as many
+    as the 128-bit bound leaves room for, up to half the chain (fewer key-switching digits). None when
+    not even one special prime fits or the ring has too few primes of that size."""
+    _check_request(depth, None, log_scale, ring)
+    special_bits, most = special
+    first = log_scale + integer_bits
+    if first > MAX_PRIME_BITS or log_n not in security.MAX_LOG_QP_128:
+        return None
+    log_q = (first,) + (log_scale,) * depth
+    room = security.max_log_qp(log_n) - sum(log_q)
+    count = min(-(-len(log_q) // 2), room // special_bits, most)
+    if count < 1 or special_bits < first:
+        return None
+    log_p = (special_bits,) * count
+    try:
+        ntt_primes(log_q + log_p, log_n, ring=ring)
+    except ValueError:  # e.g. too few 22-bit primes = 1 mod 4N
+        return None
+    return ParametersLiteral(log_n, log_q, log_p, log_scale, ring=ring)
+
+
+def largest_scale(depth: int, log_n: int, integer_bits: int, ring: str = "standard",
+                  special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64)) -> int | None:
+    """The largest scale (bits) whose precision_literal fits ring 2^log_n, or None."""
+    for log_scale in range(MAX_PRIME_BITS - integer_bits, MIN_SCALE_BITS - 1, -1):
+        if precision_literal(depth, log_n, log_scale, integer_bits, ring, special) is not None:
+            return log_scale
+    return None

@@ -13,6 +13,7 @@ import numpy as np
 
 from henn.cli_args import int_in, output_file
 from henn.errors import InputError
+from henn.passes.options import SELECTIONS
 from henn.runtime.parallel import MAX_THREADS, default_threads
 
 log = logging.getLogger(__name__)
@@ -45,9 +46,15 @@ def register(sub) -> None:
     p.add_argument("--params", default=None, metavar="PRESET",
                    help="a parameter preset (henn info lists them), e.g. boot-n16 (default: chosen from the depth)")
     p.add_argument("--calibration", type=int_in(1, 60000), default=CALIBRATION_IMAGES,
-                   help=f"with --bootstrap: training images that set the bootstraps' ranges (default "
-                        f"{CALIBRATION_IMAGES}; without --data-dir, embedded digits from the end, disjoint from "
-                        "the test images)")
+                   help=f"training images that set the bootstraps' ranges and on which --selection precision "
+                        f"simulates the noise (default {CALIBRATION_IMAGES}; without --data-dir, embedded digits from "
+                        "the end, disjoint from the test images)")
+    p.add_argument("--selection", choices=SELECTIONS, default=None,
+                   help="parameter selection: precision (the smallest secure set whose predicted error keeps the "
+                        "calibration predictions; the default without --bootstrap, --params or --log-scale), library "
+                        "(the backend's recommendation for the depth) or fixed")
+    p.add_argument("--precision-bits", type=float, default=None,
+                   help="with --selection precision: predicted max logit error <= 2^-BITS (default 4)")
     p.add_argument("--json", type=output_file, default=None, help="write the results as JSON here")
     p.set_defaults(handler=run)
 
@@ -108,26 +115,32 @@ def run(args) -> int:
         raise InputError(f"no model at {weights}: train it (`henn train --model {args.model} --activation "
                          f"{args.activation}`) or pass --weights PATH")
     images, labels, source = load_images(args.model, args.data_dir, args.images)
-    calibration, cal_source = (load_calibration(args.model, args.data_dir, args.calibration, len(images))
-                               if args.bootstrap else (None, ""))
     params = None
     if args.params:
         from henn.ckks import presets
 
         params = presets.get(args.params)
+    selection = args.selection or ("precision" if not (args.bootstrap or params or args.log_scale) else "library")
+    calibration, cal_source = (load_calibration(args.model, args.data_dir, args.calibration, len(images))
+                               if args.bootstrap or selection == "precision" else (None, ""))
     t0 = time.perf_counter()
     cm = henn.compile(str(weights), INPUT_SHAPES[args.model], backend=args.backend, mode=args.mode,
                       log_scale=args.log_scale, threads=args.threads, batch_group=args.batch_group, params=params,
-                      bootstrap=args.bootstrap, calibration=calibration)
+                      bootstrap=args.bootstrap, calibration=calibration, selection=selection,
+                      precision_bits=args.precision_bits)
     compile_s = time.perf_counter() - t0
     print(f"model     {Path(weights).name} ({args.mode} packing, {args.backend})")
     print(f"data      {len(images)} images: {source}")
     if args.bootstrap:
         print(f"calibrate {len(calibration)} images: {cal_source}; {cm.program.bootstraps} bootstraps placed")
+    elif calibration is not None:
+        print(f"calibrate {len(calibration)} images: {cal_source}")
     group = f", {cm.program.group} channels x {cm.program.images_per_set} images per ciphertext" \
         if cm.program.group > 1 else ""
     print(f"compiled  depth {cm.depth}, {len(cm.rotation_steps)} rotation keys{group}, {cm.params.describe()} "
           f"({compile_s:.2f} s)")
+    if cm.precision is not None:
+        print(f"params    {cm.precision.describe()}")
     ref = cm.reference(images)
     with cm:
         enc = cm.run(images, progress=True)
@@ -157,6 +170,9 @@ def summarize(args, cm, images, labels, ref, enc, t, compile_s) -> dict:
         "log_n": cm.params.log_n, "log_q": list(cm.params.log_q), "log_scale": cm.params.log_scale,
         "group": cm.program.group, "images_per_set": cm.program.images_per_set,
         "bootstraps": cm.program.bootstraps, "bootstrap_seconds_per_image": t.get("bootstrap", 0.0) / n,
+        "ring": cm.params.ring, "selection": "library" if cm.precision is None else "precision",
+        "predicted_logit_error": None if cm.precision is None else cm.precision.predicted_error,
+        "precision_tolerance": None if cm.precision is None else cm.precision.tolerance,
     }
 
 
@@ -165,7 +181,9 @@ def report(r: dict) -> None:
     amort = " (amortized over the batch)" if r["mode"] == "batch" else ""
     print(f"accuracy  {r['accuracy'] * 100:.2f} % encrypted, {r['plaintext_accuracy'] * 100:.2f} % plaintext, "
           f"agreement {r['agreement'] * 100:.2f} %")
-    print(f"error     max |logit difference| {r['max_logit_error']:.3g}")
+    predicted = "" if r["predicted_logit_error"] is None else \
+        f" (predicted by the noise model: {r['predicted_logit_error']:.3g}, tolerance {r['precision_tolerance']:.3g})"
+    print(f"error     max |logit difference| {r['max_logit_error']:.3g}{predicted}")
     print(f"latency   per image{amort}: encode {p['encode'] * 1e3:.1f} ms, encrypt {p['encrypt'] * 1e3:.1f} ms, "
           f"evaluate {p['evaluate'] * 1e3:.1f} ms, decrypt {p['decrypt'] * 1e3:.1f} ms, "
           f"total {r['per_image_total_seconds'] * 1e3:.1f} ms")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
+from henn.compiler import precision
 from henn.compiler.lower import lower
 from henn.program import Program
 from henn.frontend import load_model
@@ -20,9 +22,38 @@ class Compiled:
     checked: Graph  # after fold_batchnorm + approximate_activations: poly inputs = pre-activations
     final: Graph  # after every pass
     program: Program
+    precision: precision.PrecisionChoice | None = None  # selection="precision": why these parameters
 
 
 def compile_graph(graph: Graph, options: CompileOptions) -> Compiled:
+    if options.selection != "precision" or options.params is not None:
+        return _compile(graph, options)
+    planned = run_pipeline(graph, options, until="place_bootstraps")  # depth and slots: parameter-free
+    checked = run_pipeline(graph, options, until="approximate_activations")
+    compiled, choice = precision.choose(
+        _compiler_for(graph, options), planned, checked, options.calibration, options.backend, options.precision_bits
+    )
+    return dataclasses.replace(compiled, precision=choice)
+
+
+def _compiler_for(graph: Graph, options: CompileOptions):
+    """params -> Compiled, lowering once per ring: packing and keys depend on the slot count and the
+    ring degree only, so sets that differ in their primes share everything else."""
+    lowered: dict[tuple[int, str], Compiled] = {}
+
+    def compile_with(params) -> Compiled:
+        key = (params.log_n, params.ring)
+        if key not in lowered:
+            lowered[key] = _compile(graph, dataclasses.replace(options, params=params))
+        done = lowered[key]
+        final = done.final.copy()
+        final.meta["params"] = params
+        return dataclasses.replace(done, final=final, program=dataclasses.replace(done.program, params=params))
+
+    return compile_with
+
+
+def _compile(graph: Graph, options: CompileOptions) -> Compiled:
     checked = run_pipeline(graph, options, until="approximate_activations")
     final = run_pipeline(graph, options)
     program = lower(final)

@@ -10,6 +10,7 @@ from henn.ckks.params import Parameters
 from henn.errors import InputError
 
 MODES = ("batch", "single")
+SELECTIONS = ("library", "fixed", "precision")
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,9 @@ class CompileOptions:
     log_scale: int | None = None  # scale bits; None: the default of henn.ckks.select_parameters
     params: Parameters | None = None  # explicit parameters (checked against the depth the model needs)
     threshold_eps: float | None = None  # None: paper 000's rule (1e-6 with a degree-4 activation, else 1e-7)
-    selection: str = "library"  # henn.ckks.select_parameters mode: "library" or "fixed"
+    selection: str = "library"  # "library" or "fixed" (henn.ckks.select_parameters), or "precision"
+    # (henn.compiler.precision: the smallest set whose predicted error keeps the calibration predictions)
+    precision_bits: float | None = None  # "precision": predicted max logit error <= 2^-bits (None: 4)
     batch_group: int | None = None  # batch mode: channels per ciphertext (None: the fewest that fit memory)
     memory_budget: int | None = None  # batch mode: bytes for ciphertexts + weights (None: no limit;
     # henn.compile fills it from the machine)
@@ -35,6 +38,24 @@ class CompileOptions:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise InputError(f"{name} must be a positive integer or None, got {value!r}")
+        if self.selection not in SELECTIONS:
+            raise InputError(f"unknown parameter selection {self.selection!r}: use one of {', '.join(SELECTIONS)}")
+        if self.selection == "precision" and self.params is None:
+            if self.calibration is None:
+                raise InputError(
+                    "selection='precision' simulates the program on calibration images: pass "
+                    "calibration=<inputs like the training data>, or use selection='library'"
+                )
+            if self.bootstrap:
+                raise InputError(
+                    "selection='precision' does not place bootstraps: use selection='library' with bootstrap=True"
+                )
+        if self.precision_bits is not None and (
+            isinstance(self.precision_bits, bool)
+            or not isinstance(self.precision_bits, (int, float))
+            or not 1 <= self.precision_bits <= 40
+        ):
+            raise InputError(f"precision_bits must be a number of bits from 1 to 40, got {self.precision_bits!r}")
         if not isinstance(self.bootstrap, bool):
             raise InputError(f"bootstrap must be True or False, got {self.bootstrap!r}")
         if self.params is not None and not isinstance(self.params, Parameters):

@@ -16,7 +16,7 @@ from numpy.lib import format as npy_format
 from henn.ckks.backend import Backend
 from henn.ckks.primes import ntt_primes
 from henn.ckks.selection import fixed_literal
-from henn.errors import SerializationError
+from henn.errors import ParameterError, SerializationError
 
 _SIGMA = 3.2  # standard deviation of the RLWE error distribution
 _NPY_HEADER_MAX = 1024  # bytes of .npy header a (slots,) complex128 vector needs, with room
@@ -37,6 +37,7 @@ class PlainBackend(Backend):
     name = "plain"
     encrypts = False
     bootstraps = True  # simulated: exact, or with the stated precision's error
+    real_slot_ring = True  # simulated: N slots, real noise only
 
     def __init__(self, params, *, noise: bool = False, seed: int | None = 0):
         self.noise = noise
@@ -55,14 +56,21 @@ class PlainBackend(Backend):
         if params.q is not None:
             self.q_primes, self.p_primes = params.q, params.p
         else:
-            primes = ntt_primes(params.log_q + params.log_p, params.log_n)
+            try:
+                primes = ntt_primes(params.log_q + params.log_p, params.log_n, ring=params.ring)
+            except ValueError as exc:  # too few primes of a size = 1 mod 2N (4N)
+                raise ParameterError(f"no prime chain for {params.describe()}: {exc}; use larger primes") from None
             self.q_primes, self.p_primes = tuple(primes[:len(params.log_q)]), tuple(primes[len(params.log_q):])
 
     # ---- noise model: errors of the slot values, in absolute terms -----------------------
     def _noisy(self, v: np.ndarray, scale: float, sigma_coeff: float) -> np.ndarray:
         if not self.noise:
             return v
-        # a coefficient error of std s becomes ~ s*sqrt(N/2) per slot after the canonical embedding
+        # a coefficient error of std s becomes ~ s*sqrt(N/2) per slot after the canonical embedding (real
+        # and imaginary parts); the real-slot ring of degree N sits in the standard ring of degree 2N and
+        # its slots are real: s*sqrt(N), real only
+        if self.params.real_slots:
+            return v + self._rng.normal(0, sigma_coeff * math.sqrt(self.params.n) / scale, v.shape)
         std = sigma_coeff * math.sqrt(self.params.n / 2) / scale
         return v + self._rng.normal(0, std, v.shape) + 1j * self._rng.normal(0, std, v.shape)
 

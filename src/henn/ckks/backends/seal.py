@@ -113,6 +113,7 @@ def _check_seal_header(kind: str, payload: bytes) -> None:
 
 class SealBackend(Backend):
     name = "seal"
+    special_prime_bits, max_special_primes = MAX_PRIME_BITS, 1  # one special prime of <= 60 bits
     releases_gil = False  # seal-python holds the GIL for every call
 
     # ---- library, parameters -------------------------------------------------------------

@@ -94,6 +94,7 @@ def _unsupported(what: str, why: str):
 
 class TensealBackend(Backend):
     name = "tenseal"
+    special_prime_bits, max_special_primes = MAX_PRIME_BITS, 1  # one special prime of <= 60 bits
     # what the profiler must know to report this library fairly (see the module docstring)
     deferred_encoding = True   # no separate encode step
     fused_rescale = True       # products come back rescaled: `rescale` costs nothing, multiply includes it

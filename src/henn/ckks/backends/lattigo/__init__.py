@@ -20,6 +20,9 @@ Notes on this library, as the bridge uses it:
   the batched form spreads tiles over GOMAXPROCS goroutines.
 - Rotations use Lattigo's Galois elements 5^k mod 2N (left rotation by k) and 2N - 1
   (conjugation); `rotate_hoisted` uses RotateHoistedNew (one decomposition for all steps).
+- ring="conjugate_invariant" parameters open Lattigo's ring.ConjugateInvariant (N real slots on ring
+  degree N, primes = 1 mod 4N). Lattigo has no conjugation there; real slots are their own
+  conjugates, so conjugation is a copy and needs no key.
 - The secret is uniform ternary (Xs = Ternary{P: 2/3}), the distribution of henn's security table.
 - Bootstrapping (go/bootstrap.go): Lattigo's `circuits/ckks/bootstrapping` with the context's own
   parameters as the residual ones; the circuit's primes come from Lattigo, and the security module
@@ -79,6 +82,7 @@ def pinned_lattigo_version() -> str:
 class LattigoBackend(Backend):
     name = "lattigo"
     bootstraps = True
+    real_slot_ring = True  # ring.ConjugateInvariant
 
     # ---- library, parameters -------------------------------------------------------------
     @classmethod
@@ -136,7 +140,7 @@ class LattigoBackend(Backend):
         pin_p = None if q is None else (c_uint64 * np_)(*p)
         q_out, p_out, out = (c_uint64 * nq)(), (c_uint64 * np_)(), bridge.H()
         status, msg = self._bridge.call_status("henn_context_new", params.log_n, params.log_scale, log_q, nq, log_p,
-                                               np_, pin_q, pin_p, byref(out), q_out, p_out)
+                                               np_, pin_q, pin_p, int(params.real_slots), byref(out), q_out, p_out)
         if status != bridge.OK:
             raise ParameterError(f"Lattigo cannot use these parameters: {msg}; {params.describe()}; choose other "
                                  "parameters (e.g. select_parameters(depth, backend='lattigo'))")

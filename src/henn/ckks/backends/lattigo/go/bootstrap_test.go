@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
 )
 
 // henn's insecure_boot_n12 preset: bootstrapping in a small ring, for tests only.
 func testBootCtx(t *testing.T, keysAtUsage bool) (*ctxObj, *skObj, *pkObj, *btpKeyObj) {
 	t.Helper()
-	c, err := newContext(12, nil, nil, []int{60, 40, 40, 40}, []int{61, 61}, 40)
+	c, err := newContext(12, nil, nil, []int{60, 40, 40, 40}, []int{61, 61}, 40, ring.Standard)
 	if err != nil {
 		t.Fatal(err)
 	}

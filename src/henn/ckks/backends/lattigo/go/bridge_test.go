@@ -10,12 +10,13 @@ import (
 	"testing"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
 )
 
 // A small insecure context (N = 2^11) like henn's insecure_short_d4 preset: fast tests only.
 func testCtx(t *testing.T) *ctxObj {
 	t.Helper()
-	c, err := newContext(11, nil, nil, []int{50, 36, 36, 36, 36}, []int{50}, 36)
+	c, err := newContext(11, nil, nil, []int{50, 36, 36, 36, 36}, []int{50}, 36, ring.Standard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,12 +90,13 @@ func lattigoVersion() string {
 // 2^k - j*2N + 1 (so of exactly k bits), taken in order from Lattigo's own generator.
 // Lattigo's GenModuli alternates above and below 2^k for k < 61, which yields (k+1)-bit
 // primes; henn's parameter contract (and its security check) counts bits exactly.
-func downstreamPrimes(logN int, sizes []int, gens map[int]*ring.NTTFriendlyPrimesGenerator) ([]uint64, error) {
+// nthRoot is 2N on the standard ring and 4N on the conjugate-invariant one.
+func downstreamPrimes(logN int, nthRoot uint64, sizes []int, gens map[int]*ring.NTTFriendlyPrimesGenerator) ([]uint64, error) {
 	out := make([]uint64, len(sizes))
 	for i, k := range sizes {
 		g, ok := gens[k]
 		if !ok {
-			gen := ring.NewNTTFriendlyPrimesGenerator(uint64(k), uint64(2)<<logN)
+			gen := ring.NewNTTFriendlyPrimesGenerator(uint64(k), nthRoot)
 			g = &gen
 			gens[k] = g
 		}
@@ -110,8 +111,9 @@ func downstreamPrimes(logN int, sizes []int, gens map[int]*ring.NTTFriendlyPrime
 }
 
 // newContext builds the Lattigo parameters: pinned primes q/p when given, else primes of the
-// requested bit sizes; uniform ternary secret (henn's security table assumes it).
-func newContext(logN int, q, p []uint64, logQ, logP []int, logScale int) (*ctxObj, error) {
+// requested bit sizes; uniform ternary secret (henn's security table assumes it). ringType
+// ring.ConjugateInvariant gives N real slots on ring degree N (primes = 1 mod 4N).
+func newContext(logN int, q, p []uint64, logQ, logP []int, logScale int, ringType ring.Type) (*ctxObj, error) {
 	if logN < 10 || logN > 17 {
 		return nil, fmt.Errorf("log_n = %d outside 10..17", logN)
 	}
@@ -119,13 +121,20 @@ func newContext(logN int, q, p []uint64, logQ, logP []int, logScale int) (*ctxOb
 		return nil, fmt.Errorf("log_scale = %d outside 1..60: henn uses one prime per rescale (Lattigo's "+
 			"PREC64 mode)", logScale)
 	}
+	if ringType != ring.Standard && ringType != ring.ConjugateInvariant {
+		return nil, fmt.Errorf("unknown ring type %d", ringType)
+	}
 	if len(q) == 0 {
+		nthRoot := uint64(2) << logN
+		if ringType == ring.ConjugateInvariant {
+			nthRoot <<= 1
+		}
 		gens := map[int]*ring.NTTFriendlyPrimesGenerator{}
 		var err error
-		if q, err = downstreamPrimes(logN, logQ, gens); err != nil {
+		if q, err = downstreamPrimes(logN, nthRoot, logQ, gens); err != nil {
 			return nil, err
 		}
-		if p, err = downstreamPrimes(logN, logP, gens); err != nil {
+		if p, err = downstreamPrimes(logN, nthRoot, logP, gens); err != nil {
 			return nil, err
 		}
 	} else if len(p) == 0 {
@@ -136,6 +145,7 @@ func newContext(logN int, q, p []uint64, logQ, logP []int, logScale int) (*ctxOb
 		Q:               q,
 		P:               p,
 		Xs:              ring.Ternary{P: 2.0 / 3.0},
+		RingType:        ringType,
 		LogDefaultScale: logScale,
 	})
 	if err != nil {
@@ -185,7 +195,7 @@ func (c *ctxObj) galoisElements(steps []int64, conjugate bool) ([]uint64, error)
 		}
 		els = append(els, c.params.GaloisElement(int(s)))
 	}
-	if conjugate {
+	if conjugate && !c.realSlots() { // real slots are their own conjugates: no key
 		els = append(els, c.params.GaloisElementOrderTwoOrthogonalSubgroup())
 	}
 	return els, nil
@@ -203,6 +213,9 @@ func (c *ctxObj) wrapGaloisKeys(keys ...*rlwe.GaloisKey) *gkObj {
 	set := rlwe.NewMemEvaluationKeySet(nil, keys...)
 	return &gkObj{c: c, set: set, eval: c.eval.WithKey(set)}
 }
+
+// realSlots reports the conjugate-invariant ring (N real slots).
+func (c *ctxObj) realSlots() bool { return c.params.RingType() == ring.ConjugateInvariant }
 
 // missingGalois reports the steps (0 standing for conjugation) whose keys are missing from gk.
 func (c *ctxObj) missingGalois(gk *gkObj, steps []int64, conjugate bool) ([]int64, error) {

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"unsafe"
+
+	"github.com/tuneinsight/lattigo/v6/ring"
 )
 
 // Every exported function returns a status (core.go) and, when it is not 0, stores a message
@@ -147,7 +149,7 @@ func henn_selftest_panic(errOut **C.char) C.int {
 
 //export henn_context_new
 func henn_context_new(logN, logScale C.int, logQ *C.int64_t, nq C.int, logP *C.int64_t, np C.int,
-	q, p *C.uint64_t, out *C.uintptr_t, qOut, pOut *C.uint64_t, errOut **C.char) C.int {
+	q, p *C.uint64_t, realSlots C.int, out *C.uintptr_t, qOut, pOut *C.uint64_t, errOut **C.char) C.int {
 	return call(errOut, func() error {
 		lq, err := int64s(logQ, nq)
 		if err != nil {
@@ -169,7 +171,11 @@ func henn_context_new(logN, logScale C.int, logQ *C.int64_t, nq C.int, logP *C.i
 			pinnedQ = append(pinnedQ, unsafe.Slice((*uint64)(unsafe.Pointer(q)), len(lq))...)
 			pinnedP = append(pinnedP, unsafe.Slice((*uint64)(unsafe.Pointer(p)), len(lp))...)
 		}
-		c, err := newContext(int(logN), pinnedQ, pinnedP, sizesQ, sizesP, int(logScale))
+		ringType := ring.Standard
+		if realSlots != 0 {
+			ringType = ring.ConjugateInvariant
+		}
+		c, err := newContext(int(logN), pinnedQ, pinnedP, sizesQ, sizesP, int(logScale), ringType)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
@@ -153,7 +154,7 @@ func TestLinearCombinationsRejects(t *testing.T) {
 
 // benchInputs: a context and k fresh encryptions of one random plaintext (encoded at scale q_top).
 func benchInputs(b *testing.B, logN int, logQ, logP []int, k int) (*ctxObj, []*ctObj, *ptObj) {
-	c, err := newContext(logN, nil, nil, logQ, logP, 45)
+	c, err := newContext(logN, nil, nil, logQ, logP, 45, ring.Standard)
 	if err != nil {
 		b.Fatal(err)
 	}

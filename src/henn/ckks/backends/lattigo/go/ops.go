@@ -145,6 +145,9 @@ func (c *ctxObj) rotateHoisted(a *ctObj, steps []int64, gk *gkObj) ([]*ctObj, er
 }
 
 func (c *ctxObj) conjugate(a *ctObj, gk *gkObj) (*ctObj, error) {
+	if c.realSlots() { // the conjugate of real slots is the ciphertext itself (Lattigo refuses the automorphism)
+		return &ctObj{c: c, ct: a.ct.CopyNew()}, nil
+	}
 	return c.wrap(gk.eval.ConjugateNew(a.ct))
 }
 
