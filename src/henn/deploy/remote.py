@@ -41,12 +41,13 @@ class RemoteModel:
         timeout: float = 600.0,
         threads: int | None = None,
         seed: int | None = None,
+        retries: int = 5,
     ):
         try:
             import httpx
         except ImportError:
             raise BackendError("henn.connect needs the serve extra: pip install 'henn[serve]'") from None
-        self.url, self.progress = url.rstrip("/"), progress
+        self.url, self.progress, self.retries = url.rstrip("/"), progress, retries
         self.http = httpx.Client(base_url=self.url, timeout=timeout)
         self.info = self._json("GET", "/v1/model")
         data = self._call("GET", "/v1/model/file").content
@@ -78,16 +79,14 @@ class RemoteModel:
         )
 
         def body():
+            bar.reset()
             for chunk in chunks(blobs):
                 yield chunk
                 bar.update(len(chunk))
 
         try:
             answer = self._json(
-                "POST",
-                "/v1/sessions",
-                content=body(),
-                headers={"Content-Type": CONTENT_TYPE, "Content-Length": str(size)},
+                "POST", "/v1/sessions", body=body, headers={"Content-Type": CONTENT_TYPE, "Content-Length": str(size)}
             )
         finally:
             bar.close()
@@ -109,7 +108,7 @@ class RemoteModel:
         body = b"".join(blobs)
         t1 = time.perf_counter()
         answer = self._call(
-            "POST", f"/v1/sessions/{self.session}/infer", content=body, headers={"Content-Type": CONTENT_TYPE}
+            "POST", f"/v1/sessions/{self.session}/infer", body=lambda: body, headers={"Content-Type": CONTENT_TYPE}
         ).content
         t2 = time.perf_counter()
         backend = self.client.backend
@@ -146,26 +145,29 @@ class RemoteModel:
         except ValueError:
             raise RemoteError(f"{method} {path}: the server's answer is not JSON") from None
 
-    def _call(self, method: str, path: str, **kw):
+    def _call(self, method: str, path: str, *, body=None, headers=None):
+        """The answer to a request; a 429/503 (server full) is retried after its Retry-After, up to
+        `retries` times. body: a function returning the bytes or an iterator of chunks (called per try)."""
         import httpx
 
-        try:
-            r = self.http.request(method, path, **kw)
-        except httpx.HTTPError as exc:
-            raise RemoteError(f"cannot reach the henn server at {self.url}: {type(exc).__name__}: {exc}") from None
-        if r.status_code >= 400:
+        for attempt in range(self.retries + 1):
             try:
-                detail = r.json().get("detail", r.text)
-            except ValueError:
-                detail = r.text[:200]
-            cls = SessionError if r.status_code == 404 and path.startswith("/v1/sessions/") else RemoteError
-            if cls is SessionError:
-                raise SessionError(f"the server answered {r.status_code}: {detail}")
-            raise RemoteError(
-                f"the server answered {r.status_code} to {method} {path.split('/sessions/')[0]}: {detail}",
-                r.status_code,
-            )
-        return r
+                r = self.http.request(method, path, content=None if body is None else body(), headers=headers)
+            except httpx.HTTPError as exc:
+                raise RemoteError(f"cannot reach the henn server at {self.url}: {type(exc).__name__}: {exc}") from None
+            if r.status_code not in (429, 503) or attempt == self.retries:
+                break
+            time.sleep(min(float(r.headers.get("Retry-After", "1") or 1), 30.0) * (1 + attempt))
+        if r.status_code < 400:
+            return r
+        try:
+            detail = r.json().get("detail", r.text)
+        except ValueError:
+            detail = r.text[:200]
+        where = f"{method} {path.split('/sessions/')[0]}"  # the session id is the client's secret: not in messages
+        if r.status_code == 404 and path.startswith("/v1/sessions/"):
+            raise SessionError(f"the server answered {r.status_code} to {where}: {detail}")
+        raise RemoteError(f"the server answered {r.status_code} to {where}: {detail}", r.status_code)
 
 
 def connect(url: str, **options) -> RemoteModel:
