@@ -120,7 +120,8 @@ class Server:
         server.prepare()
         return server
 
-    def evaluate(self, session: runtime_server.Server, blobs: list[bytes]) -> list[bytes]:
+    def evaluate(self, session: runtime_server.Server, blobs: Iterable[bytes]) -> list[bytes]:
+        """Serialized output ciphertexts of serialized inputs (an iterator: each blob can go once read)."""
         cts = [self.backend.deserialize(b) for b in blobs]
         out = session.evaluate(cts, consume=True)
         return [self.backend.serialize(ct) for ct in out]

@@ -105,23 +105,28 @@ class RemoteModel:
     def predict_set(self, x: np.ndarray, *, checked: bool = False) -> np.ndarray:
         t0 = time.perf_counter()
         blobs = self.client.encrypt(x, checked=checked)
-        body = b"".join(blobs)
+        size = sum(len(b) for b in blobs)
         t1 = time.perf_counter()
-        answer = self._call(
-            "POST", f"/v1/sessions/{self.session}/infer", body=lambda: body, headers={"Content-Type": CONTENT_TYPE}
-        ).content
+        answer = self.send(blobs)
         t2 = time.perf_counter()
         backend = self.client.backend
         out = split(answer, backend, kinds=("ciphertext",), max_objects=self.client.program.output_cts)
         logits = self.client.decrypt(out, len(x))
         s = self.stats
         s["requests"] += 1
-        s["request_bytes"] += len(body)
+        s["request_bytes"] += size
         s["response_bytes"] += len(answer)
         s["encrypt_s"] += t1 - t0
         s["roundtrip_s"] += t2 - t1
         s["decrypt_s"] += time.perf_counter() - t2
         return logits
+
+    def send(self, blobs: list[bytes]) -> bytes:
+        """The response body to one inference request of serialized ciphertexts (streamed, not copied)."""
+        headers = {"Content-Type": CONTENT_TYPE, "Content-Length": str(sum(len(b) for b in blobs))}
+        return self._call(
+            "POST", f"/v1/sessions/{self.session}/infer", body=lambda: chunks(blobs), headers=headers
+        ).content
 
     def close(self, *, delete: bool = True) -> None:
         if delete:

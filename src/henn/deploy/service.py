@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -179,7 +179,7 @@ class Service:
             frames = stream.finish()
             async with self._run:
                 t0 = time.perf_counter()
-                out = await self._call(self._evaluate, record, list(read_frames(sink, frames)))
+                out = await self._call(self._evaluate, record, read_frames(sink, frames))
                 self.metrics["seconds_evaluating"] += time.perf_counter() - t0
             self.metrics["inferences"] += 1
             self.metrics["bytes_out"] += sum(len(b) for b in out)
@@ -188,7 +188,7 @@ class Service:
             self.pending -= 1
             self.metrics["peak_rss"] = max(self.metrics["peak_rss"], _peak_rss())
 
-    def _evaluate(self, record: SessionRecord, blobs: list[bytes]) -> list[bytes]:
+    def _evaluate(self, record: SessionRecord, blobs: Iterable[bytes]) -> list[bytes]:
         live = self._acquire(record)
         try:
             return self.server.evaluate(live.server, blobs)
