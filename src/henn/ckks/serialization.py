@@ -42,7 +42,7 @@ def unpack(data: bytes) -> tuple[str, dict, bytes]:
     """Split and check serialized data; raise SerializationError naming the problem."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise SerializationError(f"expected bytes, got {type(data).__name__}")
-    data = bytes(data)
+    data = memoryview(data).cast("B")  # slices below are views: a payload is copied once, by the caller
     if len(data) < _HEADER.size:
         raise SerializationError(f"data is {len(data)} bytes, shorter than the {_HEADER.size}-byte henn header: "
                                  "it is truncated or not henn data")
@@ -55,7 +55,7 @@ def unpack(data: bytes) -> tuple[str, dict, bytes]:
     body = data[_HEADER.size:]
     if zlib.crc32(body, zlib.crc32(data[:_CRC_OFFSET])) != crc:
         raise SerializationError("checksum mismatch: the data is corrupted")
-    return kind_name, parse_meta(body[:meta_len]), body[meta_len:]
+    return kind_name, parse_meta(bytes(body[:meta_len])), bytes(body[meta_len:])
 
 
 HEADER_SIZE = _HEADER.size
