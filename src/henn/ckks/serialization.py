@@ -42,18 +42,18 @@ def unpack(data: bytes) -> tuple[str, dict, bytes]:
     """Split and check serialized data; raise SerializationError naming the problem."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise SerializationError(f"expected bytes, got {type(data).__name__}")
-    data = memoryview(data).cast("B")  # slices below are views: a payload is copied once, by the caller
-    if len(data) < _HEADER.size:
-        raise SerializationError(f"data is {len(data)} bytes, shorter than the {_HEADER.size}-byte henn header: "
+    view = memoryview(data).cast("B")  # slices below are views: a payload is copied once, at the end
+    if len(view) < _HEADER.size:
+        raise SerializationError(f"data is {len(view)} bytes, shorter than the {_HEADER.size}-byte henn header: "
                                  "it is truncated or not henn data")
-    kind_name, meta_len, payload_len = announced(data)
-    crc = _HEADER.unpack_from(data)[-1]
+    kind_name, meta_len, payload_len = announced(view)
+    crc = _HEADER.unpack_from(view)[-1]
     expected = _HEADER.size + meta_len + payload_len
-    if len(data) != expected:
-        raise SerializationError(f"data is {len(data)} bytes but its header announces {expected}: "
+    if len(view) != expected:
+        raise SerializationError(f"data is {len(view)} bytes but its header announces {expected}: "
                                  "it was truncated or extended in transit")
-    body = data[_HEADER.size:]
-    if zlib.crc32(body, zlib.crc32(data[:_CRC_OFFSET])) != crc:
+    body = view[_HEADER.size:]
+    if zlib.crc32(body, zlib.crc32(view[:_CRC_OFFSET])) != crc:
         raise SerializationError("checksum mismatch: the data is corrupted")
     return kind_name, parse_meta(bytes(body[:meta_len])), bytes(body[meta_len:])
 
@@ -61,7 +61,7 @@ def unpack(data: bytes) -> tuple[str, dict, bytes]:
 HEADER_SIZE = _HEADER.size
 
 
-def announced(head: bytes) -> tuple[str, int, int]:
+def announced(head: bytes | memoryview) -> tuple[str, int, int]:
     """(kind, meta length, payload length) a header announces, from its first HEADER_SIZE bytes: what a
     stream of objects needs to split them as they arrive (the crc is checked by unpack() once all is there)."""
     magic, version, kind, meta_len, payload_len, _ = _HEADER.unpack_from(head)
