@@ -5,9 +5,10 @@ peak memory; and the network overhead of one image against the same model run in
 Per mode: compile the model into a model file, start `henn serve` on 127.0.0.1 (a free port, one
 worker, a queue of 16), connect one client (henn.connect: keys made here, evaluation keys uploaded),
 then:
-  - overhead (single mode): the same images one at a time, in process (CompiledModel.run: encode,
-    encrypt, evaluate, decrypt) and through the server (the same plus serialization, HTTP on
-    loopback, the server's checks); overhead = remote - in process, per image (medians);
+  - overhead (single mode): the same images one at a time, in process (CompiledModel.run: checks,
+    encode, encrypt, evaluate, decrypt) and through the server (the same plus serialization, HTTP on
+    loopback, the server's checks): paired medians, and the network's share measured directly (see
+    overhead());
   - load: C client threads send requests of pre-encrypted ciphertexts (encryption is the clients'
     work, not the server's) for each C in --clients; requests/s = requests / wall time, latency =
     each request's round trip (queueing included); 429s are counted and retried after Retry-After.
@@ -68,24 +69,39 @@ def percentiles(samples: list[float]) -> dict:
 
 
 def overhead(cm, remote, images: np.ndarray) -> dict:
-    local, far = [], []
+    """Per image: the in-process run's wall time; the remote one's; and the network's own share of the
+    remote one, measured directly: its wall time minus the work an in-process run does too (input
+    checks, encoding, encryption, decryption on the client, the evaluation on the server, timed by the
+    server: X-Henn-Evaluate-Seconds). The paired medians are at the mercy of a loaded machine; the
+    direct share is not (it subtracts each request's own evaluation time)."""
+    client, local, far, net = remote.client, [], [], []
     for i in range(len(images)):
         x = images[i : i + 1]
         t0 = time.perf_counter()  # wall time of both calls: input checks, encryption, evaluation, decryption
         cm.run(x)
         local.append(time.perf_counter() - t0)
+        client.runtime.reset_timings()
+        evaluated = remote.stats["server_evaluate_s"]
         t0 = time.perf_counter()
-        remote.predict(x)
+        checked = client.check(x)
+        t_check = time.perf_counter() - t0
+        remote.predict_set(checked, checked=True)
         far.append(time.perf_counter() - t0)
-    med_local, med_far = statistics.median(local), statistics.median(far)
+        sec = client.runtime.seconds
+        work = t_check + sec["encode"] + sec["encrypt"] + sec["decrypt"] + remote.stats["server_evaluate_s"] - evaluated
+        net.append(far[-1] - work)
+    med_local, med_far, med_net = statistics.median(local), statistics.median(far), statistics.median(net)
     return {
         "images": len(images),
         "in_process_s": med_local,
         "remote_s": med_far,
         "overhead_s": med_far - med_local,
         "overhead_pct": 100 * (med_far - med_local) / med_local,
+        "network_s": med_net,
+        "network_pct": 100 * med_net / med_local,
         "in_process_samples": local,
         "remote_samples": far,
+        "network_samples": net,
     }
 
 
@@ -141,7 +157,7 @@ def run_mode(mode: str, args, tmp: Path) -> dict:
         out = client.decrypt(split(answer, client.backend, kinds=("ciphertext",), max_objects=128), per_set)
         result["sizes"]["response_bytes"] = len(answer)
         result["check_accuracy"] = float(np.mean(out.argmax(1) == labels[:per_set]))
-        levels = args.batch_clients if mode == "batch" else args.clients
+        levels = [] if args.overhead_only else args.batch_clients if mode == "batch" else args.clients
         per_client = 1 if mode == "batch" else args.requests
         result["load"] = []
         for c in levels:
@@ -167,10 +183,13 @@ def main() -> int:
     p.add_argument("--batch-images", type=int, default=100, help="batch mode: images in the one set sent")
     p.add_argument("--overhead-images", type=int, default=10, help="images of the overhead measurement")
     p.add_argument("--quick", action="store_true", help="a short run: 3 requests per client, batch with 1-2 clients")
+    p.add_argument("--overhead-only", action="store_true", help="single mode: the overhead measurement, no load")
     p.add_argument("--out", default="results/serve_load.json")
     args = p.parse_args()
     if args.quick:
         args.requests, args.bodies, args.batch_clients, args.overhead_images = 3, 4, [1, 2], 5
+    if args.overhead_only:
+        args.modes = ["single"]
     with tempfile.TemporaryDirectory(prefix="henn-serve-load-") as tmp:
         results = [run_mode(mode, args, Path(tmp)) for mode in args.modes]
     path = write_json(args.out, {"benchmark": "serve_load", "quick": args.quick, "results": results,

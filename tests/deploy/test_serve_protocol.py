@@ -120,6 +120,7 @@ KEY_CASES = {  # body -> (status, words of the message)
     "foreign parameters": (lambda m: b"".join(m["foreign_keys"]), 400, "other encryption parameters"),
     "keys of another model": (lambda m: b"".join(m["few_keys"]), 400, "lack rotation steps"),
     "a public key": (lambda m: m["public_key"] + b"".join(m["keys"]), 400, "public_key"),
+    "no relinearization key": (lambda m: m["keys"][-1], 400, "no relinearization key"),
     "keys twice": (lambda m: b"".join(m["keys"] + m["keys"][:1]), 400, "more than 2 objects"),
 }
 

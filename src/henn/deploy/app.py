@@ -16,11 +16,28 @@ import logging  # no `from __future__ import annotations`: FastAPI reads the rou
 
 from henn.deploy.service import Service
 from henn.deploy.wire import CONTENT_TYPE
-from henn.errors import BusyError, CapacityError, HennError, InputError, SessionError, TooLargeError
+from henn.errors import (
+    BusyError,
+    CapacityError,
+    HennError,
+    InputError,
+    LevelError,
+    MissingKeyError,
+    ScaleError,
+    SessionError,
+    TooLargeError,
+)
 
 log = logging.getLogger(__name__)
 
-_STATUS = [(SessionError, 404), (TooLargeError, 413), (InputError, 400), (BusyError, 429), (CapacityError, 503)]
+# what the client sent (keys, ciphertexts) -> 4xx; the server full -> 429/503; anything else is ours: 500
+_STATUS: list[tuple[type | tuple[type, ...], int]] = [
+    (SessionError, 404),
+    (TooLargeError, 413),
+    ((InputError, MissingKeyError, LevelError, ScaleError), 400),
+    (BusyError, 429),
+    (CapacityError, 503),
+]
 
 
 def status_of(exc: HennError) -> int:
@@ -44,13 +61,29 @@ def create_app(service: Service, artefact_bytes: bytes):
         if status in (400, 404, 413):
             service.count_input_error()
         if status == 500:
-            log.error("internal error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+            log.error(
+                "internal error on %s %s: %s",
+                request.method,
+                request.url.path.split("/sessions/")[0],
+                type(exc).__name__,
+            )
         else:
             log.info(
                 "%s %s -> %d %s", request.method, request.url.path.split("/sessions/")[0], status, type(exc).__name__
             )
         headers = {"Retry-After": "1"} if status in (429, 503) else None
         return error(status, type(exc).__name__, str(exc), headers)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception):  # a bug or the disk: no traceback to the client
+        log.error(
+            "internal error on %s %s: %s",
+            request.method,
+            request.url.path.split("/sessions/")[0],
+            type(exc).__name__,
+            exc_info=log.isEnabledFor(logging.DEBUG),
+        )
+        return error(500, "InternalError", f"the server failed ({type(exc).__name__}); see its log")
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):
@@ -114,7 +147,8 @@ def create_app(service: Service, artefact_bytes: bytes):
     async def infer(sid: str, request: Request):
         need_octets(request)
         out = await service.infer(sid, request.stream())
-        return Response(b"".join(out), media_type=CONTENT_TYPE, headers={"X-Henn-Objects": str(len(out))})
+        headers = {"X-Henn-Objects": str(len(out.blobs)), "X-Henn-Evaluate-Seconds": f"{out.evaluate_s:.6f}"}
+        return Response(b"".join(out.blobs), media_type=CONTENT_TYPE, headers=headers)
 
     return app
 

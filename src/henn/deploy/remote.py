@@ -65,6 +65,7 @@ class RemoteModel:
             "encrypt_s": 0.0,
             "roundtrip_s": 0.0,
             "decrypt_s": 0.0,
+            "server_evaluate_s": 0.0,
         }
         self.session = self._open_session()
 
@@ -124,9 +125,12 @@ class RemoteModel:
     def send(self, blobs: list[bytes]) -> bytes:
         """The response body to one inference request of serialized ciphertexts (streamed, not copied)."""
         headers = {"Content-Type": CONTENT_TYPE, "Content-Length": str(sum(len(b) for b in blobs))}
-        return self._call(
-            "POST", f"/v1/sessions/{self.session}/infer", body=lambda: chunks(blobs), headers=headers
-        ).content
+        r = self._call("POST", f"/v1/sessions/{self.session}/infer", body=lambda: chunks(blobs), headers=headers)
+        try:
+            self.stats["server_evaluate_s"] += float(r.headers.get("X-Henn-Evaluate-Seconds", "0"))
+        except ValueError:
+            pass
+        return r.content
 
     def close(self, *, delete: bool = True) -> None:
         if delete:

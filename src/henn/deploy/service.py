@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import io
+import tempfile
 import logging
 import threading
 import time
@@ -33,6 +33,7 @@ from henn.runtime.executor import WEIGHTS
 from henn.runtime.memory import ciphertext_bytes, key_bytes, machine_budget, plaintext_bytes
 
 log = logging.getLogger(__name__)
+SPOOL_BYTES = 64 << 20  # a request body beyond this waits for its worker in a temporary file
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,12 @@ class Limits:
                 raise InputError(f"{name}={v!r}: give a positive integer")
         if not self.session_ttl > 0:
             raise InputError(f"session_ttl={self.session_ttl!r}: give a positive number of seconds")
+
+
+@dataclass(frozen=True)
+class Answer:
+    blobs: list[bytes]  # the output ciphertexts, serialized
+    evaluate_s: float  # the evaluation itself (no queueing, no (de)serialization)
 
 
 @dataclass
@@ -156,7 +163,7 @@ class Service:
         return self.store.remove(sid)
 
     # ---- inference ---------------------------------------------------------------------------
-    async def infer(self, sid: str, body: AsyncIterator[bytes]) -> list[bytes]:
+    async def infer(self, sid: str, body: AsyncIterator[bytes]) -> Answer:
         self.metrics["requests"] += 1
         limit = self.info["max_bytes"]["request"]
         if self.pending >= self.limits.workers + self.limits.max_queue:
@@ -165,9 +172,10 @@ class Service:
                 BusyError(f"the queue is full ({self.pending} requests running or waiting): retry in a moment")
             )
         self.pending += 1
+        sink = None
         try:
             record = self.store.get(sid, self.model_id)
-            sink = io.BytesIO()
+            sink = tempfile.SpooledTemporaryFile(SPOOL_BYTES)  # queued batch-mode bodies (~1.6 GB) wait on disk
             stream = ObjectStream(
                 self.server.backend,
                 sink,
@@ -179,19 +187,21 @@ class Service:
             frames = stream.finish()
             async with self._run:
                 t0 = time.perf_counter()
-                out = await self._call(self._evaluate, record, read_frames(sink, frames))
+                out, evaluate_s = await self._call(self._evaluate, record, read_frames(sink, frames))
                 self.metrics["seconds_evaluating"] += time.perf_counter() - t0
             self.metrics["inferences"] += 1
             self.metrics["bytes_out"] += sum(len(b) for b in out)
-            return out
+            return Answer(out, evaluate_s)
         finally:
             self.pending -= 1
+            if sink is not None:
+                sink.close()
             self.metrics["peak_rss"] = max(self.metrics["peak_rss"], _peak_rss())
 
-    def _evaluate(self, record: SessionRecord, blobs: Iterable[bytes]) -> list[bytes]:
+    def _evaluate(self, record: SessionRecord, blobs: Iterable[bytes]) -> tuple[list[bytes], float]:
         live = self._acquire(record)
         try:
-            return self.server.evaluate(live.server, blobs)
+            return self.server.evaluate_timed(live.server, blobs)
         finally:
             with self._lock:
                 live.users -= 1

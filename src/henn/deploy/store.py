@@ -59,9 +59,9 @@ class SessionStore:
 
     def add(self, record: SessionRecord) -> None:
         """Keep a session whose keys were written to key_path(id, partial=True) and checked."""
-        self.key_path(record.id, partial=True).replace(self.key_path(record.id))
         frames = ";".join(f"{f.kind},{f.offset},{f.size}" for f in record.frames)
-        with self._lock:
+        with self._lock:  # with expire()'s scan: a key file is never seen without its session
+            self.key_path(record.id, partial=True).replace(self.key_path(record.id))
             self._db.execute(
                 "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (record.id, record.model, record.key_id, record.created, record.expires, record.key_bytes, frames),
@@ -90,11 +90,11 @@ class SessionStore:
         with self._lock:
             gone = [r[0] for r in self._db.execute("SELECT id FROM sessions WHERE expires <= ?", (time.time(),))]
             live = {r[0] for r in self._db.execute("SELECT id FROM sessions")} - set(gone)
+            for path in (self.folder / "keys").glob("*.keys"):
+                if path.name.split(".")[0] not in live:
+                    path.unlink(missing_ok=True)
         for sid in gone:
             self.remove(sid)
-        for path in (self.folder / "keys").iterdir():
-            if path.name.split(".")[0] not in live and path.suffix == ".keys":
-                path.unlink(missing_ok=True)
         return gone
 
     def count(self) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import IO
 
 from henn.ckks import serialization
 from henn.errors import SerializationError, TooLargeError
@@ -28,7 +28,7 @@ class Frame:
 
 
 class ObjectStream:
-    def __init__(self, backend, sink: BinaryIO, *, kinds: tuple[str, ...], max_objects: int, max_bytes: int):
+    def __init__(self, backend, sink: IO[bytes], *, kinds: tuple[str, ...], max_objects: int, max_bytes: int):
         self.backend, self.sink, self.kinds = backend, sink, kinds
         self.max_objects, self.max_bytes = max_objects, max_bytes
         self.frames: list[Frame] = []
@@ -91,7 +91,7 @@ class ObjectStream:
         return self.frames
 
 
-def read_frames(sink: BinaryIO, frames: list[Frame]) -> Iterator[bytes]:
+def read_frames(sink: IO[bytes], frames: list[Frame]) -> Iterator[bytes]:
     """Each object's bytes, one at a time (a key upload never sits in memory as a whole)."""
     for f in frames:
         sink.seek(f.offset)
