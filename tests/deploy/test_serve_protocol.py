@@ -173,3 +173,14 @@ def test_logs_hold_no_keys_ciphertexts_or_session_ids(server, material):
     assert payload.decode()[:30] not in log and "key_id" not in log
     meta = serialization.unpack(material["cts"][0])[1]
     assert meta["key_id"] not in log and json.dumps(meta)[:20] not in log
+
+
+def test_the_model_description_health_and_metrics(model, server):
+    cm = model[0]
+    d = httpx.get(server.url + "/v1/model").json()
+    assert d["backend"] == "plain" and d["input_shape"] == [1, 28, 28] and d["output_shape"] == [10]
+    assert d["rotation_steps"] == list(cm.rotation_steps) and d["params_fingerprint"] == cm.params.fingerprint()
+    assert d["limits"]["max_queue"] == 8 and d["limits"]["workers"] == 1 and d["max_bytes"]["keys"] > 0
+    assert httpx.get(server.url + "/health").json()["status"] == "ok"
+    metrics = httpx.get(server.url + "/metrics")
+    assert metrics.headers["content-type"].startswith("text/plain") and "henn_inferences " in metrics.text
