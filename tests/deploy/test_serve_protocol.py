@@ -112,11 +112,22 @@ def _huge_header(blob: bytes) -> bytes:
     return bytes(head) + blob[serialization.HEADER_SIZE :] + b"\0" * 4096
 
 
+def _too_many_steps(blob: bytes) -> bytes:
+    """Galois keys for 4000 rotations announcing 1 GiB (within what 4000 keys may take, beyond this model's
+    keys): refused on the header, before the gigabyte is sent."""
+    kind, meta, payload = serialization.unpack(blob)
+    meta["steps"] = list(range(1, 4001))
+    head = bytearray(serialization.pack(kind, meta, b""))
+    struct.pack_into("<Q", head, 10, 1 << 30)
+    return bytes(head) + b"\0" * 4096
+
+
 KEY_CASES = {  # body -> (status, words of the message)
     "random bytes": (lambda m: np.random.default_rng(3).bytes(5000), 400, "bad magic"),
     "truncated": (lambda m: b"".join(m["keys"])[:-100], 400, "truncated"),
     "empty": (lambda m: b"", 400, "no henn objects"),
     "oversized announced": (lambda m: _huge_header(m["keys"][-1]), 400, "exceeds"),
+    "oversized for this model": (lambda m: _too_many_steps(m["keys"][-1]), 413, "would exceed"),
     "foreign parameters": (lambda m: b"".join(m["foreign_keys"]), 400, "other encryption parameters"),
     "keys of another model": (lambda m: b"".join(m["few_keys"]), 400, "lack rotation steps"),
     "a public key": (lambda m: m["public_key"] + b"".join(m["keys"]), 400, "public_key"),

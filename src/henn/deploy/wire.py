@@ -75,6 +75,12 @@ class ObjectStream:
         if i >= self.max_objects:
             raise SerializationError(f"more than {self.max_objects} objects in one request")
         self.backend.check_header(kind, serialization.parse_meta(meta_b), payload_len)
+        announced = self.sink.tell() + len(self._head) + payload_len  # the objects before it are in the sink
+        if announced > self.max_bytes:  # refused now, not after the bytes arrive
+            raise TooLargeError(
+                f"object {i} announces {payload_len} bytes: the body would exceed {self.max_bytes} bytes, the most "
+                "this model's objects take"
+            )
         offset = self.sink.tell()
         self.sink.write(self._head)
         self.frames.append(Frame(kind, offset, len(self._head) + payload_len))
