@@ -19,7 +19,7 @@ from henn.deploy.checks import InputChecks
 
 REPO = Path(__file__).resolve().parents[2]
 ZOO = REPO / "src" / "henn" / "zoo" / "mnist-cnn_swish-rg7-deg4.onnx"
-BATCH_ZOO = REPO / "src" / "henn" / "zoo" / "mnist-cnn_square.onnx"
+SQUARE_ZOO = REPO / "src" / "henn" / "zoo" / "mnist-cnn_square.onnx"
 
 
 def compile_file(path: Path, backend: str = "plain", mode: str = "single", model: Path = ZOO):

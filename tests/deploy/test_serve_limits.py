@@ -10,6 +10,7 @@ import time
 import httpx
 import numpy as np
 import pytest
+from deploy_support import SQUARE_ZOO
 from deploy_support import compile_file, digits
 
 from henn.deploy.local import Client
@@ -114,3 +115,16 @@ def test_sessions_expire(model, tmp_path):
 def test_limits_are_checked(bad):
     with pytest.raises(InputError):
         Limits(**bad)
+
+
+def test_a_session_belongs_to_its_model(model, tmp_path):
+    """Another model served from the same store does not see the sessions of the first."""
+    app, service = build(model[1], tmp_path / "store", Limits())
+    client, keys, x = client_material(model[1])
+    sid = session(app, keys)
+    service.close()
+    _, other = compile_file(tmp_path / "other.henn", model=SQUARE_ZOO)
+    app, service = build(other, tmp_path / "store", Limits())
+    (r,) = run(app, [("POST", f"/v1/sessions/{sid}/infer", b"".join(client.encrypt(x)))])
+    assert r.status_code == 404 and "unknown session" in r.json()["detail"]
+    service.close()
