@@ -10,8 +10,7 @@ import time
 import httpx
 import numpy as np
 import pytest
-from deploy_support import SQUARE_ZOO
-from deploy_support import compile_file, digits
+from deploy_support import SQUARE_ZOO, compile_file, digits
 
 from henn.deploy.local import Client
 from henn.deploy.serve import build
