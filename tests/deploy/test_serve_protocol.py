@@ -6,7 +6,9 @@ in-process run, a restart keeps the sessions, several clients at once, and hosti
 from __future__ import annotations
 
 import json
+import socket
 import struct
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -195,3 +197,21 @@ def test_the_model_description_health_and_metrics(model, server):
     assert httpx.get(server.url + "/health").json()["status"] == "ok"
     metrics = httpx.get(server.url + "/metrics")
     assert metrics.headers["content-type"].startswith("text/plain") and "henn_inferences " in metrics.text
+
+
+def test_a_client_that_goes_away_mid_upload_leaves_nothing_behind(server, material):
+    body = b"".join(material["keys"])
+    refusals = server.log.read_text().count("POST /v1/sessions -> 400 SerializationError")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        head = (
+            f"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {CONTENT_TYPE}\r\n"
+            f"Content-Length: {len(body) + 100000}\r\n\r\n"
+        )
+        s.sendall(head.encode() + body)
+    deadline = time.monotonic() + 20
+    while server.log.read_text().count("POST /v1/sessions -> 400 SerializationError") == refusals:
+        assert time.monotonic() < deadline, "the server never refused the cut upload"
+        time.sleep(0.1)
+    assert not list((server.store / "keys").glob("*.part"))
+    assert httpx.get(server.url + "/health").json()["status"] == "ok"
+    assert "internal error" not in server.log.read_text()

@@ -24,6 +24,7 @@ from henn.errors import (
     LevelError,
     MissingKeyError,
     ScaleError,
+    SerializationError,
     SessionError,
     TooLargeError,
 )
@@ -135,7 +136,7 @@ def create_app(service: Service, artefact_bytes: bytes):
     @app.post("/v1/sessions", status_code=201)
     async def create_session(request: Request):
         need_octets(request)
-        return await service.create_session(request.stream())
+        return await service.create_session(_body(request))
 
     @app.delete("/v1/sessions/{sid}", status_code=204)
     async def delete_session(sid: str):
@@ -146,11 +147,22 @@ def create_app(service: Service, artefact_bytes: bytes):
     @app.post("/v1/sessions/{sid}/infer")
     async def infer(sid: str, request: Request):
         need_octets(request)
-        out = await service.infer(sid, request.stream())
+        out = await service.infer(sid, _body(request))
         headers = {"X-Henn-Objects": str(len(out.blobs)), "X-Henn-Evaluate-Seconds": f"{out.evaluate_s:.6f}"}
         return Response(b"".join(out.blobs), media_type=CONTENT_TYPE, headers=headers)
 
     return app
+
+
+async def _body(request):
+    """The request body's chunks; a client that goes away mid-body is a truncated body (400), not a 500."""
+    from starlette.requests import ClientDisconnect
+
+    try:
+        async for chunk in request.stream():
+            yield chunk
+    except ClientDisconnect:
+        raise SerializationError("the client went away before the body was complete: it is truncated") from None
 
 
 class _ContentType(InputError):
