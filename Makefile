@@ -14,9 +14,9 @@ $(BIN)/henn: pyproject.toml
 	$(BIN)/pip install -q -e .
 	touch $@
 
-# tests also exercise training and the torch.fx frontend: torch is a test-time extra only
+# tests also exercise training and the torch.fx frontend (torch) and the server (serve): test-time extras
 $(VENV)/.test-deps: $(BIN)/henn pyproject.toml
-	$(BIN)/pip install -q -e '.[test,train,tenseal]'
+	$(BIN)/pip install -q -e '.[test,train,tenseal,serve]'
 	touch $@
 
 $(BRIDGE): $(GO_SRC)

@@ -2,10 +2,14 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["CompiledModel", "compile"]
+__all__ = ["CompiledModel", "compile", "connect"]
 
 
 def __getattr__(name):  # lazy: `import henn` stays light (no onnx/scipy until the compiler is used)
+    if name == "connect":  # the network client: never imports the compiler
+        from henn.deploy.remote import connect
+
+        return connect
     if name in __all__:
         from henn import api
 

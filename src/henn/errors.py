@@ -40,3 +40,19 @@ class InputError(HennError):
 class SerializationError(InputError):
     """Truncated, corrupted or foreign serialized data."""
 
+
+
+class TooLargeError(InputError):
+    """A request or upload larger than the model or the server's limits allow."""
+
+
+class SessionError(InputError):
+    """An unknown or expired inference session: create a new one (upload the evaluation keys again)."""
+
+
+class BusyError(HennError):
+    """The server's queue is full: retry later."""
+
+
+class CapacityError(HennError):
+    """The server cannot take this now (memory budget or session count): retry later or elsewhere."""

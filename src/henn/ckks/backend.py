@@ -344,8 +344,9 @@ class Backend(ABC):
             raise InputError(f"cannot {op} this {kind}: its {self.name} library object is {what}, not a {kind}; "
                              "use the objects generate_keys()/encrypt() return, never re-wrapped ones")
 
-    def deserialize(self, data: bytes):
-        kind, meta, payload = serialization.unpack(data)
+    def check_header(self, kind: str, meta: dict, payload_size: int) -> dict:
+        """The checked meta of a header of this backend and parameters, for a payload of `payload_size`
+        bytes (a stream checks it before the payload arrives); SerializationError naming the problem."""
         if meta.get("backend") != self.name:
             raise SerializationError(f"data was serialized by the {meta.get('backend')!r} backend, not "
                                      f"{self.name!r}: deserialize it with that backend")
@@ -357,7 +358,12 @@ class Backend(ABC):
             raise SerializationError(f"{kind} header announces scale 2^{math.log2(meta['scale']):.1f}, beyond the "
                                      f"{self.log_q_at(meta['level']):.0f}-bit modulus at level {meta['level']}: "
                                      "the data is corrupted")
-        serialization.check_payload_size(kind, len(payload), meta, n=self.params.n, **self._payload_counts(kind))
+        serialization.check_payload_size(kind, payload_size, meta, n=self.params.n, **self._payload_counts(kind))
+        return meta
+
+    def deserialize(self, data: bytes):
+        kind, meta, payload = serialization.unpack(data)
+        meta = self.check_header(kind, meta, len(payload))
         if kind == "galois_keys" and not payload:
             if meta["steps"] or meta["conjugate"]:
                 raise SerializationError("galois_keys header announces keys but the payload holds none: the data "

@@ -43,11 +43,29 @@ def unpack(data: bytes) -> tuple[str, dict, bytes]:
     """Split and check serialized data; raise SerializationError naming the problem."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise SerializationError(f"expected bytes, got {type(data).__name__}")
-    data = bytes(data)
-    if len(data) < _HEADER.size:
-        raise SerializationError(f"data is {len(data)} bytes, shorter than the {_HEADER.size}-byte henn header: "
+    view = memoryview(data).cast("B")  # slices below are views: a payload is copied once, at the end
+    if len(view) < _HEADER.size:
+        raise SerializationError(f"data is {len(view)} bytes, shorter than the {_HEADER.size}-byte henn header: "
                                  "it is truncated or not henn data")
-    magic, version, kind, meta_len, payload_len, crc = _HEADER.unpack_from(data)
+    kind_name, meta_len, payload_len = announced(view)
+    crc = _HEADER.unpack_from(view)[-1]
+    expected = _HEADER.size + meta_len + payload_len
+    if len(view) != expected:
+        raise SerializationError(f"data is {len(view)} bytes but its header announces {expected}: "
+                                 "it was truncated or extended in transit")
+    body = view[_HEADER.size:]
+    if zlib.crc32(body, zlib.crc32(view[:_CRC_OFFSET])) != crc:
+        raise SerializationError("checksum mismatch: the data is corrupted")
+    return kind_name, parse_meta(bytes(body[:meta_len])), bytes(body[meta_len:])
+
+
+HEADER_SIZE = _HEADER.size
+
+
+def announced(head: bytes | memoryview) -> tuple[str, int, int]:
+    """(kind, meta length, payload length) a header announces, from its first HEADER_SIZE bytes: what a
+    stream of objects needs to split them as they arrive (the crc is checked by unpack() once all is there)."""
+    magic, version, kind, meta_len, payload_len, _ = _HEADER.unpack_from(head)
     if magic != MAGIC:
         raise SerializationError("not henn data (bad magic): serialize with Backend.serialize()")
     if version != FORMAT_VERSION:
@@ -57,21 +75,19 @@ def unpack(data: bytes) -> tuple[str, dict, bytes]:
         raise SerializationError(f"unknown object kind {kind} in header: data is corrupted")
     if meta_len > MAX_META:
         raise SerializationError("header metadata too large: data is corrupted")
-    expected = _HEADER.size + meta_len + payload_len
-    if len(data) != expected:
-        raise SerializationError(f"data is {len(data)} bytes but its header announces {expected}: "
-                                 "it was truncated or extended in transit")
-    body = data[_HEADER.size:]
-    if zlib.crc32(body, zlib.crc32(data[:_CRC_OFFSET])) != crc:
-        raise SerializationError("checksum mismatch: the data is corrupted")
+    return _KIND_NAMES[kind], meta_len, payload_len
+
+
+def parse_meta(meta_b: bytes) -> dict:
+    """The JSON metadata of a header (no NaN/Infinity, an object), else SerializationError."""
     try:
-        meta = json.loads(body[:meta_len], parse_constant=_refuse_constant)
+        meta = json.loads(meta_b, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         raise SerializationError("header metadata is not valid JSON (or holds NaN/Infinity or nests too deeply): "
                                  "data is corrupted") from None
     if not isinstance(meta, dict):
         raise SerializationError("header metadata is not a JSON object: data is corrupted")
-    return _KIND_NAMES[kind], meta, body[meta_len:]
+    return meta
 
 
 def _refuse_constant(name: str):

@@ -1,0 +1,163 @@
+"""The client-side input checks a compiled model file carries: the activation-range check of
+henn.ranges, without the compiler.
+
+The check needs every polynomial activation's pre-activations, so the file keeps the checked graph
+(after fold_batchnorm + approximate_activations) up to its last `poly` node, with each node's
+accepted interval. It is written as JSON (ops, attributes) + NumPy arrays (weights), never pickled,
+and read back through a whitelist of ops and attribute types, then `Graph.verify()`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from henn import ranges
+from henn.errors import SerializationError
+from henn.ir.graph import Graph, IRError, Node, Value
+
+CHECK_OPS = ("conv2d", "batchnorm", "poly", "avgpool", "sumpool", "flatten", "linear")
+_TUPLE_ATTRS = ("stride", "pads", "kernel", "range", "coefficients")
+MAX_NODES = 4096
+
+
+@dataclass(frozen=True)
+class InputChecks:
+    """The activation-range check of one compiled model: `graph` ends at the last activation."""
+
+    graph: Graph | None  # None: the model has no polynomial activation (nothing to check)
+    intervals: dict[str, tuple[float, float] | None]
+    mode: str  # "error" | "warn" | "off" (henn.ranges.check_mode)
+
+    @classmethod
+    def from_compiled(cls, checked: Graph, intervals: dict[str, tuple[float, float] | None], mode: str) -> InputChecks:
+        polys = ranges.poly_layers(checked)
+        if not polys:
+            return cls(None, {}, mode)
+        last = checked.nodes.index(polys[-1])
+        nodes = [
+            Node(n.op, n.name, list(n.inputs), n.output, dict(n.attrs), dict(n.params))
+            for n in checked.nodes[: last + 1]
+        ]
+        used = {checked.input} | {n.output for n in nodes}
+        values = {k: Value(k, tuple(v.shape)) for k, v in checked.values.items() if k in used}
+        graph = Graph(checked.input, polys[-1].output, nodes, values).verify()
+        return cls(graph, dict(intervals), mode)
+
+    def run(self, x: np.ndarray) -> None:
+        """Refuse (mode "error") or log ("warn") images whose pre-activations leave an interval."""
+        if self.graph is not None:
+            ranges.check(self.graph, x, self.intervals, self.mode)
+
+    # ---- file form ---------------------------------------------------------------------------
+    def to_header(self) -> tuple[dict, dict[str, np.ndarray]]:
+        if self.graph is None:
+            return {"mode": self.mode, "graph": None}, {}
+        arrays: dict[str, np.ndarray] = {}
+        nodes = []
+        for i, n in enumerate(self.graph.nodes):
+            for k, a in n.params.items():
+                arrays[f"check.{i}.{k}"] = np.asarray(a, dtype=np.float64)
+            attrs = {k: _json_attr(n.name, k, v) for k, v in n.attrs.items()}
+            nodes.append(
+                {
+                    "op": n.op,
+                    "name": n.name,
+                    "inputs": n.inputs,
+                    "output": n.output,
+                    "attrs": attrs,
+                    "params": sorted(n.params),
+                }
+            )
+        values = {k: list(v.shape) for k, v in self.graph.values.items()}
+        intervals = {k: (list(v) if v is not None else None) for k, v in self.intervals.items()}
+        graph = {"input": self.graph.input, "output": self.graph.output, "nodes": nodes, "values": values}
+        return {"mode": self.mode, "graph": graph, "intervals": intervals}, arrays
+
+    @classmethod
+    def from_header(cls, h: dict, arrays) -> InputChecks:
+        """Checks from a file; SerializationError when anything is malformed."""
+        try:
+            mode = ranges.check_mode(h["mode"])
+            g = h["graph"]
+            if g is None:
+                return cls(None, {}, mode)
+            if not isinstance(g["nodes"], list) or len(g["nodes"]) > MAX_NODES:
+                raise TypeError(f"nodes must be a list of at most {MAX_NODES}")
+            nodes = [_node(i, d, arrays) for i, d in enumerate(g["nodes"])]
+            values = {_str(k): Value(k, tuple(_int(s) for s in _list(v))) for k, v in _dict(g["values"]).items()}
+            graph = Graph(_str(g["input"]), _str(g["output"]), nodes, values).verify()
+            intervals = {_str(k): _interval(v) for k, v in _dict(h["intervals"]).items()}
+            if set(intervals) != {n.name for n in ranges.poly_layers(graph)}:
+                raise ValueError("intervals do not name the activation layers")
+            return cls(graph, intervals, mode)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, IRError) as exc:
+            raise SerializationError(f"malformed input checks: {type(exc).__name__}: {exc}") from None
+
+
+def _json_attr(node: str, key: str, v):
+    if isinstance(v, (tuple, list)):
+        return [_json_attr(node, key, x) for x in v]
+    if isinstance(v, (np.floating, np.integer)):
+        return v.item()
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise SerializationError(f"layer {node!r}: attribute {key} ({type(v).__name__}) has no file form")
+
+
+def _node(i: int, d: dict, arrays) -> Node:
+    op = _str(d["op"])
+    if op not in CHECK_OPS:
+        raise ValueError(f"op {op!r} is not one the input check runs ({', '.join(CHECK_OPS)})")
+    attrs = {}
+    for k, v in _dict(d["attrs"]).items():
+        if not _plain(v):
+            raise TypeError(f"attribute {k!r} of node {i} is not plain JSON")
+        attrs[_str(k)] = tuple(v) if k in _TUPLE_ATTRS and isinstance(v, list) else v
+    params = {}
+    for k in _list(d["params"]):
+        a = arrays[f"check.{i}.{_str(k)}"]
+        if not isinstance(a, np.ndarray) or a.dtype.kind != "f" or not np.all(np.isfinite(a)):
+            raise ValueError(f"parameter {k!r} of node {i} is not a finite float array")
+        params[k] = a
+    inputs = [_str(v) for v in _list(d["inputs"])]
+    return Node(op, _str(d["name"]), inputs, _str(d["output"]), attrs, params)
+
+
+def _plain(v) -> bool:
+    if isinstance(v, list):
+        return len(v) <= 64 and all(_plain(x) for x in v)
+    return v is None or (isinstance(v, (bool, int, str)) or (isinstance(v, float) and np.isfinite(v)))
+
+
+def _interval(v) -> tuple[float, float] | None:
+    if v is None:
+        return None
+    mid, half = (float(x) for x in _list(v))
+    if not (np.isfinite(mid) and np.isfinite(half) and half > 0):
+        raise ValueError(f"interval {v!r} is not a finite centre and a positive half-width")
+    return (mid, half)
+
+
+def _str(v) -> str:
+    if not isinstance(v, str):
+        raise TypeError(f"expected a string, got {type(v).__name__}")
+    return v
+
+
+def _int(v) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise TypeError(f"expected a non-negative integer, got {v!r}")
+    return v
+
+
+def _list(v) -> list:
+    if not isinstance(v, list):
+        raise TypeError(f"expected a list, got {type(v).__name__}")
+    return v
+
+
+def _dict(v) -> dict:
+    if not isinstance(v, dict):
+        raise TypeError(f"expected an object, got {type(v).__name__}")
+    return v

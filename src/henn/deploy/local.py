@@ -1,0 +1,137 @@
+"""Both ends of a deployed model, each from the model file alone (no compiler import):
+
+    client = Client.load("model.henn")           # holds the secret key
+    keys = client.generate_keys()                # public evaluation keys only
+    server = Server.load("model.henn")
+    session = server.open_session(server.read_keys(client.key_blobs()))
+    out = server.evaluate(session, client.encrypt(images))      # bytes in, bytes out
+    logits = client.decrypt(out, len(images))
+
+Everything between them is bytes in henn's serialization format (henn.ckks.serialization: one
+versioned header per object), as it travels over the network (henn.deploy.app, henn.deploy.remote)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from henn.ckks import open_backend
+from henn.ckks.values import Ciphertext, EvaluationKeys, GaloisKeys, RelinKey
+from henn.deploy.artefact import Artefact
+from henn.deploy.flood import check_bits, flood
+from henn.errors import InputError
+from henn.runtime import client as runtime_client
+from henn.runtime import server as runtime_server
+from henn.runtime.inputs import check_images
+
+UPLOAD_KINDS = (RelinKey, GaloisKeys)  # what a server needs: no public key, never the secret key
+
+
+class Client:
+    def __init__(
+        self, artefact: Artefact, *, threads: int | None = None, flood_bits: int | None = None, seed: int | None = None
+    ):
+        self.artefact, self.program = artefact, artefact.program
+        self.backend = open_backend(artefact.backend, self.program.params)
+        self.runtime = runtime_client.Client(self.program, self.backend, threads=threads)
+        self.flood_bits = check_bits(flood_bits)
+        self._rng = np.random.default_rng(secrets.randbits(128) if seed is None else seed)
+
+    @classmethod
+    def load(cls, path: str | Path, **options) -> Client:
+        return cls(Artefact.load(path), **options)
+
+    def generate_keys(self) -> EvaluationKeys:
+        return self.runtime.generate_keys()
+
+    def key_blobs(self) -> list[bytes]:
+        """The evaluation keys a server needs, serialized (relinearization key, Galois keys)."""
+        keys = self._keys()
+        return [self.backend.serialize(k) for k in (keys.relin, keys.galois) if k is not None]
+
+    def check(self, images) -> np.ndarray:
+        """Images (B, *input_shape) as float64, refused (InputError) where the model file's input
+        checks refuse them (shape, finiteness, activation ranges)."""
+        x = check_images(images, self.program.input_shape)
+        self.artefact.checks.run(x)
+        return x
+
+    def batches(self, n_images: int) -> list[range]:
+        return self.runtime.batches(n_images)
+
+    def encrypt(self, images: np.ndarray, *, checked: bool = False) -> list[bytes]:
+        """One request: the serialized ciphertexts of one set of images (see batches())."""
+        x = images if checked else self.check(images)
+        return [self.backend.serialize(ct) for ct in self.runtime.encrypt(x)]
+
+    def decrypt(self, blobs: list[bytes], n_images: int) -> np.ndarray:
+        """Logits (n_images, *output_shape) from a response, flooded when flood_bits is set."""
+        cts = [self.backend.deserialize(b) for b in blobs]
+        if len(cts) != self.program.output_cts or not all(isinstance(c, Ciphertext) for c in cts):
+            raise InputError(
+                f"the server answered {len(cts)} objects, the model has {self.program.output_cts} "
+                "output ciphertexts: is it serving another model?"
+            )
+        return flood(self.runtime.decrypt(cts, n_images), self.flood_bits, self._rng)
+
+    def _keys(self) -> EvaluationKeys:
+        if self.runtime.keys is None:
+            raise InputError("the client has no keys yet: call generate_keys() first")
+        return self.runtime.keys
+
+    def close(self) -> None:
+        self.runtime.close()
+        self.backend.close()
+
+
+class Server:
+    """The model's backend, opened once; a runtime Server per key set (open_session)."""
+
+    def __init__(self, artefact: Artefact, *, threads: int | None = None):
+        self.artefact, self.program, self.threads = artefact, artefact.program, threads
+        self.backend = open_backend(artefact.backend, self.program.params)
+
+    @classmethod
+    def load(cls, path: str | Path, **options) -> Server:
+        return cls(Artefact.load(path), **options)
+
+    def read_keys(self, blobs: Iterable[bytes]) -> EvaluationKeys:
+        """Evaluation keys from serialized objects: one relinearization key (if the program needs it)
+        and one set of Galois keys, nothing else."""
+        keys = EvaluationKeys()
+        for i, blob in enumerate(blobs):
+            obj = self.backend.deserialize(blob)
+            slot = {RelinKey: "relin", GaloisKeys: "galois"}.get(type(obj))
+            if slot is None or getattr(keys, slot) is not None:
+                what = "a second " + slot if slot else f"a {type(obj).__name__}"
+                raise InputError(
+                    f"key upload object {i} is {what}: upload one relinearization key and one set of "
+                    "Galois keys (Client.key_blobs()), nothing else"
+                )
+            setattr(keys, slot, obj)
+        return keys
+
+    def open_session(self, keys: EvaluationKeys) -> runtime_server.Server:
+        """A runtime Server for these keys (checked against the program), weights encoded."""
+        server = runtime_server.Server(self.program, self.backend, keys, threads=self.threads)
+        server.prepare()
+        return server
+
+    def evaluate(self, session: runtime_server.Server, blobs: Iterable[bytes]) -> list[bytes]:
+        """Serialized output ciphertexts of serialized inputs (an iterator: each blob can go once read)."""
+        return self.evaluate_timed(session, blobs)[0]
+
+    def evaluate_timed(self, session: runtime_server.Server, blobs: Iterable[bytes]) -> tuple[list[bytes], float]:
+        """evaluate() and the seconds of the evaluation itself (what an in-process run spends too)."""
+        cts = [self.backend.deserialize(b) for b in blobs]
+        t0 = time.perf_counter()
+        out = session.evaluate(cts, consume=True)
+        seconds = time.perf_counter() - t0
+        return [self.backend.serialize(ct) for ct in out], seconds
+
+    def close(self) -> None:
+        self.backend.close()

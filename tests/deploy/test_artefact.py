@@ -1,0 +1,132 @@
+"""The model file: what `henn compile --out` writes, Server.load / Client.load read back (without
+the compiler), verified on loading and refused when damaged or forged."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+from deploy_support import REPO, compile_file, digits
+
+from henn.deploy import Artefact, Client, Server
+from henn.errors import InputError, SerializationError
+
+
+@pytest.fixture(scope="module")
+def plain_model(tmp_path_factory):
+    return compile_file(tmp_path_factory.mktemp("model") / "m.henn")
+
+
+def test_round_trip_keeps_program_and_checks(plain_model):
+    cm, path = plain_model
+    art = Artefact.load(path)
+    assert art.program.summary() == cm.program.summary() and art.program.rotation_steps == cm.rotation_steps
+    for got, want in zip(art.program.steps, cm.program.steps):
+        assert got.attrs == want.attrs and all(np.array_equal(got.arrays[k], a) for k, a in want.arrays.items())
+    assert len(art.digest) == 64
+    assert art.backend == "plain" and art.model == "mnist-cnn_swish-rg7-deg4"
+    assert art.checks.intervals == cm.activation_intervals() and art.checks.mode == "error"
+    d = art.describe()
+    assert d["rotation_steps"] == list(cm.rotation_steps) and d["input_ciphertexts"] == cm.program.input_cts
+    assert d["max_bytes"]["keys"] > 0 and d["max_bytes"]["request"] > 0
+
+
+def test_client_and_server_from_the_file_match_the_in_process_run(plain_model):
+    cm, path = plain_model
+    x, _ = digits(3)
+    client, server = Client.load(path), Server.load(path)
+    client.generate_keys()
+    session = server.open_session(server.read_keys(client.key_blobs()))
+    got = np.concatenate([client.decrypt(server.evaluate(session, client.encrypt(x[i : i + 1])), 1) for i in range(3)])
+    np.testing.assert_allclose(got, cm.run(x, encrypted=False), atol=1e-6)
+
+
+def test_the_file_carries_the_activation_range_check(plain_model):
+    cm, path = plain_model
+    x, _ = digits(1)
+    with pytest.raises(InputError, match="pre-activations") as in_process:
+        cm.check_input(x * 50)
+    with pytest.raises(InputError, match="pre-activations") as from_file:
+        Client.load(path).check(x * 50)
+    assert str(from_file.value) == str(in_process.value)
+    Client.load(path).check(x)  # in range: accepted
+
+
+def test_loading_never_imports_the_compiler(plain_model):
+    _, path = plain_model
+    code = (
+        "import sys; from henn.deploy import Client, Server; Client.load(sys.argv[1]); Server.load(sys.argv[1]);"
+        "bad = [m for m in sys.modules if m.startswith(('henn.compiler', 'henn.passes', 'henn.frontend', 'onnx'))];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO / "src")},
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _rewrite(data: bytes, change) -> bytes:
+    """The model file with its archive members changed by change(dict name -> bytes)."""
+    members = {}
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        for name in z.namelist():
+            members[name] = z.read(name)
+    change(members)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, blob in members.items():
+            z.writestr(name, blob)
+    return buf.getvalue()
+
+
+def _manifest(change):
+    def edit(members):
+        arr = np.load(io.BytesIO(members["__manifest__.npy"]))
+        m = json.loads(bytes(arr).decode())
+        change(m)
+        buf = io.BytesIO()
+        np.save(buf, np.frombuffer(json.dumps(m).encode(), np.uint8))
+        members["__manifest__.npy"] = buf.getvalue()
+
+    return edit
+
+
+def _pickled(members):
+    buf = io.BytesIO()
+    np.save(buf, np.array([{"x": 1}], dtype=object), allow_pickle=True)
+    members["program.npy"] = buf.getvalue()
+
+
+HOSTILE = {
+    "random bytes": lambda d: np.random.default_rng(7).bytes(4096),
+    "truncated": lambda d: d[: len(d) // 2],
+    "empty": lambda d: b"",
+    "other format": lambda d: _rewrite(d, _manifest(lambda m: m.update(format="henn-model/0"))),
+    "unknown backend": lambda d: _rewrite(d, _manifest(lambda m: m.update(backend="../../evil"))),
+    "program swapped": lambda d: _rewrite(d, _manifest(lambda m: m.update(program_sha256="0" * 64))),
+    "pickled program": lambda d: _rewrite(d, _pickled),
+    "check op not allowed": lambda d: _rewrite(
+        d, _manifest(lambda m: m["checks"]["graph"]["nodes"][0].update(op="bootstrap"))
+    ),
+    "check interval NaN-like": lambda d: _rewrite(
+        d, _manifest(lambda m: m["checks"]["intervals"].update({k: [0, -1] for k in m["checks"]["intervals"]}))
+    ),
+    "check weights missing": lambda d: _rewrite(d, lambda ms: ms.pop(next(k for k in ms if k.startswith("check.")))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_damaged_or_forged_files_are_refused(plain_model, case):
+    _, path = plain_model
+    data = HOSTILE[case](path.read_bytes())
+    with pytest.raises(SerializationError):
+        Artefact.from_bytes(data)

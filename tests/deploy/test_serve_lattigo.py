@@ -1,0 +1,29 @@
+"""End to end with real keys: the MNIST zoo model on Lattigo at its default (128-bit) parameters,
+served by a real `henn serve` process on 127.0.0.1 and used through henn.connect. The predictions
+equal the in-process run's, and a restart of the server mid-session keeps the session (its ~0.5 GB
+of evaluation keys come back from the store)."""
+
+from __future__ import annotations
+
+import numpy as np
+from deploy_support import ServerProcess, compile_file, digits
+
+import henn
+
+
+def test_encrypted_mnist_through_a_server_process_survives_a_restart(tmp_path):
+    cm, path = compile_file(tmp_path / "lattigo.henn", backend="lattigo")
+    x, labels = digits(3)
+    with cm:
+        local = cm.run(x)
+    with ServerProcess(path, tmp_path / "store") as server:
+        with henn.connect(server.url, progress=False) as remote:
+            before = remote.predict(x[:2])
+            server.restart()
+            after = remote.predict(x[2:])
+            stats = remote.stats
+    got = np.concatenate([before, after])
+    assert (got.argmax(1) == local.argmax(1)).all() and (got.argmax(1) == labels).all()
+    np.testing.assert_allclose(got, local, atol=0.05)  # two encryptions: both within CKKS error of the truth
+    np.testing.assert_allclose(got, cm.run(x, encrypted=False), atol=0.05)
+    assert stats["key_bytes"] > 400 << 20 and stats["requests"] == 3
