@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from deploy_support import REPO, compile_file, digits
 
+import henn
 from henn.deploy import Artefact, Client, Server
 from henn.errors import InputError, SerializationError
 
@@ -130,3 +131,23 @@ def test_damaged_or_forged_files_are_refused(plain_model, case):
     data = HOSTILE[case](path.read_bytes())
     with pytest.raises(SerializationError):
         Artefact.from_bytes(data)
+
+
+def test_a_bootstrapping_program_is_refused_with_what_to_do(tmp_path):
+    from henn.ckks import presets
+    from henn.deploy.checks import InputChecks
+
+    x, _ = digits(300)
+    cm = henn.compile(
+        str(REPO / "src/henn/zoo/mnist-cnn_swish-rg7-deg4.onnx"),
+        (1, 28, 28),
+        backend="plain",
+        params=presets.get("insecure_boot_n12"),
+        bootstrap=True,
+        calibration=x,
+    )
+    assert cm.program.bootstraps >= 1
+    checks = InputChecks.from_compiled(cm.compiled.checked, cm.activation_intervals(), cm.activation_check)
+    with pytest.raises(SerializationError, match="bootstrapping program.*run it in one process"):
+        Artefact(cm.program, "plain", checks, model="deep").save(tmp_path / "deep.henn")
+    assert not (tmp_path / "deep.henn").exists()

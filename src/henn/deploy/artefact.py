@@ -88,8 +88,9 @@ class Artefact:
     def to_bytes(self) -> bytes:
         if self.program.bootstraps:
             raise SerializationError(
-                "a bootstrapping program cannot be saved as a model file yet: its bootstrapping keys have no "
-                "wire format; run it in one process (henn.compile(..., bootstrap=True).run)"
+                "a bootstrapping program cannot be saved as a model file yet: henn serve's sessions take only "
+                "relinearization and Galois keys (bootstrapping keys serialize, ~7 GiB at N = 2^16, but are not "
+                "uploaded); run it in one process (henn.compile(..., bootstrap=True).run)"
             )
         program = self.program_bytes
         checks, arrays = self.checks.to_header()
