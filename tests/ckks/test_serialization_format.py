@@ -34,7 +34,8 @@ def craft(magic=ser.MAGIC, version=ser.FORMAT_VERSION, kind=1, meta=None, payloa
 def test_layout():
     assert HEAD == 4 + 1 + 1 + 4 + 8 + 4
     assert ser.MAGIC == b"HENN" and ser.FORMAT_VERSION == 2
-    assert ser.KINDS == {"ciphertext": 1, "plaintext": 2, "public_key": 3, "relin_key": 4, "galois_keys": 5}
+    assert ser.KINDS == {"ciphertext": 1, "plaintext": 2, "public_key": 3, "relin_key": 4, "galois_keys": 5,
+                         "bootstrap_keys": 7}  # 6: the secret key's, never serialized
 
 
 @pytest.mark.parametrize("kind", list(ser.KINDS))
