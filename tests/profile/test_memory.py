@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from henn.profile.memory import PeakRss, RssSampler
+from henn.profile.memory import RssSampler
 
 
 _PEAK_SCRIPT = """
