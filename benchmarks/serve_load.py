@@ -48,19 +48,34 @@ ZOO = Path(__file__).resolve().parents[1] / "src" / "henn" / "zoo" / "mnist-cnn_
 
 
 class PeakRSS(threading.Thread):
-    """The largest RSS of a process, sampled."""
+    """The largest RSS of a process, sampled; the samples too (is the memory flat over a long run?)."""
 
     def __init__(self, pid: int, every: float = 0.2):
         super().__init__(daemon=True)
         self.proc, self.every, self.peak, self.stop = psutil.Process(pid), every, 0, threading.Event()
+        self.samples: list[tuple[float, int]] = []
 
     def run(self):
+        t0 = time.perf_counter()
         while not self.stop.is_set():
             try:
-                self.peak = max(self.peak, self.proc.memory_info().rss)
+                rss = self.proc.memory_info().rss
             except psutil.Error:
                 return
+            self.peak = max(self.peak, rss)
+            self.samples.append((time.perf_counter() - t0, rss))
             time.sleep(self.every)
+
+    def timeline(self, points: int = 60) -> dict:
+        """About `points` (seconds, MiB) samples, and the median RSS of the first and last tenth."""
+        if not self.samples:
+            return {}
+        step = max(1, len(self.samples) // points)
+        tenth = max(1, len(self.samples) // 10)
+        mib = [r / 2**20 for _, r in self.samples]
+        return {"t_s": [round(t, 1) for t, _ in self.samples[::step]], "rss_mib": [round(m, 1) for m in mib[::step]],
+                "first_tenth_median_mib": float(np.median(mib[:tenth])),
+                "last_tenth_median_mib": float(np.median(mib[-tenth:]))}
 
 
 def percentiles(samples: list[float]) -> dict:
@@ -165,6 +180,7 @@ def run_mode(mode: str, args, tmp: Path) -> dict:
             print(mode, result["load"][-1], flush=True)
         metrics = dict(line.split() for line in remote.http.get("/metrics").text.splitlines())
         result["server_peak_rss_mib"] = max(rss.peak, int(metrics["henn_peak_rss"])) / 2**20
+        result["server_rss_timeline"] = rss.timeline()
         remote.close()
     finally:
         rss.stop.set()
