@@ -58,6 +58,22 @@ class StepKind(StrEnum):
     BOOTSTRAP = "bootstrap"
 
 
+# what reading a malformed archive can raise (numpy, zipfile, json, and open_archive's own checks)
+ARCHIVE_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, SerializationError)
+
+
+def open_archive(data: bytes, header: str) -> tuple[np.lib.npyio.NpzFile, object]:
+    """An .npz archive read without pickle, its decompressed size bounded before anything is inflated,
+    and its JSON member `header`; raises one of ARCHIVE_ERRORS (the caller names the file kind)."""
+    z = np.load(io.BytesIO(data), allow_pickle=False)
+    if not isinstance(z, np.lib.npyio.NpzFile) or z.zip is None:
+        raise SerializationError("not an archive")
+    sizes = {info.filename: info.file_size for info in z.zip.infolist()}
+    if sum(sizes.values()) > MAX_FILE_BYTES or sizes.get(header + ".npy", 0) > MAX_HEADER_BYTES:
+        raise SerializationError(f"more than {MAX_FILE_BYTES >> 30} GiB once decompressed")
+    return z, json.loads(bytes(z[header]).decode())
+
+
 @dataclass(frozen=True)
 class Step:
     kind: StepKind
@@ -331,14 +347,8 @@ class Program:
     def from_bytes(cls, data: bytes) -> Program:
         """Load and verify a program file; anything malformed is a SerializationError."""
         try:
-            z = np.load(io.BytesIO(data), allow_pickle=False)
-            if not isinstance(z, np.lib.npyio.NpzFile) or z.zip is None:
-                raise SerializationError("not an archive")
-            sizes = {info.filename: info.file_size for info in z.zip.infolist()}
-            if sum(sizes.values()) > MAX_FILE_BYTES or sizes.get("__header__.npy", 0) > MAX_HEADER_BYTES:
-                raise SerializationError(f"more than {MAX_FILE_BYTES >> 30} GiB once decompressed")
-            h = json.loads(bytes(z["__header__"]).decode())
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, SerializationError) as exc:
+            z, h = open_archive(data, "__header__")
+        except ARCHIVE_ERRORS as exc:
             raise SerializationError(f"not a henn program ({exc}): save it with Program.to_bytes()") from None
         if not isinstance(h, dict) or h.get("format") != FORMAT:
             got = h.get("format") if isinstance(h, dict) else None

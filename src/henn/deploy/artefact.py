@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,11 +25,9 @@ import henn
 from henn.ckks import backends, serialization
 from henn.deploy.checks import InputChecks
 from henn.errors import SerializationError
-from henn.program import Program
+from henn.program import ARCHIVE_ERRORS, Program, open_archive
 
 FORMAT = "henn-model/1"
-MAX_FILE_BYTES = 16 << 30  # decompressed: a CIFAR program holds gigabytes of diagonals at most
-MAX_MANIFEST_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -124,15 +121,9 @@ class Artefact:
     def from_bytes(cls, data: bytes) -> Artefact:
         """Load and verify a model file; anything malformed is a SerializationError."""
         try:
-            z = np.load(io.BytesIO(data), allow_pickle=False)
-            if not isinstance(z, np.lib.npyio.NpzFile) or z.zip is None:
-                raise SerializationError("not an archive")
-            sizes = {info.filename: info.file_size for info in z.zip.infolist()}
-            if sum(sizes.values()) > MAX_FILE_BYTES or sizes.get("__manifest__.npy", 0) > MAX_MANIFEST_BYTES:
-                raise SerializationError(f"more than {MAX_FILE_BYTES >> 30} GiB once decompressed")
-            m = json.loads(bytes(z["__manifest__"]).decode())
+            z, m = open_archive(data, "__manifest__")
             program = bytes(z["program"])
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, SerializationError) as exc:
+        except ARCHIVE_ERRORS as exc:
             raise SerializationError(f"not a henn model file ({exc}): write it with `henn compile --out`") from None
         if not isinstance(m, dict) or m.get("format") != FORMAT:
             got = m.get("format") if isinstance(m, dict) else None

@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/big"
 	"runtime/debug"
-	"sync"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -310,26 +309,11 @@ func (b *btpKeyObj) bootstrapHalvesInParallel(in *rlwe.Ciphertext) (*rlwe.Cipher
 			return nil, err
 		}
 	} else {
-		var wg sync.WaitGroup
-		var errIm error
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					errIm = fmt.Errorf("EvalMod panicked: %v", r)
-				}
-			}()
-			im, errIm = eval.EvalMod(im)
-		}()
-		re, err = eval.EvalMod(re)
-		wg.Wait()
-		if err == nil {
-			err = errIm
-		}
-		if err != nil {
+		halves := [2]*rlwe.Ciphertext{re, im}
+		if err = onTwoCores(func(k int) (e error) { halves[k], e = eval.EvalMod(halves[k]); return }); err != nil {
 			return nil, err
 		}
+		re, im = halves[0], halves[1]
 	}
 	out, err := b.slotsToCoeffs(re, im)
 	if err != nil {

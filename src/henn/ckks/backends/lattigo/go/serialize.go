@@ -97,7 +97,7 @@ func (c *ctxObj) unmarshal(kind int, data []byte, level, degree int) (any, error
 		if err = rlk.UnmarshalBinary(data); err != nil {
 			return nil, dataErr("Lattigo cannot read the relinearization key: %v", err)
 		}
-		if !sameGadget(&rlk.GadgetCiphertext, &rlwe.NewRelinearizationKey(c.params).GadgetCiphertext) {
+		if !c.fullGadget(&rlk.GadgetCiphertext) {
 			return nil, dataErr("relinearization key has the wrong shape for these parameters")
 		}
 		return c.wrapRelinKey(rlk), nil
@@ -137,14 +137,13 @@ func (c *ctxObj) checkGaloisKeys(set *rlwe.MemEvaluationKeySet) ([]*rlwe.GaloisK
 	if set.RelinearizationKey != nil {
 		return nil, dataErr("Galois key payload holds a relinearization key")
 	}
-	tmpl := rlwe.NewGaloisKey(c.params)
 	nthRoot := c.params.RingQ().NthRoot()
 	keys := make([]*rlwe.GaloisKey, 0, len(set.GaloisKeys))
 	for el, gk := range set.GaloisKeys {
 		if gk == nil || gk.GaloisElement != el || el&1 == 0 || el >= nthRoot || gk.NthRoot != nthRoot {
 			return nil, dataErr("Galois key for element %d is inconsistent", el)
 		}
-		if !sameGadget(&gk.GadgetCiphertext, &tmpl.GadgetCiphertext) {
+		if !c.fullGadget(&gk.GadgetCiphertext) {
 			return nil, dataErr("Galois key for element %d has the wrong shape for these parameters", el)
 		}
 		keys = append(keys, gk)
@@ -180,21 +179,9 @@ func sameVectorQP(a, b rlwe.VectorQP) bool {
 	return true
 }
 
-func sameGadget(a, b *rlwe.GadgetCiphertext) bool {
-	if a.BaseTwoDecomposition != b.BaseTwoDecomposition || len(a.Value) != len(b.Value) {
-		return false
-	}
-	for i := range a.Value {
-		if len(a.Value[i]) != len(b.Value[i]) {
-			return false
-		}
-		for j := range a.Value[i] {
-			if !sameVectorQP(a.Value[i][j], b.Value[i][j]) {
-				return false
-			}
-		}
-	}
-	return true
+// fullGadget: g has the shape of a key over the whole modulus of these parameters (gadgetShape).
+func (c *ctxObj) fullGadget(g *rlwe.GadgetCiphertext) bool {
+	return gadgetShape(g, *c.params.GetRLWEParameters(), c.params.MaxLevelQ(), c.params.MaxLevelP())
 }
 
 // walker checks the layout of Lattigo's binary format (little-endian lengths, see
