@@ -86,10 +86,28 @@ def bootstrap_key_bytes(program: Program, backend) -> int:
     return (info["galois_keys"] + 3) * per_key  # + relinearization and the two encapsulation keys
 
 
+# Ciphertexts over the bootstrapping modulus a bootstrap holds at once (hoisted decompositions, baby-step
+# rotations on two cores, EvalMod's power bases): measured 1.6 GiB at N = 2^16 (boot-n16, 34 limbs: about 48)
+BOOTSTRAP_WORKING_CTS = 64
+
+
+def bootstrap_working_bytes(program: Program, backend) -> int:
+    """What one bootstrap allocates while it runs, on top of its keys (0 without bootstraps)."""
+    info = backend.bootstrap_info
+    if program.bootstraps == 0 or not info:
+        return 0
+    return BOOTSTRAP_WORKING_CTS * 2 * (len(info["q"]) + len(info["p"])) * program.params.n * 8
+
+
 def plaintext_budget(program: Program, backend) -> int:
     """Bytes of weight plaintexts the executor caches: the share of the memory available now that the
-    ciphertexts of an evaluation will not need."""
-    free = psutil.virtual_memory().available - ciphertext_bytes(program, backend)
+    ciphertexts of an evaluation and the bootstraps' working set will not need (a secure deep MLP was
+    once killed for memory when its cache took what its bootstrap needed later)."""
+    free = (
+        psutil.virtual_memory().available
+        - ciphertext_bytes(program, backend)
+        - bootstrap_working_bytes(program, backend)
+    )
     return int(max(0, free) * MEMORY_SHARE)
 
 
