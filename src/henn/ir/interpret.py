@@ -33,7 +33,7 @@ def run(
     env = {graph.input: x}
     for node in graph.nodes:
         inp = env[node.inputs[0]]
-        out = apply(node, inp)
+        out = inp + env[node.inputs[1]] if node.op == "add" else apply(node, inp)
         if hook is not None:
             hook(node, inp, out)
         env[node.output] = out
@@ -70,6 +70,8 @@ def apply(node: Node, x: np.ndarray) -> np.ndarray:
         return x.reshape(len(x), -1)
     if op == "bootstrap":
         return x
+    if op == "channel_poly":
+        return channel_poly(p["coefficients"], x)
     raise IRError(f"interpreter does not know op {op!r}")
 
 
@@ -80,6 +82,15 @@ def poly(attrs: dict, x: np.ndarray) -> np.ndarray:
     if form is None:
         return np.polynomial.polynomial.polyval(x, attrs["coefficients"])
     return attrs["gain"] * core(form, attrs, x) + attrs["offset"]
+
+
+def channel_poly(coefficients: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """sum_k coefficients[c, k] x^k on channel c (axis 1 of a batch)."""
+    coef = coefficients.reshape(coefficients.shape + (1,) * (x.ndim - 2))
+    out = np.zeros_like(x) + coef[:, -1]
+    for k in range(coefficients.shape[1] - 2, -1, -1):  # Horner
+        out = out * x + coef[:, k]
+    return out
 
 
 def core(form: str, attrs: dict, x: np.ndarray) -> np.ndarray:

@@ -13,6 +13,10 @@ flatten    (C, H, W) -> (C*H*W,)
 linear     params weight (O, I), bias (O,); input (I,)
 bootstrap  attrs bound (values lie in [-bound, bound]): refreshes the level, the identity on values
            (inserted by place_bootstraps)
+add        two inputs of one shape: their sum (a residual connection)
+channel_poly  params coefficients (C, d+1), constant term first: channel c computes
+           sum_k coefficients[c, k] x^k (a folded AESPA: a x^2 + b x + c per channel, paper 002);
+           input (C, H, W) or (C,)
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from collections.abc import Callable
 
 from henn.ir.node import IRError, Node
 
-OPS = ("conv2d", "batchnorm", "poly", "activation", "avgpool", "sumpool", "flatten", "linear", "bootstrap")
+OPS = ("conv2d", "batchnorm", "poly", "activation", "avgpool", "sumpool", "flatten", "linear", "bootstrap", "add",
+       "channel_poly")
+BINARY_OPS = ("add",)
 LINEAR_OPS = ("conv2d", "linear")
 
 
@@ -98,6 +104,20 @@ def _same(node: Node, shapes) -> tuple[int, ...]:
     return tuple(shapes[0])
 
 
+def _add(node: Node, shapes) -> tuple[int, ...]:
+    if tuple(shapes[0]) != tuple(shapes[1]):
+        raise IRError(f"node {node.name!r}: cannot add shapes {tuple(shapes[0])} and {tuple(shapes[1])}")
+    return tuple(shapes[0])
+
+
+def _channel_poly(node: Node, shapes) -> tuple[int, ...]:
+    _need(node, (), ("coefficients",))
+    coef, c = node.params["coefficients"], shapes[0][0]
+    if coef.ndim != 2 or coef.shape[0] != c or coef.shape[1] < 1:
+        raise IRError(f"node {node.name!r}: coefficients {coef.shape} are not ({c}, degree + 1)")
+    return tuple(shapes[0])
+
+
 def _flatten(node: Node, shapes) -> tuple[int, ...]:
     return (math.prod(shapes[0]),)
 
@@ -118,12 +138,15 @@ _SHAPES: dict[str, Callable] = {
     "flatten": _flatten,
     "linear": _linear,
     "bootstrap": _same,
+    "add": _add,
+    "channel_poly": _channel_poly,
 }
 
 
 def infer_shape(node: Node, input_shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     if node.op not in _SHAPES:
         raise IRError(f"node {node.name!r} has unknown op {node.op!r}; IR ops: {', '.join(OPS)}")
-    if len(input_shapes) != 1:
-        raise IRError(f"node {node.name!r} ({node.op}) takes one input, got {len(input_shapes)}")
+    arity = 2 if node.op in BINARY_OPS else 1
+    if len(input_shapes) != arity:
+        raise IRError(f"node {node.name!r} ({node.op}) takes {arity} input(s), got {len(input_shapes)}")
     return _SHAPES[node.op](node, input_shapes)
