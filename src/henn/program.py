@@ -13,6 +13,13 @@ level where they are used) and small attributes. Step kinds (`StepKind`, specifi
                   rotate-and-sums; `stride` physical slots per virtual one (grouped batch packing)
     mpool         2x2 sum-pool on multiplexed layouts by rotations
     bootstrap     refresh every ciphertext to the top level; attrs bound: the values' range (calibrated)
+    cpoly         per-slot polynomial sum_k c_k x^k (degree 1 or 2: a per-channel quadratic, a folded
+                  AESPA), coefficients (degree + 1, ciphertexts, width): each row repeats over the slots
+    save / load / add   registers, for networks that are graphs (residual connections): `save`
+                  copies the current value into register r, `load` makes register r the current
+                  value (the register is emptied), `add` adds register r into the current value (and
+                  empties it) at the step's level, first matching the higher operand's scale to the
+                  lower's with a multiplication by 1 where the two differ
 
 A new kind is an enum member plus a `StepSpec` in `STEPS` (and an executor handler). `verify()`
 checks known kinds, attributes and arrays, levels that never increase (except steps whose spec
@@ -56,6 +63,14 @@ class StepKind(StrEnum):
     BSGS = "bsgs"
     ROTATION_POOL = "mpool"
     BOOTSTRAP = "bootstrap"
+    CHANNEL_POLY = "cpoly"
+    SAVE = "save"
+    LOAD = "load"
+    ADD = "add"
+
+
+REGISTER_KINDS = (StepKind.SAVE, StepKind.LOAD, StepKind.ADD)
+CPOLY_LEVELS = {1: 1, 2: 2}  # degree -> levels: b x + c; then (a x + b) x + c
 
 
 # what reading a malformed archive can raise (numpy, zipfile, json, and open_archive's own checks)
@@ -164,7 +179,23 @@ def _bsgs_rotations(step: Step) -> set[int]:
     return {int(s) * stride for s in np.unique(ent[:, 2:4])} | _fold_steps(step)
 
 
+def _cpoly_check(step: Step, n_in: int, slots: int) -> None:
+    coef, degree = step.arrays["coefficients"], step.attrs["degree"]
+    if (
+        degree not in CPOLY_LEVELS
+        or coef.shape[:2] != (degree + 1, n_in)
+        or not coef.shape[2]
+        or slots % coef.shape[2]
+        or step.level < CPOLY_LEVELS[degree]
+    ):
+        raise ProgramError(
+            f"layer {step.name!r}: per-slot polynomial tables do not match {n_in} ciphertexts "
+            f"of {slots} slots at level {step.level}"
+        )
+
+
 _CSR = {"indptr": ("i", 1), "indices": ("i", 1)}
+_NO_CHECK = lambda s, n, slots: None
 STEPS: dict[StepKind, StepSpec] = {
     StepKind.LINEAR_BATCH: StepSpec(
         {}, {**_CSR, "data": ("f", 1), "bias": ("f", 1)}, lambda s, n: len(s.arrays["indptr"]) - 1, _csr_check
@@ -198,6 +229,13 @@ STEPS: dict[StepKind, StepSpec] = {
     StepKind.ROTATION_POOL: StepSpec(
         {"steps": "ints", "cts_in": "int"}, {}, lambda s, n: n, _count_check, lambda s: set(s.attrs["steps"])
     ),
+    StepKind.CHANNEL_POLY: StepSpec(
+        {"degree": "int"}, {"coefficients": ("f", 3)}, lambda s, n: n, _cpoly_check, frees_inputs=True
+    ),
+    # the register kinds' counts and levels are checked by Program.verify, which tracks the registers
+    StepKind.SAVE: StepSpec({"register": "int"}, {}, lambda s, n: n, _NO_CHECK),
+    StepKind.LOAD: StepSpec({"register": "int"}, {}, lambda s, n: n, _NO_CHECK),
+    StepKind.ADD: StepSpec({"register": "int"}, {}, lambda s, n: n, _NO_CHECK, frees_inputs=True),
 }
 
 
@@ -277,11 +315,15 @@ class Program:
         _check_pack(self)
         keys = {s % slots for s in self.rotation_steps}
         n, level = self.input_cts, self.depth
+        registers: dict[int, tuple[int, int]] = {}  # register -> (ciphertexts, level)
         for step in self.steps:
             spec = STEPS.get(step.kind) if isinstance(step.kind, StepKind) else None
             if spec is None:
                 raise ProgramError(f"layer {step.name!r}: unknown step kind {step.kind!r}")
             _check_fields(step, spec)
+            if step.kind in REGISTER_KINDS:
+                n, level = _register_step(step, n, level, registers)
+                continue
             if step.level > level or (step.rescale and step.level < 1):
                 raise ProgramError(f"layer {step.name!r} runs at level {step.level} after level {level}")
             spec.check(step, n, slots)
@@ -289,6 +331,8 @@ class Program:
             if missing:
                 raise ProgramError(f"layer {step.name!r} rotates by {sorted(missing)[:4]} without a key")
             n, level = spec.outputs(step, n), (self.params.max_level if spec.refreshes_level else step.level)
+        if registers:
+            raise ProgramError(f"the program ends with registers {sorted(registers)} still holding values")
         if self.final_level > level or n != self.output_cts:
             raise ProgramError(
                 f"the program ends with {n} ciphertexts at level {self.final_level}, expected "
@@ -395,6 +439,27 @@ class Program:
             z["out.offset"] if "out.offset" in z else None,
             _typed(h["final_level"], int),
         )
+
+
+def _register_step(step: Step, n: int, level: int, registers: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """(ciphertexts, level) of the current value after a save/load/add step."""
+    r = step.attrs["register"]
+    if step.kind == StepKind.SAVE:
+        if r in registers:
+            raise ProgramError(f"layer {step.name!r} saves into register {r}, which holds a value")
+        registers[r] = (n, level)
+        return n, level
+    if r not in registers:
+        raise ProgramError(f"layer {step.name!r} reads register {r}, which holds no value")
+    n_reg, level_reg = registers.pop(r)
+    if step.kind == StepKind.LOAD:
+        return n_reg, level_reg
+    if n_reg != n or step.level > min(level, level_reg):
+        raise ProgramError(
+            f"layer {step.name!r} adds {n_reg} ciphertexts at level {level_reg} to {n} at level {level} "
+            f"at level {step.level}"
+        )
+    return n, step.level
 
 
 def _params(literal: dict, name: str) -> Parameters:

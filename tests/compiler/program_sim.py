@@ -37,9 +37,24 @@ def simulate(program: Program, x: np.ndarray) -> np.ndarray:
     _Slots.slots = slots
     client = Client(program, _Slots())
     vecs = client.pack(x)
+    registers = {}
     for step in program.steps:
         a = step.arrays
-        if step.kind == StepKind.TAPS:
+        if step.kind == StepKind.SAVE:
+            registers[step.attrs["register"]] = list(vecs)
+        elif step.kind == StepKind.LOAD:
+            vecs = registers.pop(step.attrs["register"])
+        elif step.kind == StepKind.ADD:
+            vecs = [u + v for u, v in zip(vecs, registers.pop(step.attrs["register"]))]
+        elif step.kind == StepKind.CHANNEL_POLY:
+            coef = a["coefficients"]  # (degree + 1, ciphertexts, width)
+            vecs = [
+                sum(np.tile(coef[d][k], slots // coef.shape[2]) * v**d for d in range(len(coef)))
+                for k, v in enumerate(vecs)
+            ]
+        elif step.kind == StepKind.BOOTSTRAP:
+            pass
+        elif step.kind == StepKind.TAPS:
             y = (np.array(vecs) * np.tile(a["weight"], (1, slots // a["weight"].shape[1]))).sum(0)
             for k in range(int(step.attrs["blocks"]).bit_length() - 1):
                 y = y + np.roll(y, -(step.attrs["period"] << k))

@@ -4,12 +4,15 @@ batch    each Conv/Gemm becomes CSR rows of weighted ciphertext sums (`linear_ba
          `sum_batch`; with G > 1 channels per ciphertext, Conv/Gemm become `bsgs` steps over
          virtual ciphertexts and pools add whole ciphertexts (`sum_batch` over ciphertexts).
 single   segments between activations (henn.passes.choose_packing.segments): the client-packed
-         first conv (`taps`), pools by rotations (`mpool`) and `bsgs` steps in one or several
-         ciphertexts.
+         first conv (`taps`), pools by rotations (`mpool`) and `bsgs` steps in one ciphertext; over
+         several (multiplexed) ciphertexts, the packing units (choose_packing.units) of a chain or a
+         graph, with registers (`save`/`load`/`add`) for values read again later (residual networks).
 Every linear transform goes through the same diagonal assembly (henn.packing.bsgs.assemble).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -18,7 +21,8 @@ from henn.ir.ops import LINEAR_OPS
 from henn.packing import bsgs, grouped, matrices, multi, single
 from henn.packing.layout import Layout
 from henn.packing.plans import BsgsPlan, CiphertextPoolPlan, RotationPoolPlan, TapsPlan
-from henn.passes.choose_packing import segments
+from henn.errors import UnsupportedOperation
+from henn.passes.choose_packing import segments, units
 from henn.program import Program, Step, StepKind
 
 ACT_KEYS = ("form", "shift", "inner", "tcoef")
@@ -157,6 +161,8 @@ def _bsgs_step(main: Node, level: int, diags: bsgs.Diagonals, plan: BsgsPlan, bi
 
 
 def _single(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
+    if g.values[g.input].meta["layout"].spans_ciphertexts:
+        return _multi(g), _input_pack(g), g.values[g.output].meta["layout"].elem.copy()
     steps: list[Step] = []
     shape = g.input_shape
     for seg in segments(g):
@@ -164,27 +170,125 @@ def _single(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
             continue
         if seg[0].op == "bootstrap":
             steps.append(_bootstrap(g, seg[0]))
-            continue
-        if seg[0].op == "poly":
+        elif seg[0].op == "poly":
             steps += _act(g, seg[0])
-            continue
-        pool = seg[0].attrs.get("packing")
-        if isinstance(pool, RotationPoolPlan):  # pool by rotations first
-            steps.append(
-                Step(
-                    StepKind.ROTATION_POOL,
-                    seg[0].name,
-                    _level(g, seg[0]),
-                    False,
-                    {"steps": [int(s) for s in pool.steps], "cts_in": int(pool.cts_in)},
-                )
-            )
-            shape, seg = g.shape(seg[0].output), seg[1:]
-        lin = [n for n in seg if n.op in LINEAR_OPS]
-        if lin:
-            steps.append(_segment_step(g, seg, lin[0], shape))
+        elif any(n.op in LINEAR_OPS for n in seg):
+            steps += _segment_steps(g, seg, shape)
         shape = g.shape(seg[-1].output)
     return steps, _input_pack(g), g.values[g.output].meta["layout"].elem.copy()
+
+
+def _segment_steps(g: Graph, seg: list[Node], shape) -> list[Step]:
+    """A pool by rotations (where planned), then the segment's one linear transform."""
+    steps = []
+    pool = seg[0].attrs.get("packing")
+    if isinstance(pool, RotationPoolPlan):
+        steps.append(
+            Step(
+                StepKind.ROTATION_POOL,
+                seg[0].name,
+                _level(g, seg[0]),
+                False,
+                {"steps": [int(s) for s in pool.steps], "cts_in": int(pool.cts_in)},
+            )
+        )
+        shape, seg = g.shape(seg[0].output), seg[1:]
+    lin = [n for n in seg if n.op in LINEAR_OPS]
+    return steps + [_segment_step(g, seg, lin[0], shape)]
+
+
+def _multi(g: Graph) -> list[Step]:
+    """Single mode over multiplexed ciphertexts, for chains and graphs alike: the packing units in
+    order, with the values a later unit reads kept in registers (save / load / add steps)."""
+    regs = _Registers(g)
+    steps: list[Step] = []
+    for unit in units(g):
+        head = unit[0]
+        if head.op == "add":
+            steps += regs.bring(regs.current if regs.current in head.inputs else head.inputs[0], head)
+            steps.append(Step(StepKind.ADD, head.name, _at(g, head.output), attrs={"register": regs.take(head)}))
+        else:
+            steps += regs.bring(head.inputs[0], head)
+            steps += _unit_steps(g, unit)
+        regs.done(unit)
+    return steps
+
+
+def _unit_steps(g: Graph, unit: list[Node]) -> list[Step]:
+    head = unit[0]
+    if head.op == "bootstrap":
+        return [_bootstrap(g, head)]
+    if head.op == "poly":
+        return _act(g, head)
+    if head.op == "channel_poly":
+        return [_channel_poly(g, head)]
+    return _segment_steps(g, unit, g.shape(head.inputs[0]))
+
+
+def _channel_poly(g: Graph, node: Node) -> Step:
+    """Each channel's coefficients in the slots of its elements (0 in unused slots)."""
+    lay, shape = g.values[node.inputs[0]].meta["layout"], g.shape(node.inputs[0])
+    degree = {1: 1, 2: 2}[node.attrs["levels"]]
+    coef = np.zeros((shape[0], degree + 1))
+    given = node.params["coefficients"][:, : degree + 1]
+    coef[:, : given.shape[1]] = given
+    channel = np.where(lay.elem >= 0, lay.elem // (math.prod(shape) // shape[0]), 0)
+    table = np.where(lay.elem >= 0, coef[channel].T, 0.0)  # (degree + 1, slots of every ciphertext)
+    return Step(
+        StepKind.CHANNEL_POLY,
+        node.name,
+        _level(g, node),
+        attrs={"degree": degree},
+        arrays={"coefficients": table.reshape(degree + 1, lay.cts, lay.period)},
+    )
+
+
+class _Registers:
+    """Which value the running program holds and which sit in registers, emitting the steps that
+    keep every value a later unit reads."""
+
+    def __init__(self, g: Graph):
+        self.current = g.input
+        self.saved: dict[str, int] = {}
+        self.uses = {v: len(g.consumers(v)) for v in g.values}
+
+    def _free(self) -> int:
+        return min(set(range(len(self.saved) + 1)) - set(self.saved.values()))
+
+    def _save(self, value: str, node: Node) -> list[Step]:
+        if value in self.saved or self.uses[value] <= 0:
+            return []
+        r = self._free()
+        self.saved[value] = r
+        return [Step(StepKind.SAVE, f"{node.name}.save", 0, attrs={"register": r})]
+
+    def bring(self, value: str, node: Node) -> list[Step]:
+        """Steps that make `value` current for `node`, keeping what later units still need."""
+        steps: list[Step] = []
+        if self.current != value:
+            steps += self._save(self.current, node)
+            if value not in self.saved:
+                raise AssertionError(f"layer {node.name!r} reads {value!r}, which no register holds")
+            steps.append(Step(StepKind.LOAD, f"{node.name}.load", 0, attrs={"register": self.saved.pop(value)}))
+            self.current = value
+        if self.uses[value] > 1:  # another layer reads it later
+            steps += self._save(value, node)
+        return steps
+
+    def take(self, node: Node) -> int:
+        """The register of the add's other operand (emptied by the add)."""
+        other = node.inputs[1] if node.inputs[0] == self.current else node.inputs[0]
+        if other == self.current or self.uses[other] > 1 or other not in self.saved:
+            raise UnsupportedOperation(
+                f"layer {node.name!r}: an addition whose operand is read again later (or a value added to "
+                "itself) is not supported"
+            )
+        return self.saved.pop(other)
+
+    def done(self, unit: list[Node]) -> None:
+        for v in unit[0].inputs:
+            self.uses[v] -= 1
+        self.current = unit[-1].output
 
 
 def _input_pack(g: Graph) -> dict:

@@ -26,8 +26,19 @@ from collections.abc import Callable
 
 from henn.ir.node import IRError, Node
 
-OPS = ("conv2d", "batchnorm", "poly", "activation", "avgpool", "sumpool", "flatten", "linear", "bootstrap", "add",
-       "channel_poly")
+OPS = (
+    "conv2d",
+    "batchnorm",
+    "poly",
+    "activation",
+    "avgpool",
+    "sumpool",
+    "flatten",
+    "linear",
+    "bootstrap",
+    "add",
+    "channel_poly",
+)
 BINARY_OPS = ("add",)
 LINEAR_OPS = ("conv2d", "linear")
 

@@ -26,6 +26,7 @@ from numpy.polynomial import Polynomial
 from henn.activations import ACTIVATIONS
 from henn.errors import InputError, UnsupportedOperation
 from henn.ir.graph import Graph
+from henn.program import CPOLY_LEVELS
 
 MAX_DEGREE = 4
 FORM_LEVELS = {"identity": 0, "square": 1, "cubic": 2, "quartic": 2}
@@ -38,12 +39,32 @@ def run(graph: Graph, options=None) -> Graph:
             raise UnsupportedOperation(
                 f"layer {n.name!r} is a {n.attrs['kind']} activation, which is not a polynomial and cannot be "
                 f"evaluated on CKKS ciphertexts; supported: henn.Poly activations ({', '.join(ACTIVATIONS)}, or any "
-                f"polynomial of degree <= {MAX_DEGREE}): retrain with henn.training (PolyAct)")
+                f"polynomial of degree <= {MAX_DEGREE}): retrain with henn.training (PolyAct)"
+            )
         if n.op == "poly":
             check_poly(n.attrs, n.name)
         if n.op == "poly" and "form" not in n.attrs:
             n.attrs.update(decompose(n.attrs["coefficients"], n.name))
+        if n.op == "channel_poly":
+            n.attrs["levels"] = channel_poly_levels(n.params["coefficients"], n.name)
     return g
+
+
+def channel_poly_levels(coefficients: np.ndarray, layer: str) -> int:
+    """Levels of a per-channel polynomial (henn.program's cpoly step: b x + c, or (a x + b) x + c)."""
+    if not np.all(np.isfinite(coefficients)):
+        raise InputError(
+            f"layer {layer!r}: per-channel polynomial coefficients are not finite: the model is "
+            "damaged; re-export or retrain it"
+        )
+    nonzero = np.nonzero(np.any(coefficients != 0, axis=0))[0]
+    degree = max(1, int(nonzero[-1]) if len(nonzero) else 0)
+    if degree not in CPOLY_LEVELS:
+        raise UnsupportedOperation(
+            f"layer {layer!r}: per-channel polynomials of degree {degree} are not supported "
+            f"(degrees {', '.join(map(str, CPOLY_LEVELS))}: AESPA folds to degree 2)"
+        )
+    return CPOLY_LEVELS[degree]
 
 
 def check_poly(attrs: dict, layer: str) -> None:
@@ -53,14 +74,18 @@ def check_poly(attrs: dict, layer: str) -> None:
     except (TypeError, ValueError, OverflowError):
         c = np.array([np.nan])
     if c.ndim != 1 or not c.size or not np.all(np.isfinite(c)):
-        raise InputError(f"layer {layer!r}: the polynomial activation's coefficients {attrs['coefficients']!r} are "
-                         "not a list of finite numbers: the model is damaged; re-export or retrain it")
+        raise InputError(
+            f"layer {layer!r}: the polynomial activation's coefficients {attrs['coefficients']!r} are "
+            "not a list of finite numbers: the model is damaged; re-export or retrain it"
+        )
     rng = attrs.get("range")
     if rng is not None:
         ok = isinstance(rng, (tuple, list)) and len(rng) == 2 and all(isinstance(v, (int, float)) for v in rng)
         if not (ok and math.isfinite(rng[0]) and math.isfinite(rng[1]) and rng[0] < rng[1]):
-            raise InputError(f"layer {layer!r}: the activation's fitted range {rng!r} is not a finite interval "
-                             "[lo, hi] with lo < hi: fix the model's range attribute or re-export it")
+            raise InputError(
+                f"layer {layer!r}: the activation's fitted range {rng!r} is not a finite interval "
+                "[lo, hi] with lo < hi: fix the model's range attribute or re-export it"
+            )
 
 
 def trim(coefficients) -> np.ndarray:
@@ -75,8 +100,10 @@ def decompose(coefficients, layer: str = "") -> dict:
     c = trim(coefficients)
     deg = len(c) - 1
     if deg > MAX_DEGREE:
-        raise UnsupportedOperation(f"layer {layer!r}: a degree-{deg} polynomial activation is not supported; henn "
-                                   f"evaluates degrees up to {MAX_DEGREE}: refit the activation with a lower degree")
+        raise UnsupportedOperation(
+            f"layer {layer!r}: a degree-{deg} polynomial activation is not supported; henn "
+            f"evaluates degrees up to {MAX_DEGREE}: refit the activation with a lower degree"
+        )
     if deg <= 1:
         c1 = float(c[1]) if deg == 1 else 0.0
         return _form("identity", 0.0, 0.0, 0.0, c1, float(c[0]))

@@ -21,8 +21,10 @@ import math
 
 import numpy as np
 
+from henn.ckks import presets
 from henn.errors import UnsupportedOperation
-from henn.ir.graph import Graph
+from henn.ir.graph import Graph, Node
+from henn.ir.ops import LINEAR_OPS
 from henn.packing import multi, single
 from henn.packing.layout import Layout, LayoutKind, natural, pow2
 from henn.packing.plans import TapsPlan
@@ -33,14 +35,33 @@ SEGMENT_OPS = ("conv2d", "linear", "sumpool", "flatten")
 def run(graph: Graph, options) -> Graph:
     g = graph.copy()
     g.meta["packing"] = options.mode
+    graph_shaped = is_graph_shaped(g)
     if options.mode == "batch":
+        if graph_shaped:
+            raise UnsupportedOperation(
+                "networks with residual connections or shared values compile in mode='single' (one image over "
+                "multiplexed ciphertexts), not in batch mode"
+            )
         g.meta["min_slots"] = 1
         return g
-    if _needs_multi(g):
-        _plan_multi(g, options.params.slots if options.params is not None else multi.MULTI_SLOTS)
+    if graph_shaped or _needs_multi(g):
+        _plan_multi(g, _multi_slots(options))
     else:
         _plan_single(g, options.params.slots if options.params is not None else single.MAX_PERIOD)
     return g
+
+
+def is_graph_shaped(g: Graph) -> bool:
+    """A value read by several layers, or a layer with several inputs (residual networks): not a chain."""
+    return any(len(n.inputs) > 1 for n in g.nodes) or any(len(g.consumers(v)) > 1 for v in g.values)
+
+
+def _multi_slots(options) -> int:
+    if options.params is not None:
+        return options.params.slots
+    if options.bootstrap:  # place_bootstraps and select_params take the default bootstrapping set
+        return presets.get(presets.DEFAULT_BOOTSTRAP).slots
+    return multi.MULTI_SLOTS
 
 
 def _needs_multi(g: Graph) -> bool:
@@ -48,43 +69,70 @@ def _needs_multi(g: Graph) -> bool:
     return max(math.prod(g.shape(v)) for v in [g.input] + [n.output for n in g.nodes]) > single.MAX_PERIOD
 
 
+def units(g: Graph) -> list[list[Node]]:
+    """The nodes as packing sees them, in order: each Conv/Gemm with the sum-pools and flattens whose
+    values only it reads (they compose into its matrix), every other node alone."""
+    segment: dict[str, list[Node]] = {}
+    for n in g.nodes:
+        if n.op in LINEAR_OPS:
+            seg, prev = [n], g.producer(n.inputs[0])
+            while prev is not None and prev.op in ("sumpool", "flatten") and len(g.consumers(prev.output)) == 1:
+                seg.insert(0, prev)
+                prev = g.producer(prev.inputs[0])
+            segment[n.name] = seg
+    absorbed = {m.name for seg in segment.values() for m in seg}
+    return [
+        segment[n.name] if n.name in segment else [n] for n in g.nodes if n.name in segment or n.name not in absorbed
+    ]
+
+
 def _plan_multi(g: Graph, slots: int) -> None:
     shape = g.input_shape
     if len(shape) != 3:
         raise UnsupportedOperation(f"single mode over several ciphertexts takes (C, H, W) images, got {shape}")
     base = tuple(shape[1:])
-    layout = multi.feature_layout(shape, base, slots)
-    g.values[g.input].meta["layout"] = layout
-    for seg in segments(g):
-        if seg and seg[0].op == "poly":
-            g.values[seg[0].output].meta["layout"] = layout
-            continue
-        lin = [n for n in seg if n.op in ("conv2d", "linear")]
-        if len(lin) != 1:
-            if not seg:
-                continue
+    layouts = {g.input: multi.feature_layout(shape, base, slots)}
+    for unit in units(g):
+        head = unit[0]
+        if head.op in ("poly", "channel_poly"):
+            layouts[head.output] = layouts[head.inputs[0]]
+        elif head.op == "add":
+            layouts[head.output] = _same_layout(head, *(layouts[v] for v in head.inputs))
+        elif head.op in LINEAR_OPS or (len(unit) > 1 and unit[-1].op in LINEAR_OPS):
+            layouts.update(_plan_unit(g, unit, layouts[head.inputs[0]], base, slots))
+        else:
             raise UnsupportedOperation(
-                f"layer {seg[0].name!r}: single mode needs exactly one Conv/Gemm between "
-                "activations (pools and flattens go before it); use mode='batch'"
+                f"layer {head.name!r} ({head.op}): single mode needs a Conv/Gemm after every pool and flatten "
+                "(they are composed into it); use mode='batch'"
             )
-        main = lin[0]
-        pooled = (
-            multi.pool_plan(layout, seg[0], shape)
-            if main.op == "conv2d" and seg[0] is not main and seg[1] is main
-            else None
-        )
-        if pooled is not None:  # pool by rotations, then the conv on the sparser layout
-            seg[0].attrs["packing"], layout = pooled
-            g.values[seg[0].output].meta["layout"] = layout
-            shape, seg = g.shape(seg[0].output), seg[1:]
-        plan, out = multi.plan_segment(layout, seg, shape, base, slots)
-        main.attrs["packing"] = plan
-        after = False
-        for n in seg:  # ops before the Conv/Gemm are composed into it
-            after = after or n is main
-            g.values[n.output].meta["layout"] = out if after else None
-        layout, shape = out, g.shape(seg[-1].output)
+    for name, layout in layouts.items():
+        g.values[name].meta["layout"] = layout
     g.meta["min_slots"] = slots
+
+
+def _plan_unit(g: Graph, seg: list[Node], layout: Layout, base, slots: int) -> dict[str, Layout | None]:
+    """Plan a Conv/Gemm segment (a 2x2 pool before a conv by rotations where the layout allows);
+    the layout of each value it makes (None: composed into the next matrix, never held)."""
+    main, shape, made = seg[-1], g.shape(seg[0].inputs[0]), {}
+    pooled = multi.pool_plan(layout, seg[0], shape) if main.op == "conv2d" and len(seg) == 2 else None
+    if pooled is not None:  # pool by rotations, then the conv on the sparser layout
+        seg[0].attrs["packing"], layout = pooled
+        made[seg[0].output] = layout
+        shape, seg = g.shape(seg[0].output), seg[1:]
+    plan, out = multi.plan_segment(layout, seg, shape, base, slots)
+    main.attrs["packing"] = plan
+    made.update({n.output: None for n in seg[:-1]})
+    made[main.output] = out
+    return made
+
+
+def _same_layout(node: Node, a: Layout, b: Layout) -> Layout:
+    if a.period != b.period or a.cts != b.cts or not np.array_equal(a.elem, b.elem):
+        raise UnsupportedOperation(
+            f"layer {node.name!r} adds values packed differently ({a.kind.value} and {b.kind.value}): both branches "
+            "of a residual connection must end in a Conv/Gemm or share their input's layout"
+        )
+    return a
 
 
 def segments(g: Graph) -> list[list]:

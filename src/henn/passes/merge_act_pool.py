@@ -50,7 +50,7 @@ def run(graph: Graph, options=None) -> Graph:
         elif n.op in ("sumpool", "flatten"):
             if src in pending:
                 pending[n.output] = (gain, None if offset is None else interpret.apply(n, offset[None])[0])
-        elif src in pending:
+        elif any(v in pending for v in n.inputs):
             raise UnsupportedOperation(
                 f"layer {n.name!r} ({n.op}) cannot absorb a constant factor: run approximate_activations first"
             )

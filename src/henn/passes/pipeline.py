@@ -13,9 +13,19 @@ from __future__ import annotations
 import logging
 
 from henn.ir.graph import Graph
-from henn.passes import (approximate_activations, choose_packing, collect_keys, fold_batchnorm, fuse_linear,
-                         group_batch, merge_act_pool, place_bootstraps, plan_levels, select_params,
-                         threshold_coeffs)
+from henn.passes import (
+    approximate_activations,
+    choose_packing,
+    collect_keys,
+    fold_batchnorm,
+    fuse_linear,
+    group_batch,
+    merge_act_pool,
+    place_bootstraps,
+    plan_levels,
+    select_params,
+    threshold_coeffs,
+)
 from henn.passes.options import CompileOptions
 
 log = logging.getLogger(__name__)

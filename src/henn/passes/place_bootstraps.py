@@ -1,10 +1,13 @@
 """place_bootstraps: insert bootstraps where the levels would run out, as few and as cheap as possible.
 
-Runs after plan_levels when the compile options allow bootstrapping and the chain needs more levels
+Runs after plan_levels when the compile options allow bootstrapping and the network needs more levels
 than the bootstrapping parameters leave between two bootstraps (L = their max_level; default preset
-`boot-n16`, L = 13). The chain is a path; a bootstrap may follow a layer whose output is a set of
-ciphertexts (Conv/Gemm or activation outputs; pools and flattens are folded into the next layer)
-and costs the number of ciphertexts it refreshes. A shortest path over (position, levels left)
+`boot-n16`, L = 13). A residual network is first seen as a chain of its cut nodes (cut_nodes: the
+values every later layer depends on alone, such as the join of a residual block), each costing the
+levels of its deepest path since the previous one; a chain is its own cut sequence. A bootstrap may
+follow a layer whose output is a set of ciphertexts (Conv/Gemm, activation or residual-addition
+outputs; pools and flattens are folded into the next layer) and costs the number of ciphertexts it
+refreshes. A shortest path over (position, levels left)
 (the level graph Orion uses, here a dynamic program over the chain):
 
     f(i, l) = cheapest cost to reach the output of node i with l levels left
@@ -36,7 +39,7 @@ from henn.ir.ops import LINEAR_OPS
 from henn.passes import plan_levels
 
 BOUND_MARGIN = 1.25
-BOUNDARY_OPS = LINEAR_OPS + ("poly",)
+BOUNDARY_OPS = LINEAR_OPS + ("poly", "channel_poly", "add")
 
 
 def run(graph: Graph, options) -> Graph:
@@ -46,13 +49,15 @@ def run(graph: Graph, options) -> Graph:
     if graph.meta["depth"] <= top:
         return graph
     g = graph.copy()
-    costs = [node_levels(n) for n in g.nodes]
-    bounds = calibrate(g, options.calibration, [n for n in g.nodes if n.op in BOUNDARY_OPS])
+    cuts = cut_nodes(g)
+    used = levels_used(g)
+    costs = [used[g.nodes[i].output] - (used[g.nodes[j].output] if j >= 0 else 0) for j, i in zip([-1] + cuts, cuts)]
+    bounds = calibrate(g, options.calibration, [g.nodes[i] for i in cuts if g.nodes[i].op in BOUNDARY_OPS])
     weights = [
         (ciphertexts(g, n), max(0, math.ceil(math.log2(bounds[n.output])))) if n.output in bounds else None
-        for n in g.nodes
+        for n in (g.nodes[i] for i in cuts)
     ]
-    after = place(costs, weights, top)
+    after = [cuts[k] for k in place(costs, weights, top)]
     for k, i in enumerate(sorted(after, reverse=True)):
         _insert_after(g, i, bounds[g.nodes[i].output], len(after) - 1 - k)
     g.meta["bootstrap_top"] = top
@@ -80,9 +85,35 @@ def node_levels(n: Node) -> int:
     """Levels a node takes (the unrescaled last layer needs one level of room all the same)."""
     if n.op in LINEAR_OPS:
         return 1
-    if n.op == "poly":
+    if n.op in plan_levels.LEVELLED_OPS:
         return int(n.attrs["levels"])
     return 0
+
+
+def levels_used(g: Graph) -> dict[str, int]:
+    """Levels consumed from the input to each value: node_levels along the deepest path, an addition
+    of operands at equal levels one more (henn.passes.plan_levels)."""
+    used = {g.input: 0}
+    for n in g.nodes:
+        if n.op == "add":
+            a, b = (used[v] for v in n.inputs)
+            used[n.output] = max(a, b) + (a == b)
+        else:
+            used[n.output] = used[n.inputs[0]] + node_levels(n)
+    return used
+
+
+def cut_nodes(g: Graph) -> list[int]:
+    """Indices of the nodes whose output every later node depends on alone: no other value made before
+    is read after it (in a chain, every node; in a residual network, the joins and what follows them).
+    A bootstrap can only go there: one refresh serves every branch."""
+    last_read = {v: max((i for i, n in enumerate(g.nodes) if v in n.inputs), default=-1) for v in g.values}
+    cuts, reach = [], last_read[g.input]
+    for i, n in enumerate(g.nodes):
+        if reach <= i:
+            cuts.append(i)
+        reach = max(reach, last_read[n.output])
+    return cuts
 
 
 def ciphertexts(g: Graph, n: Node) -> int:

@@ -4,7 +4,9 @@ Levels count rescales still possible (fresh input at the top). Each Conv/Gemm mu
 plaintexts encoded at the level where they are used with scale q_level and is rescaled exactly
 once after its sum (lazy rescale) - except the last multiplicative layer, which is not rescaled at
 all: its product (scale ~ Delta^2) must then sit at level >= 1 so that Q_level holds it. A poly
-node costs its form's levels (see approximate_activations). Pools and flattens cost nothing.
+node costs its form's levels (see approximate_activations), a channel_poly its degree's. Pools and
+flattens cost nothing. A residual addition is at the lower of its inputs' levels, one lower where
+they are equal (see _add_levels); a product added to another branch is always rescaled.
 depth = levels consumed (+1 for the unrescaled final product); the input is encrypted at level
 depth. Nominal log2 scales assume primes of exactly log_scale bits (the executor uses the real
 primes with the same rules).
@@ -23,18 +25,16 @@ from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph
 from henn.ir.ops import LINEAR_OPS
 
+LEVELLED_OPS = ("poly", "channel_poly")  # nodes whose attrs["levels"] (approximate_activations) say their cost
+
 
 def run(graph: Graph, options) -> Graph:
     g = graph.copy()
-    for v in g.values.values():
-        if len(g.consumers(v.name)) > 1:
-            raise UnsupportedOperation(
-                f"value {v.name!r} feeds several layers (a branch or residual connection); "
-                "henn compiles chains of layers"
-            )
     log_delta = float(options.log_scale or (options.params.log_scale if options.params else DEFAULT_LOG_SCALE))
-    mult = [n for n in g.nodes if n.op in LINEAR_OPS or (n.op == "poly" and n.attrs["levels"] > 0)]
+    mult = [n for n in g.nodes if n.op in LINEAR_OPS or (n.op in LEVELLED_OPS and n.attrs["levels"] > 0)]
     last = mult[-1] if mult else None
+    if last is not None and any(n.op == "add" for n in g.nodes[g.nodes.index(last) :]):
+        last = None  # an unrescaled product's scale could not match the other branch's
     used = {g.input: 0}
     scale = {g.input: log_delta}
     run_of = {g.input: 0}  # values after the k-th bootstrap belong to run k
@@ -52,8 +52,10 @@ def run(graph: Graph, options) -> Graph:
             rescale = n is not last
             n.attrs["rescale"] = rescale
             c, s = (c + 1, s) if rescale else (c, s + log_delta)
-        elif n.op == "poly":
+        elif n.op in LEVELLED_OPS:
             c += n.attrs["levels"]
+        elif n.op == "add":
+            c, s = _add_levels(g, n, used, scale, run_of)
         used[n.output], scale[n.output] = c, s
     final_unrescaled = last is not None and last.op in LINEAR_OPS
     needed = max(1, used[g.output] + (1 if final_unrescaled else 0))
@@ -70,3 +72,17 @@ def run(graph: Graph, options) -> Graph:
     g.meta["depth"] = depth
     g.meta["log_scale"] = log_delta
     return g
+
+
+def _add_levels(g: Graph, n, used: dict, scale: dict, run_of: dict) -> tuple[int, float]:
+    """Levels used and scale after a residual addition: the lower operand's; where both sit at the same
+    level, one level more (the executor matches their scales, which differ by the primes each branch
+    was rescaled by, with a multiplication by 1 that costs the level)."""
+    a, b = n.inputs
+    if run_of[a] != run_of[b]:
+        raise UnsupportedOperation(
+            f"layer {n.name!r} adds values from either side of a bootstrap: place_bootstraps puts bootstraps "
+            "only where every branch has joined"
+        )
+    lower = a if used[a] >= used[b] else b
+    return max(used[a], used[b]) + (used[a] == used[b]), scale[lower]

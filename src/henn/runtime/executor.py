@@ -20,7 +20,7 @@ from henn.ckks.values import Ciphertext, EvaluationKeys
 from henn.errors import InputError, UnsupportedOperation
 from henn.kernels.activation import act_core
 from henn.kernels.bsgs import Transform, evaluate
-from henn.program import Program, Step, StepKind
+from henn.program import REGISTER_KINDS, Program, Step, StepKind
 from henn.runtime.memory import plaintext_budget, plaintext_bytes
 from henn.runtime.parallel import Parallel
 
@@ -42,8 +42,9 @@ class Executor:
             StepKind.BSGS: self._bsgs,
             StepKind.ROTATION_POOL: self._mpool,
             StepKind.BOOTSTRAP: self._bootstrap,
+            StepKind.CHANNEL_POLY: self._cpoly,
         }
-        missing = {s.kind for s in program.steps} - set(self.handlers)
+        missing = {s.kind for s in program.steps} - set(self.handlers) - set(REGISTER_KINDS)
         if missing:
             raise UnsupportedOperation(f"this executor cannot run steps {sorted(k.value for k in missing)}")
         self._plain: dict[int, list] = {}
@@ -126,9 +127,13 @@ class Executor:
             self.prepare()
         self._check_input(value)
         value = value if consume else list(value)
+        registers: dict[int, list[Ciphertext]] = {}
         for i, step in enumerate(self.program.steps):
             t0 = time.perf_counter()
-            value = self.handlers[step.kind](i, step, value)
+            if step.kind in REGISTER_KINDS:
+                value = self._register(step, value, registers)
+            else:
+                value = self.handlers[step.kind](i, step, value)
             self._step_plain.clear()
             dt = time.perf_counter() - t0
             self.step_seconds[step.name] = self.step_seconds.get(step.name, 0.0) + dt
@@ -226,6 +231,52 @@ class Executor:
         return self._elementwise(
             value, lambda ct: self.ev.bootstrap(ct, bound=bound, parallel=inner), 2 * self.pool.workers
         )
+
+    def _register(self, step: Step, value, registers: dict[int, list[Ciphertext]]):
+        """save / load / add (henn.program): values a graph-shaped network keeps for later."""
+        r = step.attrs["register"]
+        if step.kind == StepKind.SAVE:
+            registers[r] = list(value)  # the current value's steps drop their own list's entries
+            return value
+        other = registers.pop(r)
+        if step.kind == StepKind.LOAD:
+            return other
+        return self.pool.map(lambda k: self._add_aligned(value[k], other[k], step.level), range(len(value)))
+
+    def _add_aligned(self, a: Ciphertext, b: Ciphertext, level: int) -> Ciphertext:
+        """a + b at `level`. Branches reach an addition with scales that differ by the primes they were
+        rescaled by: the higher operand is multiplied by 1 encoded at q * (lower scale / its scale),
+        whose rescale leaves exactly the lower operand's scale."""
+        if a.level < b.level:
+            a, b = b, a
+        if abs(a.scale / b.scale - 1.0) > 1e-9:
+            if a.level == b.level:
+                raise UnsupportedOperation(
+                    f"cannot add values at level {a.level} whose scales differ: the compiler leaves one of "
+                    "them a level to spare (henn.passes.plan_levels)"
+                )
+            a = self.ev.rescale(self.ev.multiply(a, 1.0, scale=float(self.backend.prime(a.level)) * b.scale / a.scale))
+        return self.ev.add(self.ev.drop_to_level(a, level), self.ev.drop_to_level(b, level))
+
+    def _cpoly(self, i: int, step: Step, value):
+        """Per-slot b x + c (degree 1) or (a x + b) x + c (degree 2): two plaintext products and one
+        ciphertext product, two levels; each coefficient row is the one of its ciphertext."""
+        coef, degree = step.arrays["coefficients"], int(step.attrs["degree"])
+
+        def encode(vec, ct, scale):
+            return self.backend.encode(self._expand(vec, step), level=ct.level, scale=scale)
+
+        def one(k: int, x: Ciphertext) -> Ciphertext:
+            top = coef[degree][k]
+            y = self.ev.rescale(self.ev.multiply(x, encode(top, x, float(self.backend.prime(x.level)))))
+            if degree == 2:
+                y = self.ev.add(y, encode(coef[1][k], y, y.scale))
+                y = self.ev.rescale(self.ev.multiply(y, self.ev.drop_to_level(x, y.level)))
+            return self.ev.add(y, encode(coef[0][k], y, y.scale))
+
+        out = self.pool.map(lambda k: one(k, value[k]), range(len(value)))
+        value[:] = [None] * len(value)
+        return out
 
     def _taps(self, i: int, step: Step, value):
         n_taps = len(step.arrays["weight"])

@@ -1,0 +1,76 @@
+"""Small residual networks built directly in the henn IR (seeded): a ResNet stem, an identity block
+and a strided block with a projection shortcut, global average pool and a Gemm, with AESPA-like
+per-channel quadratics. They test the compiler's graph support without a frontend."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from henn.ir.graph import Graph, Node, Value
+from henn.ir.ops import infer_shape
+
+
+class _Builder:
+    def __init__(self, shape, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.values = {"input": Value("input", tuple(shape))}
+        self.nodes: list[Node] = []
+
+    def add(self, op, inputs, attrs=None, params=None) -> str:
+        name = f"{op}{len(self.nodes)}"
+        node = Node(op, name, list(inputs), name, dict(attrs or {}), dict(params or {}))
+        shape = infer_shape(node, [self.values[v].shape for v in inputs])
+        self.values[name] = Value(name, tuple(shape))
+        self.nodes.append(node)
+        return name
+
+    def conv(self, x, cout, k, stride, bn=True) -> str:
+        cin = self.values[x].shape[0]
+        w = self.rng.normal(0, np.sqrt(1.0 / (cin * k * k)), (cout, cin, k, k))
+        pad = k // 2
+        y = self.add(
+            "conv2d", [x], {"stride": (stride, stride), "pads": (pad,) * 4}, {"weight": w, "bias": np.zeros(cout)}
+        )
+        if not bn:
+            return y
+        c = cout
+        return self.add(
+            "batchnorm",
+            [y],
+            {"epsilon": 1e-5},
+            {
+                "scale": self.rng.uniform(0.5, 1.0, c),
+                "bias": self.rng.normal(0, 0.1, c),
+                "mean": self.rng.normal(0, 0.1, c),
+                "var": self.rng.uniform(0.5, 1.5, c),
+            },
+        )
+
+    def quad(self, x) -> str:
+        """a x^2 + b x + c per channel with AESPA-like magnitudes (a ~ 0.2, b ~ 0.5)."""
+        c = self.values[x].shape[0]
+        coef = np.stack([self.rng.normal(0, 0.1, c), self.rng.uniform(0.3, 0.6, c), self.rng.uniform(0.1, 0.3, c)], 1)
+        return self.add("channel_poly", [x], params={"coefficients": coef})
+
+    def block(self, x, cout, stride) -> str:
+        h = self.quad(self.conv(x, cout, 3, stride))
+        h = self.conv(h, cout, 3, 1)
+        short = x if stride == 1 and self.values[x].shape[0] == cout else self.conv(x, cout, 1, stride)
+        return self.quad(self.add("add", [h, short]))
+
+    def graph(self, out) -> Graph:
+        return Graph("input", out, self.nodes, self.values).verify()
+
+
+def mini_resnet(channels=(4, 8), hw: int = 8, classes: int = 10, seed: int = 0) -> Graph:
+    """Stem conv (3 -> c0) + quadratic; an identity block at c0; a stride-2 block to c1 with a 1x1
+    projection shortcut; global average pool; Gemm to `classes`."""
+    b = _Builder((3, hw, hw), seed)
+    x = b.quad(b.conv("input", channels[0], 3, 1))
+    x = b.block(x, channels[0], 1)
+    x = b.block(x, channels[1], 2)
+    side = b.values[x].shape[1]
+    x = b.add("avgpool", [x], {"kernel": (side, side), "stride": (side, side), "pads": (0, 0, 0, 0)})
+    x = b.add("flatten", [x])
+    w = b.rng.normal(0, 0.5, (classes, channels[1]))
+    return b.graph(b.add("linear", [x], params={"weight": w, "bias": b.rng.normal(0, 0.1, classes)}))
