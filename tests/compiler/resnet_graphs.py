@@ -62,15 +62,17 @@ class _Builder:
         return Graph("input", out, self.nodes, self.values).verify()
 
 
-def mini_resnet(channels=(4, 8), hw: int = 8, classes: int = 10, seed: int = 0) -> Graph:
-    """Stem conv (3 -> c0) + quadratic; an identity block at c0; a stride-2 block to c1 with a 1x1
-    projection shortcut; global average pool; Gemm to `classes`."""
+def mini_resnet(channels=(4, 8), hw: int = 8, classes: int = 10, seed: int = 0, blocks: int = 1) -> Graph:
+    """Stem conv (3 -> c0) + quadratic; `blocks` blocks per stage, the first of each later stage with
+    stride 2 and a 1x1 projection shortcut; global average pool; Gemm to `classes`. The defaults: an
+    identity block at c0, a strided block to c1. channels=(16, 32, 64), hw=32, blocks=3: ResNet-20."""
     b = _Builder((3, hw, hw), seed)
     x = b.quad(b.conv("input", channels[0], 3, 1))
-    x = b.block(x, channels[0], 1)
-    x = b.block(x, channels[1], 2)
+    for stage, cout in enumerate(channels):
+        for i in range(blocks):
+            x = b.block(x, cout, 2 if stage > 0 and i == 0 else 1)
     side = b.values[x].shape[1]
     x = b.add("avgpool", [x], {"kernel": (side, side), "stride": (side, side), "pads": (0, 0, 0, 0)})
     x = b.add("flatten", [x])
-    w = b.rng.normal(0, 0.5, (classes, channels[1]))
+    w = b.rng.normal(0, 0.5, (classes, channels[-1]))
     return b.graph(b.add("linear", [x], params={"weight": w, "bias": b.rng.normal(0, 0.1, classes)}))

@@ -91,7 +91,7 @@ def test_explicit_parameters_too_shallow():
         run_pipeline(load_model(model), CompileOptions(mode="batch", params=presets.get("insecure_short_d4")))
 
 
-def test_branches_are_refused():
+def test_branches_are_refused_in_batch_mode():
     w = np.ones((2, 2))
     values = {k: Value(k, (2,)) for k in ("x", "a", "b")}
     nodes = [Node("linear", "l1", ["x"], "a", {}, {"weight": w, "bias": np.zeros(2)}),
@@ -99,7 +99,7 @@ def test_branches_are_refused():
     g = Graph("x", "b", nodes, values).verify()
     g.nodes[1].inputs = ["x"]  # x feeds both layers; a is dead
     g.output = "b"
-    with pytest.raises(UnsupportedOperation, match="several layers"):
+    with pytest.raises(UnsupportedOperation, match="residual connections or shared values compile in mode='single'"):
         run_pipeline(g, CompileOptions(mode="batch"))
 
 

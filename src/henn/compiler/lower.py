@@ -138,7 +138,7 @@ def _bsgs_step(main: Node, level: int, diags: bsgs.Diagonals, plan: BsgsPlan, bi
     t = bsgs.assemble(diags, plan.split)
     per_ct = np.where(out.elem >= 0, bias[np.maximum(out.elem, 0)], 0.0).reshape(plan.cts_out, -1)
     per_ct = np.tile(per_ct, (1, diags.length // per_ct.shape[1]))  # a hybrid output block repeats
-    biases, bias_index = np.unique(per_ct, axis=0, return_inverse=True)
+    biases, bias_index = bsgs.unique_rows(per_ct)
     return Step(
         StepKind.BSGS,
         main.name,

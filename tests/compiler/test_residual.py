@@ -1,0 +1,149 @@
+"""Residual networks (paper 002's ResNet blocks) through the compiler: the IR ops add and channel_poly,
+packing units and registers, levels at additions, bootstraps at the joins, and the encrypted result
+against the plaintext graph on the plain and Lattigo backends (small insecure rings)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from program_sim import simulate
+from resnet_graphs import mini_resnet
+
+from henn.api import CompiledModel
+from henn.ckks import ParametersLiteral, presets
+from henn.ckks.bootstrap_params import BootstrapLiteral
+from henn.compiler.driver import compile_graph
+from henn.compiler.lower import lower
+from henn.errors import UnsupportedOperation
+from henn.ir import interpret
+from henn.ir.graph import Graph, Node, Value
+from henn.passes import CompileOptions, run_pipeline
+from henn.passes.place_bootstraps import cut_nodes
+from henn.program import Program, ProgramError, Step, StepKind
+
+
+def _params(name: str, levels: int, boot: bool = False):
+    if name not in presets.names():
+        bootstrap = BootstrapLiteral(log_message_ratio=12, precision_bits=15.0) if boot else None
+        presets.register(name, ParametersLiteral(11 if not boot else 12, (60,) + (40,) * levels, (61, 61), 40,
+                                                 bootstrap=bootstrap))
+    return presets.get(name)
+
+
+DEEP = "insecure_test_residual_l17"  # mini_resnet needs depth 16 without bootstrapping
+BOOT = "insecure_test_residual_boot_l9"  # 9 levels between bootstraps: a residual block takes 6
+
+
+@pytest.fixture(scope="module")
+def images():
+    return np.random.default_rng(7).uniform(0, 1, (24, 3, 8, 8))
+
+
+def _compiled(backend: str, preset: str, calibration=None, bootstrap: bool = False, seed: int = 0):
+    params = _params(preset, 17 if preset == DEEP else 9, boot=bootstrap)
+    options = CompileOptions(mode="single", backend=backend, params=params, bootstrap=bootstrap, calibration=calibration)
+    return CompiledModel(compile_graph(mini_resnet(seed=seed), options), backend, activation_check=False)
+
+
+def test_interpreter_runs_graphs():
+    g = mini_resnet()
+    assert sum(n.op == "add" for n in g.nodes) == 2 and sum(n.op == "channel_poly" for n in g.nodes) == 5
+    x = np.random.default_rng(0).uniform(0, 1, (3, 3, 8, 8))
+    y = interpret.run(g, x)
+    assert y.shape == (3, 10) and np.all(np.isfinite(y))
+
+
+def test_program_computes_the_graph_with_registers(images):
+    g = mini_resnet()
+    program = lower(run_pipeline(g, CompileOptions(mode="single", params=_params(DEEP, 17))))
+    kinds = [s.kind for s in program.steps]
+    # identity block: save the block input, add it back; strided block: the projection runs on the
+    # loaded block input after the main branch is saved, then the branches join
+    assert kinds.count(StepKind.ADD) == 2 and kinds.count(StepKind.CHANNEL_POLY) == 5
+    assert kinds.count(StepKind.SAVE) == 3 and kinds.count(StepKind.LOAD) == 1
+    for x in images[:3]:
+        np.testing.assert_allclose(simulate(program, x[None]), interpret.run(g, x[None]), rtol=1e-9, atol=1e-9)
+    again = Program.from_bytes(program.to_bytes())
+    np.testing.assert_allclose(simulate(again, images[:1]), simulate(program, images[:1]), rtol=0, atol=0)
+
+
+def test_additions_sit_at_the_lower_operand_level():
+    g = run_pipeline(mini_resnet(), CompileOptions(mode="single", params=_params(DEEP, 17)))
+    for n in (n for n in g.nodes if n.op == "add"):
+        a, b = (g.values[v].level for v in n.inputs)
+        assert a != b and g.values[n.output].level == min(a, b)  # the shortcut has levels to spare
+
+
+def test_equal_levels_cost_the_addition_one_level():
+    values = {"x": Value("x", (1, 4, 4))}
+    nodes = []
+    rng = np.random.default_rng(1)
+    for name in ("a", "b"):
+        values[name] = Value(name, (1, 4, 4))
+        nodes.append(Node("conv2d", name, ["x"], name, {"stride": (1, 1), "pads": (1, 1, 1, 1)},
+                          {"weight": rng.normal(size=(1, 1, 3, 3)), "bias": np.zeros(1)}))
+    values["s"] = Value("s", (1, 4, 4))
+    values["q"] = Value("q", (1, 4, 4))
+    nodes.append(Node("add", "s", ["a", "b"], "s"))
+    nodes.append(Node("channel_poly", "q", ["s"], "q", {}, {"coefficients": np.array([[0.1, 0.5, 0.2]])}))
+    g = run_pipeline(Graph("x", "q", nodes, values).verify(), CompileOptions(mode="single", params=_params(DEEP, 17)))
+    assert g.values["a"].level == g.values["b"].level == g.values["s"].level + 1
+    cm = CompiledModel(compile_graph(Graph("x", "q", nodes, values).verify(),
+                                     CompileOptions(mode="single", backend="lattigo", params=_params(DEEP, 17))),
+                       "lattigo", activation_check=False)
+    x = rng.uniform(0, 1, (2, 1, 4, 4))
+    with cm:
+        for xi in x:
+            np.testing.assert_allclose(cm.run(xi[None]), cm.reference(xi[None]), atol=1e-5)
+
+
+def test_program_refuses_broken_registers():
+    program = lower(run_pipeline(mini_resnet(), CompileOptions(mode="single", params=_params(DEEP, 17))))
+    steps = list(program.steps)
+    first_add = next(i for i, s in enumerate(steps) if s.kind == StepKind.ADD)
+    bad = [s for i, s in enumerate(steps) if not (s.kind == StepKind.SAVE and i < first_add)]
+    with pytest.raises(ProgramError, match="holds no value"):
+        Program(**{**program.__dict__, "steps": bad}).verify()
+    extra = steps[:1] + [Step(StepKind.SAVE, "leak", 0, attrs={"register": 7})] + steps[1:]
+    with pytest.raises(ProgramError, match="still holding"):
+        Program(**{**program.__dict__, "steps": extra}).verify()
+    twice = steps[:1] + [Step(StepKind.SAVE, "s", 0, attrs={"register": 0})] * 2 + steps[1:]
+    with pytest.raises(ProgramError, match="which holds a value"):
+        Program(**{**program.__dict__, "steps": twice}).verify()
+
+
+def test_batch_mode_refuses_graphs():
+    with pytest.raises(UnsupportedOperation, match="mode='single'"):
+        run_pipeline(mini_resnet(), CompileOptions(mode="batch"))
+
+
+def test_bootstraps_go_only_where_the_branches_have_joined(images):
+    g = mini_resnet()
+    cuts = {g.nodes[i].name for i in cut_nodes(g)}
+    inside = {n.name for n in g.nodes if n.op == "conv2d"}
+    assert "conv2d0" in cuts and len(inside - cuts) >= 4  # the convolutions inside the blocks are not cuts
+    cm = _compiled("plain", BOOT, calibration=images, bootstrap=True)
+    final = cm.compiled.final
+    boots = [n for n in final.nodes if n.op == "bootstrap"]
+    assert len(boots) >= 1
+    final_cuts = {final.nodes[i].output for i in cut_nodes(final)}
+    assert all(b.inputs[0] in final_cuts for b in boots)
+    x = images[:2]
+    np.testing.assert_allclose(cm.run(x, encrypted=False), cm.reference(x), rtol=1e-9, atol=1e-9)
+
+
+def test_mini_resnet_encrypted_on_lattigo_matches_plaintext(images):
+    x = images[:2]
+    with _compiled("lattigo", DEEP) as cm:
+        out, ref = cm.run(x), cm.reference(x)
+    assert np.abs(out - ref).max() < 1e-5, f"max logit error {np.abs(out - ref).max():.3g}"
+    assert (out.argmax(1) == ref.argmax(1)).all()
+
+
+def test_mini_resnet_with_bootstraps_on_lattigo(images):
+    x = images[:2]
+    with _compiled("lattigo", BOOT, calibration=images, bootstrap=True) as cm:
+        assert cm.program.bootstraps >= 1
+        out, ref = cm.run(x), cm.reference(x)
+    assert np.abs(out - ref).max() < 5e-3, f"max logit error {np.abs(out - ref).max():.3g}"
+    assert (out.argmax(1) == ref.argmax(1)).all()
