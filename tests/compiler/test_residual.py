@@ -41,7 +41,8 @@ def images():
 
 def _compiled(backend: str, preset: str, calibration=None, bootstrap: bool = False, seed: int = 0):
     params = _params(preset, 17 if preset == DEEP else 9, boot=bootstrap)
-    options = CompileOptions(mode="single", backend=backend, params=params, bootstrap=bootstrap, calibration=calibration)
+    options = CompileOptions(mode="single", backend=backend, params=params, bootstrap=bootstrap,
+                             calibration=calibration)
     return CompiledModel(compile_graph(mini_resnet(seed=seed), options), backend, activation_check=False)
 
 
