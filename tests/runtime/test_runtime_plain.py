@@ -124,6 +124,7 @@ def test_weights_beyond_the_cache_budget_are_encoded_on_the_fly(rng):
     x = rng.uniform(0, 1, (1, 3, 32, 32))
     out = client.decrypt(server.evaluate(client.encrypt(x)), 1).reshape(1, -1)
     np.testing.assert_allclose(out, interpret.run(c.reference, x), atol=1e-8)
+    assert not server.executor._step_plain  # each plaintext dropped after its last read
     server.close()
 
 

@@ -52,7 +52,8 @@ class Executor:
         self._dense: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
         self._streamed: set[int] = set()
-        self._step_plain: dict[int, object] = {}  # a streamed step's plaintexts, while it runs
+        self._step_plain: dict[int, object] = {}  # a streamed step's plaintexts still to be read again
+        self._step_uses: dict[int, int] = {}  # a streamed step's reads left of each vector
         self.step_seconds: dict[str, float] = {}
         self.prepared = False
 
@@ -90,13 +91,26 @@ class Executor:
     def _weight(self, i: int, step: Step, row: int):
         if i not in self._streamed:
             return self._plain[i][row]
-        with self._lock:  # a vector may serve many entries: encode it once per run of the step
+        with self._lock:  # a vector may serve several entries: encode it once, keep it until its last use
+            if not self._step_uses:
+                self._step_uses.update(enumerate(self._uses(step)))
             pt = self._step_plain.get(row)
         if pt is None:
             pt = self._encode_weights(self._weights(step)[row], step)
-            with self._lock:
+        with self._lock:
+            self._step_uses[row] -= 1
+            if self._step_uses[row] > 0:
                 self._step_plain[row] = pt
+            else:  # ResNet-20's layers hold up to 1,575 distinct diagonals: 11 GiB at N = 2^16 if all kept
+                self._step_plain.pop(row, None)
         return pt
+
+    @staticmethod
+    def _uses(step: Step) -> np.ndarray:
+        """How many times the step reads each weight vector."""
+        if step.kind == StepKind.BSGS:
+            return np.bincount(step.arrays["entries"][:, 4], minlength=len(step.arrays["vectors"]))
+        return np.ones(len(step.arrays[WEIGHTS[step.kind]]), np.int64)
 
     def _expand(self, vec: np.ndarray, step: Step) -> np.ndarray:
         """A step's vector over all slots: each entry repeated for the `stride` interleaved images of
@@ -130,6 +144,8 @@ class Executor:
         registers: dict[int, list[Ciphertext]] = {}
         for i, step in enumerate(self.program.steps):
             t0 = time.perf_counter()
+            self._step_plain.clear()  # also after a step that raised
+            self._step_uses.clear()
             if step.kind in REGISTER_KINDS:
                 value = self._register(step, value, registers)
             else:

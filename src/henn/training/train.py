@@ -230,7 +230,7 @@ def _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint: Ch
     opt, sched = _optimizer(model, model_name, epochs * steps)
     history = checkpoint.restore(model, opt, sched, gen)
     augment = _augment_mnist if model_name.startswith("mnist") else _augment_cifar
-    acts = [m for m in model.modules() if isinstance(m, PolyAct)]
+    acts = [m for m in model.modules() if isinstance(m, (PolyAct, Aespa))]
     for epoch in range(len(history) + 1, epochs + 1):
         model.train()
         order = torch.randperm(len(x_all), generator=gen)
