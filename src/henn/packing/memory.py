@@ -26,6 +26,7 @@ class Stage:
     level_out: int
     frees_inputs: bool
     rotations_held: int = 0  # hoisted baby steps alive at once, at level_in
+    kept: int = 0  # ciphertexts kept in registers for a later layer (residual networks), at level_in
 
 
 def ciphertext_bytes(n: int, level: int) -> int:
@@ -43,7 +44,7 @@ def peak_bytes(stages: Iterable[Stage], size: Callable[[int], int]) -> int:
     for s in stages:
         a, b = s.cts_in * size(s.level_in), s.cts_out * size(s.level_out)
         held = max(a, b) if s.frees_inputs else a + b
-        peak = max(peak, held + s.rotations_held * size(s.level_in))
+        peak = max(peak, held + (s.rotations_held + s.kept) * size(s.level_in))
     return peak
 
 

@@ -9,7 +9,7 @@ import psutil
 
 from henn.errors import UnsupportedOperation
 from henn.packing import memory
-from henn.program import STEPS, Program, Step, StepKind
+from henn.program import REGISTER_KINDS, STEPS, Program, Step, StepKind
 
 MEMORY_SHARE = 0.6  # of the machine's memory, for ciphertexts alive at once plus cached weight plaintexts
 
@@ -49,12 +49,21 @@ def baby_window(step: Step) -> int:
 
 def program_stages(program: Program) -> list[memory.Stage]:
     count, stages = program.input_cts, []
-    levels = [s.level for s in program.steps] + [program.final_level]
-    for step, level_out in zip(program.steps, levels[1:]):
+    registers: dict[int, int] = {}  # register -> ciphertexts it keeps
+    levels = [program.final_level]  # each step's output level: the input level of the next non-register step
+    for s in reversed(program.steps[1:]):
+        levels.append(levels[-1] if s.kind in REGISTER_KINDS else s.level)
+    levels.reverse()
+    for step, level_out in zip(program.steps, levels):
         spec = STEPS[step.kind]
         out = spec.outputs(step, count)
+        if step.kind == StepKind.SAVE:
+            registers[step.attrs["register"]] = count
+        elif step.kind in (StepKind.LOAD, StepKind.ADD):
+            out = registers.pop(step.attrs["register"], count)
         held = baby_window(step) if step.kind == StepKind.BSGS else 0
-        stages.append(memory.Stage(count, step.level, out, level_out, spec.frees_inputs, held))
+        level = step.level if step.kind not in REGISTER_KINDS else level_out
+        stages.append(memory.Stage(count, level, out, level_out, spec.frees_inputs, held, sum(registers.values())))
         count = out
     return stages
 
