@@ -146,7 +146,7 @@ class CompiledModel:
         client, server = self._session(encrypted)
         client.reset_timings()
         server.seconds["evaluate"] = 0.0
-        boot0 = server.bootstrap_seconds()
+        kinds0 = server.seconds_by_kind()
         outs = []
         t0 = time.perf_counter()
         for r in tqdm(client.batches(len(x)), disable=not progress, unit="set" if self.mode == "batch" else "img",
@@ -157,7 +157,8 @@ class CompiledModel:
                         "evaluate": server.seconds["evaluate"], "decrypt": client.seconds["decrypt"],
                         "total": time.perf_counter() - t0, "keygen": client.seconds["keygen"],
                         "prepare": server.seconds["prepare"], "encrypted": bool(encrypted),
-                        "bootstrap": server.bootstrap_seconds() - boot0}
+                        "steps": {k: t - kinds0.get(k, 0.0) for k, t in server.seconds_by_kind().items()}}
+        self.timings["bootstrap"] = self.timings["steps"].get("bootstrap", 0.0)
         out = np.concatenate(outs)
         return out.reshape(len(x), -1) if len(self.program.output_shape) == 1 else out
 

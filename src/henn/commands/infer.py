@@ -18,9 +18,10 @@ from henn.runtime.parallel import MAX_THREADS, default_threads
 
 log = logging.getLogger(__name__)
 
-MODELS = ("mnist-cnn", "cifar-cnn", "mnist-mlp")
-ACTIVATIONS = ("square", "swish-rg5-deg2", "swish-rg7-deg4")
-INPUT_SHAPES = {"mnist-cnn": (1, 28, 28), "cifar-cnn": (3, 32, 32), "mnist-mlp": (1, 28, 28)}
+MODELS = ("mnist-cnn", "cifar-cnn", "mnist-mlp", "resnet20")
+ACTIVATIONS = ("square", "swish-rg5-deg2", "swish-rg7-deg4", "aespa")
+INPUT_SHAPES = {"mnist-cnn": (1, 28, 28), "cifar-cnn": (3, 32, 32), "mnist-mlp": (1, 28, 28), "resnet20": (3, 32, 32)}
+ALWAYS_BOOTSTRAP = ("resnet20",)  # deeper than any parameter set: 19 convolutions and 19 quadratics
 CALIBRATION_IMAGES = 500
 
 
@@ -78,7 +79,7 @@ def load_images(model: str, data_dir: Path | None, n: int) -> tuple[np.ndarray, 
     else:
         data_dir = data_dir or datasets.default_data_dir()
         if data_dir is None:
-            raise InputError("cifar-cnn needs CIFAR-10: pass --data-dir DIR (with cifar10/ inside)")
+            raise InputError(f"{model} needs CIFAR-10: pass --data-dir DIR (with cifar10/ inside)")
         images, labels = datasets.load_cifar10(data_dir, "test")
         source = f"CIFAR-10 test images in {data_dir}"
     if n > len(images):
@@ -115,6 +116,9 @@ def run(args) -> int:
         raise InputError(f"no model at {weights}: train it (`henn train --model {args.model} --activation "
                          f"{args.activation}`) or pass --weights PATH")
     images, labels, source = load_images(args.model, args.data_dir, args.images)
+    if args.model in ALWAYS_BOOTSTRAP and not args.bootstrap:
+        log.info("%s needs bootstrapping: --bootstrap implied", args.model)
+        args.bootstrap = True
     params = None
     if args.params:
         from henn.ckks import presets
@@ -170,6 +174,7 @@ def summarize(args, cm, images, labels, ref, enc, t, compile_s) -> dict:
         "log_n": cm.params.log_n, "log_q": list(cm.params.log_q), "log_scale": cm.params.log_scale,
         "group": cm.program.group, "images_per_set": cm.program.images_per_set,
         "bootstraps": cm.program.bootstraps, "bootstrap_seconds_per_image": t.get("bootstrap", 0.0) / n,
+        "evaluate_seconds_per_image_by_step": {k: v / n for k, v in sorted(t.get("steps", {}).items())},
         "ring": cm.params.ring, "selection": "library" if cm.precision is None else "precision",
         "predicted_logit_error": None if cm.precision is None else cm.precision.predicted_error,
         "precision_tolerance": None if cm.precision is None else cm.precision.tolerance,
@@ -191,6 +196,11 @@ def report(r: dict) -> None:
         share = r["bootstrap_seconds_per_image"] / max(p["evaluate"], 1e-12)
         print(f"bootstrap {r['bootstraps']} per image: {r['bootstrap_seconds_per_image']:.2f} s per image "
               f"({share * 100:.0f} % of evaluate)")
+    split = r.get("evaluate_seconds_per_image_by_step") or {}
+    if len(split) > 1:
+        names = {"bsgs": "linear (BSGS)", "taps": "first conv", "act": "activations", "cpoly": "per-channel polys",
+                 "linear_batch": "linear", "sum_batch": "pools", "mpool": "pools", "bootstrap": "bootstraps"}
+        print("evaluate  " + ", ".join(f"{names.get(k, k)} {v:.3g} s" for k, v in split.items() if v >= 5e-4))
     print(f"setup     keygen {r['keygen_seconds']:.2f} s, weight encoding {r['prepare_seconds']:.2f} s, run "
           f"{r['run_seconds']:.2f} s")
     print(f"memory    peak RSS {r['peak_rss_mib']:.0f} MiB")

@@ -46,8 +46,15 @@ class Server:
 
     def bootstrap_seconds(self) -> float:
         """Seconds spent in bootstrap steps so far (part of `evaluate`)."""
-        names = {s.name for s in self.program.steps if s.kind == "bootstrap"}
-        return sum(t for name, t in self.executor.step_seconds.items() if name in names)
+        return self.seconds_by_kind().get("bootstrap", 0.0)
+
+    def seconds_by_kind(self) -> dict[str, float]:
+        """Seconds spent so far in each kind of step (henn.program.StepKind values)."""
+        kind = {s.name: s.kind.value for s in self.program.steps}
+        out: dict[str, float] = {}
+        for name, t in self.executor.step_seconds.items():
+            out[kind[name]] = out.get(kind[name], 0.0) + t
+        return out
 
     def check_inputs(self, cts: list[Ciphertext]) -> None:
         """Refuse an input set this program and these keys cannot evaluate into meaningful results."""
