@@ -148,3 +148,18 @@ def test_mini_resnet_with_bootstraps_on_lattigo(images):
         out, ref = cm.run(x), cm.reference(x)
     assert np.abs(out - ref).max() < 5e-3, f"max logit error {np.abs(out - ref).max():.3g}"
     assert (out.argmax(1) == ref.argmax(1)).all()
+
+
+def test_resnet20_sized_program_is_exact_with_bootstraps_on_the_plain_backend():
+    """ResNet-20's shape (16/32/64 channels, 32x32, 9 blocks, strided projections) at boot-n16: the
+    whole compiled program, with its bootstraps, on the plain backend against the plaintext graph."""
+    g = mini_resnet(channels=(16, 32, 64), hw=32, blocks=3)
+    rng = np.random.default_rng(5)
+    cal, x = rng.uniform(0, 1, (32, 3, 32, 32)), rng.uniform(0, 1, (1, 3, 32, 32))
+    options = CompileOptions(mode="single", backend="plain", bootstrap=True, calibration=cal)
+    with CompiledModel(compile_graph(g, options), "plain", activation_check=False) as cm:
+        assert cm.params.name == "boot-n16" and cm.program.bootstraps == 4
+        assert sum(s.kind == StepKind.BSGS for s in cm.program.steps) == 22  # 19 convs, 2 projections, the Gemm
+        ref = cm.reference(x)
+        np.testing.assert_allclose(cm.run(x, encrypted=False), ref, rtol=0, atol=1e-12)
+        assert np.abs(cm.run(x) - ref).max() < 1e-3  # the plain backend's noise model, bootstraps included
