@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from program_sim import simulate
-from resnet_graphs import mini_resnet
 
 from henn.api import CompiledModel
 from henn.ckks import ParametersLiteral, presets
@@ -17,6 +16,7 @@ from henn.compiler.lower import lower
 from henn.errors import UnsupportedOperation
 from henn.ir import interpret
 from henn.ir.graph import Graph, Node, Value
+from henn.ir.synthetic import random_resnet
 from henn.passes import CompileOptions, run_pipeline
 from henn.passes.place_bootstraps import cut_nodes
 from henn.program import Program, ProgramError, Step, StepKind
@@ -25,12 +25,13 @@ from henn.program import Program, ProgramError, Step, StepKind
 def _params(name: str, levels: int, boot: bool = False):
     if name not in presets.names():
         bootstrap = BootstrapLiteral(log_message_ratio=12, precision_bits=15.0) if boot else None
-        presets.register(name, ParametersLiteral(11 if not boot else 12, (60,) + (40,) * levels, (61, 61), 40,
-                                                 bootstrap=bootstrap))
+        presets.register(
+            name, ParametersLiteral(11 if not boot else 12, (60,) + (40,) * levels, (61, 61), 40, bootstrap=bootstrap)
+        )
     return presets.get(name)
 
 
-DEEP = "insecure_test_residual_l17"  # mini_resnet needs depth 16 without bootstrapping
+DEEP = "insecure_test_residual_l17"  # random_resnet needs depth 16 without bootstrapping
 BOOT = "insecure_test_residual_boot_l9"  # 9 levels between bootstraps: a residual block takes 6
 
 
@@ -41,13 +42,14 @@ def images():
 
 def _compiled(backend: str, preset: str, calibration=None, bootstrap: bool = False, seed: int = 0):
     params = _params(preset, 17 if preset == DEEP else 9, boot=bootstrap)
-    options = CompileOptions(mode="single", backend=backend, params=params, bootstrap=bootstrap,
-                             calibration=calibration)
-    return CompiledModel(compile_graph(mini_resnet(seed=seed), options), backend, activation_check=False)
+    options = CompileOptions(
+        mode="single", backend=backend, params=params, bootstrap=bootstrap, calibration=calibration
+    )
+    return CompiledModel(compile_graph(random_resnet(seed=seed), options), backend, activation_check=False)
 
 
 def test_interpreter_runs_graphs():
-    g = mini_resnet()
+    g = random_resnet()
     assert sum(n.op == "add" for n in g.nodes) == 2 and sum(n.op == "channel_poly" for n in g.nodes) == 5
     x = np.random.default_rng(0).uniform(0, 1, (3, 3, 8, 8))
     y = interpret.run(g, x)
@@ -55,7 +57,7 @@ def test_interpreter_runs_graphs():
 
 
 def test_program_computes_the_graph_with_registers(images):
-    g = mini_resnet()
+    g = random_resnet()
     program = lower(run_pipeline(g, CompileOptions(mode="single", params=_params(DEEP, 17))))
     kinds = [s.kind for s in program.steps]
     # identity block: save the block input, add it back; strided block: the projection runs on the
@@ -69,7 +71,7 @@ def test_program_computes_the_graph_with_registers(images):
 
 
 def test_additions_sit_at_the_lower_operand_level():
-    g = run_pipeline(mini_resnet(), CompileOptions(mode="single", params=_params(DEEP, 17)))
+    g = run_pipeline(random_resnet(), CompileOptions(mode="single", params=_params(DEEP, 17)))
     for n in (n for n in g.nodes if n.op == "add"):
         a, b = (g.values[v].level for v in n.inputs)
         assert a != b and g.values[n.output].level == min(a, b)  # the shortcut has levels to spare
@@ -81,17 +83,30 @@ def test_equal_levels_cost_the_addition_one_level():
     rng = np.random.default_rng(1)
     for name in ("a", "b"):
         values[name] = Value(name, (1, 4, 4))
-        nodes.append(Node("conv2d", name, ["x"], name, {"stride": (1, 1), "pads": (1, 1, 1, 1)},
-                          {"weight": rng.normal(size=(1, 1, 3, 3)), "bias": np.zeros(1)}))
+        nodes.append(
+            Node(
+                "conv2d",
+                name,
+                ["x"],
+                name,
+                {"stride": (1, 1), "pads": (1, 1, 1, 1)},
+                {"weight": rng.normal(size=(1, 1, 3, 3)), "bias": np.zeros(1)},
+            )
+        )
     values["s"] = Value("s", (1, 4, 4))
     values["q"] = Value("q", (1, 4, 4))
     nodes.append(Node("add", "s", ["a", "b"], "s"))
     nodes.append(Node("channel_poly", "q", ["s"], "q", {}, {"coefficients": np.array([[0.1, 0.5, 0.2]])}))
     g = run_pipeline(Graph("x", "q", nodes, values).verify(), CompileOptions(mode="single", params=_params(DEEP, 17)))
     assert g.values["a"].level == g.values["b"].level == g.values["s"].level + 1
-    cm = CompiledModel(compile_graph(Graph("x", "q", nodes, values).verify(),
-                                     CompileOptions(mode="single", backend="lattigo", params=_params(DEEP, 17))),
-                       "lattigo", activation_check=False)
+    cm = CompiledModel(
+        compile_graph(
+            Graph("x", "q", nodes, values).verify(),
+            CompileOptions(mode="single", backend="lattigo", params=_params(DEEP, 17)),
+        ),
+        "lattigo",
+        activation_check=False,
+    )
     x = rng.uniform(0, 1, (2, 1, 4, 4))
     with cm:
         for xi in x:
@@ -99,7 +114,7 @@ def test_equal_levels_cost_the_addition_one_level():
 
 
 def test_program_refuses_broken_registers():
-    program = lower(run_pipeline(mini_resnet(), CompileOptions(mode="single", params=_params(DEEP, 17))))
+    program = lower(run_pipeline(random_resnet(), CompileOptions(mode="single", params=_params(DEEP, 17))))
     steps = list(program.steps)
     first_add = next(i for i, s in enumerate(steps) if s.kind == StepKind.ADD)
     bad = [s for i, s in enumerate(steps) if not (s.kind == StepKind.SAVE and i < first_add)]
@@ -115,11 +130,11 @@ def test_program_refuses_broken_registers():
 
 def test_batch_mode_refuses_graphs():
     with pytest.raises(UnsupportedOperation, match="mode='single'"):
-        run_pipeline(mini_resnet(), CompileOptions(mode="batch"))
+        run_pipeline(random_resnet(), CompileOptions(mode="batch"))
 
 
 def test_bootstraps_go_only_where_the_branches_have_joined(images):
-    g = mini_resnet()
+    g = random_resnet()
     cuts = {g.nodes[i].name for i in cut_nodes(g)}
     inside = {n.name for n in g.nodes if n.op == "conv2d"}
     assert "conv2d0" in cuts and len(inside - cuts) >= 4  # the convolutions inside the blocks are not cuts
@@ -133,7 +148,7 @@ def test_bootstraps_go_only_where_the_branches_have_joined(images):
     np.testing.assert_allclose(cm.run(x, encrypted=False), cm.reference(x), rtol=1e-9, atol=1e-9)
 
 
-def test_mini_resnet_encrypted_on_lattigo_matches_plaintext(images):
+def test_random_resnet_encrypted_on_lattigo_matches_plaintext(images):
     x = images[:2]
     with _compiled("lattigo", DEEP) as cm:
         out, ref = cm.run(x), cm.reference(x)
@@ -141,7 +156,7 @@ def test_mini_resnet_encrypted_on_lattigo_matches_plaintext(images):
     assert (out.argmax(1) == ref.argmax(1)).all()
 
 
-def test_mini_resnet_with_bootstraps_on_lattigo(images):
+def test_random_resnet_with_bootstraps_on_lattigo(images):
     x = images[:2]
     with _compiled("lattigo", BOOT, calibration=images, bootstrap=True) as cm:
         assert cm.program.bootstraps >= 1
@@ -153,7 +168,7 @@ def test_mini_resnet_with_bootstraps_on_lattigo(images):
 def test_resnet20_sized_program_is_exact_with_bootstraps_on_the_plain_backend():
     """ResNet-20's shape (16/32/64 channels, 32x32, 9 blocks, strided projections) at boot-n16: the
     whole compiled program, with its bootstraps, on the plain backend against the plaintext graph."""
-    g = mini_resnet(channels=(16, 32, 64), hw=32, blocks=3)
+    g = random_resnet(channels=(16, 32, 64), hw=32, blocks=3)
     rng = np.random.default_rng(5)
     cal, x = rng.uniform(0, 1, (32, 3, 32, 32)), rng.uniform(0, 1, (1, 3, 32, 32))
     options = CompileOptions(mode="single", backend="plain", bootstrap=True, calibration=cal)

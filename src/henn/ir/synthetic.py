@@ -1,6 +1,7 @@
-"""Small residual networks built directly in the henn IR (seeded): a ResNet stem, an identity block
-and a strided block with a projection shortcut, global average pool and a Gemm, with AESPA-like
-per-channel quadratics. They test the compiler's graph support without a frontend."""
+"""Seeded random residual networks built directly in the henn IR: a ResNet stem, identity blocks and
+strided blocks with projection shortcuts, global average pool and a Gemm, with AESPA-like per-channel
+quadratics. Tests check the compiler's graph support on them without a frontend; benchmarks/resnet20.py
+times ResNet-20's exact shape before (or without) trained weights."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ class _Builder:
         return Graph("input", out, self.nodes, self.values).verify()
 
 
-def mini_resnet(channels=(4, 8), hw: int = 8, classes: int = 10, seed: int = 0, blocks: int = 1) -> Graph:
+def random_resnet(channels=(4, 8), hw: int = 8, classes: int = 10, seed: int = 0, blocks: int = 1) -> Graph:
     """Stem conv (3 -> c0) + quadratic; `blocks` blocks per stage, the first of each later stage with
     stride 2 and a 1x1 projection shortcut; global average pool; Gemm to `classes`. The defaults: an
     identity block at c0, a strided block to c1. channels=(16, 32, 64), hw=32, blocks=3: ResNet-20."""

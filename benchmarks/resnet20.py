@@ -1,0 +1,89 @@
+"""Encrypted ResNet-20 (paper 002's network: 3 stages x 3 basic blocks at 16/32/64 channels on 32x32,
+per-channel quadratic activations, global average pool, Gemm) on Lattigo with bootstrapping.
+
+--weights ONNX   the trained model (henn train --model resnet20 --activation aespa) on real CIFAR-10
+                 test images (--data-dir): accuracy and agreement with the plaintext model too
+(default)        ResNet-20's exact shape with seeded random weights (henn.ir.synthetic.random_resnet)
+                 on random images: latency, memory and error against the plaintext graph, before
+                 trained weights exist
+
+Per image: encode/encrypt/evaluate/decrypt, the evaluate time split by step kind (linear transforms,
+per-channel quadratics, bootstraps), key generation, peak RSS (of this process: keys, program, working
+set), rotation keys and bootstraps, max logit error.
+
+    .venv/bin/python benchmarks/resnet20.py --images 1 --out results/resnet20.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import peak_rss_mib, write_json
+
+from henn.api import CompiledModel
+from henn.compiler.driver import compile_graph
+from henn.frontend import load_model
+from henn.ir.synthetic import random_resnet
+from henn.passes import CompileOptions
+from henn.runtime.memory import machine_budget
+
+log = logging.getLogger("resnet20")
+
+
+def _inputs(args) -> tuple:
+    """(graph, calibration images, test images, labels or None)."""
+    if args.weights is None:
+        rng = np.random.default_rng(args.seed)
+        graph = random_resnet(channels=(16, 32, 64), hw=32, blocks=3, seed=args.seed)
+        cal, x = rng.uniform(0, 1, (args.calibration, 3, 32, 32)), rng.uniform(0, 1, (args.images, 3, 32, 32))
+        return graph, cal, x, None
+    from henn import datasets
+
+    x, y = datasets.load_cifar10(args.data_dir, "test")
+    cal, _ = datasets.load_cifar10(args.data_dir, "train")
+    return load_model(str(args.weights), (3, 32, 32)), cal[: args.calibration], x[: args.images], y[: args.images]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--weights", type=Path, default=None, help="trained ResNet-20 .onnx (default: random weights)")
+    ap.add_argument("--data-dir", type=Path, default=None, help="folder with cifar10/ (with --weights)")
+    ap.add_argument("--images", type=int, default=1)
+    ap.add_argument("--calibration", type=int, default=64, help="images that set the bootstraps' ranges")
+    ap.add_argument("--backend", default="lattigo")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="results/resnet20.json")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    graph, cal, x, labels = _inputs(args)
+    options = CompileOptions(mode="single", backend=args.backend, bootstrap=True, calibration=cal,
+                             memory_budget=machine_budget())
+    cm = CompiledModel(compile_graph(graph, options), args.backend, activation_check=False)
+    ref = cm.reference(x)
+    with cm:
+        out = cm.run(x, progress=True)
+        t = dict(cm.timings)
+    n = len(x)
+    result = {
+        "weights": str(args.weights) if args.weights else f"random (seed {args.seed})", "backend": args.backend,
+        "images": n, "params": cm.params.describe(), "bootstraps": cm.program.bootstraps,
+        "rotation_keys": len(cm.rotation_steps), "max_logit_error": float(np.abs(out - ref).max()),
+        "agreement": float((out.argmax(1) == ref.argmax(1)).mean()),
+        "accuracy": None if labels is None else float((out.argmax(1) == labels).mean()),
+        "plaintext_accuracy": None if labels is None else float((ref.argmax(1) == labels).mean()),
+        "per_image_seconds": {k: t[k] / n for k in ("encode", "encrypt", "evaluate", "decrypt")},
+        "evaluate_seconds_per_image_by_step": {k: v / n for k, v in sorted(t["steps"].items())},
+        "keygen_seconds": t["keygen"], "peak_rss_mib": peak_rss_mib(),
+    }
+    log.info("%s", result)
+    write_json(args.out, {"benchmark": "resnet20", "result": result})
+
+
+if __name__ == "__main__":
+    main()
