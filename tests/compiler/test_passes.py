@@ -99,7 +99,7 @@ def test_branches_are_refused_in_batch_mode():
     g = Graph("x", "b", nodes, values).verify()
     g.nodes[1].inputs = ["x"]  # x feeds both layers; a is dead
     g.output = "b"
-    with pytest.raises(UnsupportedOperation, match="residual connections or shared values compile in mode='single'"):
+    with pytest.raises(UnsupportedOperation, match="residual connections, shared values or per-channel polynomials"):
         run_pipeline(g, CompileOptions(mode="batch"))
 
 

@@ -178,3 +178,23 @@ def test_resnet20_sized_program_is_exact_with_bootstraps_on_the_plain_backend():
         ref = cm.reference(x)
         np.testing.assert_allclose(cm.run(x, encrypted=False), ref, rtol=0, atol=1e-12)
         assert np.abs(cm.run(x) - ref).max() < 1e-3  # the plain backend's noise model, bootstraps included
+
+
+def test_a_chain_with_per_channel_polynomials_runs_multiplexed_and_batch_refuses_it():
+    rng = np.random.default_rng(3)
+    values = {"x": Value("x", (2, 6, 6)), "c": Value("c", (3, 6, 6)), "q": Value("q", (3, 6, 6)),
+              "f": Value("f", (108,)), "y": Value("y", (4,))}
+    nodes = [
+        Node("conv2d", "c", ["x"], "c", {"stride": (1, 1), "pads": (1, 1, 1, 1)},
+             {"weight": rng.normal(size=(3, 2, 3, 3)), "bias": rng.normal(size=3)}),
+        Node("channel_poly", "q", ["c"], "q", {}, {"coefficients": rng.normal(size=(3, 3))}),
+        Node("flatten", "f", ["q"], "f"),
+        Node("linear", "y", ["f"], "y", {}, {"weight": rng.normal(size=(4, 108)), "bias": np.zeros(4)}),
+    ]
+    g = Graph("x", "y", nodes, values).verify()
+    with pytest.raises(UnsupportedOperation, match="per-channel polynomials"):
+        run_pipeline(g, CompileOptions(mode="batch"))
+    program = lower(run_pipeline(g, CompileOptions(mode="single", params=_params(DEEP, 17))))
+    assert program.input_pack["kind"] == "multi" and any(s.kind == StepKind.CHANNEL_POLY for s in program.steps)
+    x = rng.uniform(0, 1, (1, 2, 6, 6))
+    np.testing.assert_allclose(simulate(program, x), interpret.run(g, x), rtol=1e-9, atol=1e-9)

@@ -36,15 +36,16 @@ def run(graph: Graph, options) -> Graph:
     g = graph.copy()
     g.meta["packing"] = options.mode
     graph_shaped = is_graph_shaped(g)
+    multiplexed_only = graph_shaped or any(n.op == "channel_poly" for n in g.nodes)
     if options.mode == "batch":
-        if graph_shaped:
+        if multiplexed_only:
             raise UnsupportedOperation(
-                "networks with residual connections or shared values compile in mode='single' (one image over "
-                "multiplexed ciphertexts), not in batch mode"
+                "networks with residual connections, shared values or per-channel polynomials (AESPA) compile "
+                "in mode='single' (one image over multiplexed ciphertexts), not in batch mode"
             )
         g.meta["min_slots"] = 1
         return g
-    if graph_shaped or _needs_multi(g):
+    if multiplexed_only or _needs_multi(g):
         _plan_multi(g, _multi_slots(options))
     else:
         _plan_single(g, options.params.slots if options.params is not None else single.MAX_PERIOD)
