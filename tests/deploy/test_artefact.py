@@ -3,6 +3,7 @@ the compiler), verified on loading and refused when damaged or forged."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import subprocess
@@ -133,7 +134,8 @@ def test_damaged_or_forged_files_are_refused(plain_model, case):
         Artefact.from_bytes(data)
 
 
-def test_a_bootstrapping_program_is_refused_with_what_to_do(tmp_path):
+def _bootstrapping_file(tmp_path, backend: str):
+    """(CompiledModel, model file) of paper 000's MNIST CNN (depth 7) over 3 levels between bootstraps."""
     from henn.ckks import presets
     from henn.deploy.checks import InputChecks
 
@@ -141,13 +143,51 @@ def test_a_bootstrapping_program_is_refused_with_what_to_do(tmp_path):
     cm = henn.compile(
         str(REPO / "src/henn/zoo/mnist-cnn_swish-rg7-deg4.onnx"),
         (1, 28, 28),
-        backend="plain",
+        backend=backend,
         params=presets.get("insecure_boot_n12"),
         bootstrap=True,
-        calibration=x,
+        calibration=x[:200],
     )
-    assert cm.program.bootstraps >= 1
+    assert cm.program.bootstraps >= 2
+    checks = InputChecks.from_compiled(
+        cm.compiled.checked, cm.activation_intervals(), cm.activation_check, cm.compiled.final
+    )
+    path = tmp_path / f"deep-{backend}.henn"
+    Artefact(cm.program, backend, checks, model="deep").save(path)
+    return cm, path
+
+
+@pytest.mark.parametrize("backend", ["plain", "lattigo"])
+def test_a_bootstrapping_model_file_runs_with_uploaded_bootstrapping_keys(tmp_path, backend):
+    cm, path = _bootstrapping_file(tmp_path, backend)
+    x, labels = digits(303)
+    x, labels = x[300:303], labels[300:303]  # not among the calibration images
+    art = Artefact.load(path)
+    assert art.describe()["bootstraps"] == cm.program.bootstraps
+    assert art.describe()["max_bytes"]["bootstrap_keys"] > 0
+    client, server = Client.load(path), Server.load(path)
+    client.generate_keys()
+    blobs = client.key_blobs()
+    assert len(blobs) == 3  # relinearization, Galois and bootstrapping keys
+    with pytest.raises(InputError, match="upload its bootstrapping keys too"):
+        server.read_keys(blobs[:2])
+    session = server.open_session(server.read_keys(blobs))
+    got = np.concatenate([client.decrypt(server.evaluate(session, client.encrypt(x[i : i + 1])), 1) for i in range(3)])
+    ref = cm.reference(x)
+    assert np.abs(got - ref).max() < 0.05 and (got.argmax(1) == ref.argmax(1)).all()
+    with pytest.raises(InputError, match="pre-activations"):  # the activation check comes first
+        Client.load(path).check(x * 40.0)
+    boot_only = dataclasses.replace(art.checks, mode="off")  # the file's own bootstrap bound check, alone
+    boot_only.run(x)
+    with pytest.raises(InputError, match="beyond the bound"):
+        boot_only.run(x * 40.0)
+
+
+def test_a_bootstrapping_program_without_its_bound_checks_is_refused(tmp_path):
+    from henn.deploy.checks import InputChecks
+
+    cm, _ = _bootstrapping_file(tmp_path, "plain")
     checks = InputChecks.from_compiled(cm.compiled.checked, cm.activation_intervals(), cm.activation_check)
-    with pytest.raises(SerializationError, match="bootstrapping program.*run it in one process"):
+    with pytest.raises(SerializationError, match="bootstraps but the input checks bound 0"):
         Artefact(cm.program, "plain", checks, model="deep").save(tmp_path / "deep.henn")
     assert not (tmp_path / "deep.henn").exists()

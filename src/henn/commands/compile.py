@@ -42,7 +42,9 @@ def run(args) -> int:
 
     params = presets.get(args.params) if args.params else None
     cm = henn.compile(str(args.model), args.input_shape, backend=args.backend, mode=args.mode, params=params)
-    checks = InputChecks.from_compiled(cm.compiled.checked, cm.activation_intervals(), cm.activation_check)
+    checks = InputChecks.from_compiled(
+        cm.compiled.checked, cm.activation_intervals(), cm.activation_check, cm.compiled.final
+    )
     artefact = Artefact(cm.program, args.backend, checks, model=args.model.stem)
     size = artefact.save(args.out)
     d = artefact.describe()

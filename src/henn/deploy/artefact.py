@@ -6,7 +6,7 @@ need to run a model, and nothing of the compiler.
                      the input checks' graph (see checks.py), the program's SHA-256
       program        the Program file (henn-program/2: steps, parameters, rotation steps, the
                      relinearization need, input and output packing), verified on loading
-      check.*        the input checks' weights
+      check.*        the input checks' weights (boot.*: those of the bootstrap bound checks)
 
 Key requirements, packing and wire sizes are facts of the Program: `describe()` derives them, so
 no second copy can disagree with it."""
@@ -52,6 +52,19 @@ class Artefact:
         bound = lambda kind, meta: serialization.max_payload(kind, meta, **shape) + 512  # + header and meta
         galois = bound("galois_keys", {"steps": list(p.rotation_steps), "conjugate": False})
         relin = bound("relin_key", {}) if p.relin else 0
+        boot = 0
+        if p.bootstraps:  # over the bootstrapping modulus: the residual primes, the circuit's, its own specials
+            b = params.bootstrap
+            boot = (
+                serialization.max_payload(
+                    "bootstrap_keys",
+                    {},
+                    n=params.n,
+                    q_count=len(params.log_q) + b.depth,
+                    p_count=len(b.log_p(len(params.log_q))),
+                )
+                + 512
+            )
         ct_in = bound("ciphertext", {"level": p.input_level, "degree": 1})
         ct_out = bound("ciphertext", {"level": p.params.max_level, "degree": 1})
         return {
@@ -71,11 +84,13 @@ class Artefact:
             "input_level": p.input_level,
             "rotation_steps": list(p.rotation_steps),
             "relin": p.relin,
+            "bootstraps": p.bootstraps,
             "activation_check": self.checks.mode,
             "max_bytes": {
-                "keys": galois + relin,
+                "keys": galois + relin + boot,
                 "galois_keys": galois,
                 "relin_key": relin,
+                "bootstrap_keys": boot,
                 "request": p.input_cts * ct_in,
                 "response": p.output_cts * ct_out,
             },
@@ -83,12 +98,7 @@ class Artefact:
 
     # ---- file ------------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
-        if self.program.bootstraps:
-            raise SerializationError(
-                "a bootstrapping program cannot be saved as a model file yet: henn serve's sessions take only "
-                "relinearization and Galois keys (bootstrapping keys serialize, ~7 GiB at N = 2^16, but are not "
-                "uploaded); run it in one process (henn.compile(..., bootstrap=True).run)"
-            )
+        _check_bootstrap_checks(self.program, self.checks)
         program = self.program_bytes
         checks, arrays = self.checks.to_header()
         manifest = {
@@ -138,6 +148,18 @@ class Artefact:
             raise SerializationError("the model file holds no input checks")
         checks = InputChecks.from_header(checks_header, z)
         prog = Program.from_bytes(program)
-        if checks.graph is not None and tuple(checks.graph.input_shape) != tuple(prog.input_shape):
+        graphs = (checks.graph, checks.bootstraps)
+        if any(g is not None and tuple(g.input_shape) != tuple(prog.input_shape) for g in graphs):
             raise SerializationError("the model file's input checks and program take different input shapes")
+        _check_bootstrap_checks(prog, checks)
         return cls(prog, backend, checks, model, m["program_sha256"])
+
+
+def _check_bootstrap_checks(program: Program, checks: InputChecks) -> None:
+    """A bootstrapping program's file carries the bound check of every bootstrap (and no other's)."""
+    boots = 0 if checks.bootstraps is None else sum(n.op == "bootstrap" for n in checks.bootstraps.nodes)
+    if boots != program.bootstraps:
+        raise SerializationError(
+            f"the program has {program.bootstraps} bootstraps but the input checks bound {boots}: build the checks "
+            "with InputChecks.from_compiled(..., final=compiled.final) (henn compile does)"
+        )

@@ -1,10 +1,13 @@
 """The client-side input checks a compiled model file carries: the activation-range check of
-henn.ranges, without the compiler.
+henn.ranges and the bootstraps' bound check, without the compiler.
 
-The check needs every polynomial activation's pre-activations, so the file keeps the checked graph
-(after fold_batchnorm + approximate_activations) up to its last `poly` node, with each node's
-accepted interval. It is written as JSON (ops, attributes) + NumPy arrays (weights), never pickled,
-and read back through a whitelist of ops and attribute types, then `Graph.verify()`."""
+The activation check needs every polynomial activation's pre-activations, so the file keeps the
+checked graph (after fold_batchnorm + approximate_activations) up to its last `poly` node, with each
+node's accepted interval. A bootstrapping program also keeps its final graph up to the last
+bootstrap (interpretable attributes only): an input whose values before a bootstrap exceed its
+calibrated bound is refused, as henn.compile's own run() refuses it. Graphs are written as JSON
+(ops, attributes) + NumPy arrays (weights), never pickled, and read back through a whitelist of ops
+and attribute types, then `Graph.verify()`."""
 
 from __future__ import annotations
 
@@ -16,7 +19,19 @@ from henn import ranges
 from henn.errors import SerializationError
 from henn.ir.graph import Graph, IRError, Node, Value
 
-CHECK_OPS = ("conv2d", "batchnorm", "poly", "avgpool", "sumpool", "flatten", "linear")
+CHECK_OPS = (
+    "conv2d",
+    "batchnorm",
+    "poly",
+    "avgpool",
+    "sumpool",
+    "flatten",
+    "linear",
+    "bootstrap",
+    "add",
+    "channel_poly",
+)
+_COMPILER_ATTRS = ("packing", "rescale", "folded_gain", "levels")  # plans and level facts: not needed to interpret
 _TUPLE_ATTRS = ("stride", "pads", "kernel", "range", "coefficients")
 MAX_NODES = 4096
 
@@ -28,71 +43,106 @@ class InputChecks:
     graph: Graph | None  # None: the model has no polynomial activation (nothing to check)
     intervals: dict[str, tuple[float, float] | None]
     mode: str  # "error" | "warn" | "off" (henn.ranges.check_mode)
+    bootstraps: Graph | None = None  # the final graph up to its last bootstrap (None: no bootstrap)
 
     @classmethod
-    def from_compiled(cls, checked: Graph, intervals: dict[str, tuple[float, float] | None], mode: str) -> InputChecks:
+    def from_compiled(
+        cls, checked: Graph, intervals: dict[str, tuple[float, float] | None], mode: str, final: Graph | None = None
+    ) -> InputChecks:
+        boots = [n for n in final.nodes if n.op == "bootstrap"] if final is not None else []
+        bootstraps = _prefix(final, boots[-1]) if boots else None
         polys = ranges.poly_layers(checked)
         if not polys:
-            return cls(None, {}, mode)
-        last = checked.nodes.index(polys[-1])
-        nodes = [
-            Node(n.op, n.name, list(n.inputs), n.output, dict(n.attrs), dict(n.params))
-            for n in checked.nodes[: last + 1]
-        ]
-        used = {checked.input} | {n.output for n in nodes}
-        values = {k: Value(k, tuple(v.shape)) for k, v in checked.values.items() if k in used}
-        graph = Graph(checked.input, polys[-1].output, nodes, values).verify()
-        return cls(graph, dict(intervals), mode)
+            return cls(None, {}, mode, bootstraps)
+        return cls(_prefix(checked, polys[-1]), dict(intervals), mode, bootstraps)
 
     def run(self, x: np.ndarray) -> None:
-        """Refuse (mode "error") or log ("warn") images whose pre-activations leave an interval."""
+        """Refuse (mode "error") or log ("warn") images whose pre-activations leave an interval; refuse
+        images whose values before a bootstrap exceed its bound (always)."""
         if self.graph is not None:
             ranges.check(self.graph, x, self.intervals, self.mode)
+        if self.bootstraps is not None:
+            ranges.check_bootstraps(self.bootstraps, x)
 
     # ---- file form ---------------------------------------------------------------------------
     def to_header(self) -> tuple[dict, dict[str, np.ndarray]]:
-        if self.graph is None:
-            return {"mode": self.mode, "graph": None}, {}
         arrays: dict[str, np.ndarray] = {}
-        nodes = []
-        for i, n in enumerate(self.graph.nodes):
-            for k, a in n.params.items():
-                arrays[f"check.{i}.{k}"] = np.asarray(a, dtype=np.float64)
-            attrs = {k: _json_attr(n.name, k, v) for k, v in n.attrs.items()}
-            nodes.append(
-                {
-                    "op": n.op,
-                    "name": n.name,
-                    "inputs": n.inputs,
-                    "output": n.output,
-                    "attrs": attrs,
-                    "params": sorted(n.params),
-                }
-            )
-        values = {k: list(v.shape) for k, v in self.graph.values.items()}
+        header: dict = {"mode": self.mode, "graph": None}
+        if self.bootstraps is not None:
+            header["bootstraps"] = _graph_header(self.bootstraps, "boot", arrays)
+        if self.graph is None:
+            return header, arrays
         intervals = {k: (list(v) if v is not None else None) for k, v in self.intervals.items()}
-        graph = {"input": self.graph.input, "output": self.graph.output, "nodes": nodes, "values": values}
-        return {"mode": self.mode, "graph": graph, "intervals": intervals}, arrays
+        header.update(graph=_graph_header(self.graph, "check", arrays), intervals=intervals)
+        return header, arrays
 
     @classmethod
     def from_header(cls, h: dict, arrays) -> InputChecks:
         """Checks from a file; SerializationError when anything is malformed."""
         try:
             mode = ranges.check_mode(h["mode"])
-            g = h["graph"]
-            if g is None:
-                return cls(None, {}, mode)
-            if not isinstance(g["nodes"], list) or len(g["nodes"]) > MAX_NODES:
-                raise TypeError(f"nodes must be a list of at most {MAX_NODES}")
-            nodes = [_node(i, d, arrays) for i, d in enumerate(g["nodes"])]
-            values = {_str(k): Value(k, tuple(_int(s) for s in _list(v))) for k, v in _dict(g["values"]).items()}
-            graph = Graph(_str(g["input"]), _str(g["output"]), nodes, values).verify()
+            boot = h.get("bootstraps")
+            bootstraps = None if boot is None else _graph_from(boot, "boot", arrays)
+            if bootstraps is not None and not any(n.op == "bootstrap" for n in bootstraps.nodes):
+                raise ValueError("the bootstrap check graph has no bootstrap")
+            if h["graph"] is None:
+                return cls(None, {}, mode, bootstraps)
+            graph = _graph_from(h["graph"], "check", arrays)
+            if any(n.op in ("bootstrap", "add", "channel_poly") for n in graph.nodes):
+                raise ValueError("the activation check graph holds ops of the bootstrap check")
             intervals = {_str(k): _interval(v) for k, v in _dict(h["intervals"]).items()}
             if set(intervals) != {n.name for n in ranges.poly_layers(graph)}:
                 raise ValueError("intervals do not name the activation layers")
-            return cls(graph, intervals, mode)
+            return cls(graph, intervals, mode, bootstraps)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, IRError) as exc:
             raise SerializationError(f"malformed input checks: {type(exc).__name__}: {exc}") from None
+
+
+def _prefix(g: Graph, last: Node) -> Graph:
+    """g's nodes up to `last` (whose output becomes the graph's), with only the attributes the
+    interpreter reads."""
+    nodes = [
+        Node(
+            n.op,
+            n.name,
+            list(n.inputs),
+            n.output,
+            {k: v for k, v in n.attrs.items() if k not in _COMPILER_ATTRS},
+            dict(n.params),
+        )
+        for n in g.nodes[: g.nodes.index(last) + 1]
+    ]
+    used = {g.input} | {n.output for n in nodes}
+    values = {k: Value(k, tuple(v.shape)) for k, v in g.values.items() if k in used}
+    return Graph(g.input, last.output, nodes, values).verify()
+
+
+def _graph_header(graph: Graph, prefix: str, arrays: dict[str, np.ndarray]) -> dict:
+    nodes = []
+    for i, n in enumerate(graph.nodes):
+        for k, a in n.params.items():
+            arrays[f"{prefix}.{i}.{k}"] = np.asarray(a, dtype=np.float64)
+        attrs = {k: _json_attr(n.name, k, v) for k, v in n.attrs.items()}
+        nodes.append(
+            {
+                "op": n.op,
+                "name": n.name,
+                "inputs": n.inputs,
+                "output": n.output,
+                "attrs": attrs,
+                "params": sorted(n.params),
+            }
+        )
+    values = {k: list(v.shape) for k, v in graph.values.items()}
+    return {"input": graph.input, "output": graph.output, "nodes": nodes, "values": values}
+
+
+def _graph_from(g: dict, prefix: str, arrays) -> Graph:
+    if not isinstance(g["nodes"], list) or len(g["nodes"]) > MAX_NODES:
+        raise TypeError(f"nodes must be a list of at most {MAX_NODES}")
+    nodes = [_node(i, d, arrays, prefix) for i, d in enumerate(g["nodes"])]
+    values = {_str(k): Value(k, tuple(_int(s) for s in _list(v))) for k, v in _dict(g["values"]).items()}
+    return Graph(_str(g["input"]), _str(g["output"]), nodes, values).verify()
 
 
 def _json_attr(node: str, key: str, v):
@@ -105,7 +155,7 @@ def _json_attr(node: str, key: str, v):
     raise SerializationError(f"layer {node!r}: attribute {key} ({type(v).__name__}) has no file form")
 
 
-def _node(i: int, d: dict, arrays) -> Node:
+def _node(i: int, d: dict, arrays, prefix: str) -> Node:
     op = _str(d["op"])
     if op not in CHECK_OPS:
         raise ValueError(f"op {op!r} is not one the input check runs ({', '.join(CHECK_OPS)})")
@@ -116,7 +166,7 @@ def _node(i: int, d: dict, arrays) -> Node:
         attrs[_str(k)] = tuple(v) if k in _TUPLE_ATTRS and isinstance(v, list) else v
     params = {}
     for k in _list(d["params"]):
-        a = arrays[f"check.{i}.{_str(k)}"]
+        a = arrays[f"{prefix}.{i}.{_str(k)}"]
         if not isinstance(a, np.ndarray) or a.dtype.kind != "f" or not np.all(np.isfinite(a)):
             raise ValueError(f"parameter {k!r} of node {i} is not a finite float array")
         params[k] = a

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from henn.ckks import open_backend
-from henn.ckks.values import Ciphertext, EvaluationKeys, GaloisKeys, RelinKey
+from henn.ckks.values import BootstrapKeys, Ciphertext, EvaluationKeys, GaloisKeys, RelinKey
 from henn.deploy.artefact import Artefact
 from henn.deploy.flood import check_bits, flood
 from henn.errors import InputError
@@ -49,9 +49,10 @@ class Client:
         return self.runtime.generate_keys()
 
     def key_blobs(self) -> list[bytes]:
-        """The evaluation keys a server needs, serialized (relinearization key, Galois keys)."""
+        """The evaluation keys a server needs, serialized (relinearization key, Galois keys, and the
+        bootstrapping keys of a bootstrapping program: gigabytes at N = 2^16)."""
         keys = self._keys()
-        return [self.backend.serialize(k) for k in (keys.relin, keys.galois) if k is not None]
+        return [self.backend.serialize(k) for k in (keys.relin, keys.galois, keys.bootstrap) if k is not None]
 
     def check(self, images) -> np.ndarray:
         """Images (B, *input_shape) as float64, refused (InputError) where the model file's input
@@ -100,19 +101,26 @@ class Server:
         return cls(Artefact.load(path), **options)
 
     def read_keys(self, blobs: Iterable[bytes]) -> EvaluationKeys:
-        """Evaluation keys from serialized objects: one relinearization key (if the program needs it)
-        and one set of Galois keys, nothing else."""
+        """Evaluation keys from serialized objects: one relinearization key (if the program needs it),
+        one set of Galois keys and, for a bootstrapping program, its bootstrapping keys; nothing else."""
         keys = EvaluationKeys()
+        slots = {RelinKey: "relin", GaloisKeys: "galois"}
+        if self.program.bootstraps:
+            slots[BootstrapKeys] = "bootstrap"
         for i, blob in enumerate(blobs):
             obj = self.backend.deserialize(blob)
-            slot = {RelinKey: "relin", GaloisKeys: "galois"}.get(type(obj))
+            slot = slots.get(type(obj))
             if slot is None or getattr(keys, slot) is not None:
                 what = "a second " + slot if slot else f"a {type(obj).__name__}"
                 raise InputError(
-                    f"key upload object {i} is {what}: upload one relinearization key and one set of "
-                    "Galois keys (Client.key_blobs()), nothing else"
+                    f"key upload object {i} is {what}: upload one relinearization key, one set of Galois keys and "
+                    "(bootstrapping programs) the bootstrapping keys (Client.key_blobs()), nothing else"
                 )
             setattr(keys, slot, obj)
+        if self.program.bootstraps and keys.bootstrap is None:
+            raise InputError(
+                "this model bootstraps: upload its bootstrapping keys too (Client.key_blobs() includes them)"
+            )
         return keys
 
     def open_session(self, keys: EvaluationKeys) -> runtime_server.Server:

@@ -33,6 +33,7 @@ from henn.runtime.executor import WEIGHTS
 from henn.runtime.memory import ciphertext_bytes, key_bytes, machine_budget, plaintext_bytes
 
 log = logging.getLogger(__name__)
+KEY_KINDS = ("relin_key", "galois_keys")  # a session's keys; and "bootstrap_keys" where the program bootstraps
 SPOOL_BYTES = 64 << 20  # a request body beyond this waits for its worker in a temporary file
 
 
@@ -125,8 +126,8 @@ class Service:
                 stream = ObjectStream(
                     self.server.backend,
                     sink,
-                    kinds=("relin_key", "galois_keys"),
-                    max_objects=2,
+                    kinds=KEY_KINDS + (("bootstrap_keys",) if self.server.program.bootstraps else ()),
+                    max_objects=len(KEY_KINDS) + int(self.server.program.bootstraps > 0),
                     max_bytes=self.info["max_bytes"]["keys"],
                 )
                 await self._receive(stream, body)
