@@ -3,7 +3,10 @@
 Understood: Conv, BatchNormalization, Gemm, MatMul (+ Add of a constant bias), the custom
 `henn.Poly` node (attributes coefficients, name, range), Mul(x, x) / Pow(x, 2) (squares),
 AveragePool / GlobalAveragePool, Flatten / Reshape to (batch, -1), Identity / Dropout (skipped),
-Constant, a trailing Softmax / LogSoftmax (dropped: logits are returned). Known non-polynomial
+Constant, a trailing Softmax / LogSoftmax (dropped: logits are returned); for residual networks, Add
+of two computed tensors (`add`) and Mul / Add by a per-channel constant (`channel_poly`), where
+(x*x)*a + x*b + c, the way a folded AESPA exports (henn.training.resnet), becomes one per-channel
+quadratic (_fuse_quadratics). Known non-polynomial
 activations (Relu, Sigmoid, ...) become `activation` nodes that approximate_activations rejects
 with a message; every other op is refused here, naming the layer.
 """
@@ -24,7 +27,8 @@ from henn.ir.ops import infer_shape
 log = logging.getLogger(__name__)
 
 SUPPORTED = ("Conv", "BatchNormalization", "Gemm", "MatMul(+Add)", "henn.Poly", "Mul(x,x)/Pow(x,2)",
-             "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Identity", "Dropout")
+             "Mul/Add by a per-channel constant", "Add of two tensors", "AveragePool", "GlobalAveragePool",
+             "Flatten", "Reshape", "Identity", "Dropout")
 _NONPOLY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "LeakyRelu": "leakyrelu", "Elu": "elu",
             "Softplus": "softplus", "HardSigmoid": "hardsigmoid", "Gelu": "gelu", "Selu": "selu",
             "PRelu": "prelu", "HardSwish": "hardswish", "Mish": "mish"}
@@ -113,11 +117,13 @@ class _Builder:
         while name in self.names:
             name, k = f"{layer}#{k}", k + 1
         self.names.add(name)
-        node = Node(op, name, [src], _clean(out_name), attrs or {}, params or {})
+        srcs = list(src) if isinstance(src, (list, tuple)) else [src]
+        node = Node(op, name, srcs, _clean(out_name), attrs or {}, params or {})
+        shapes = [self.values[v].shape for v in srcs]
         try:
-            shape = infer_shape(node, [self.values[src].shape])
+            shape = infer_shape(node, shapes)
         except Exception as exc:  # noqa: BLE001 - shape failures are the model's fault here
-            raise InputError(f"layer {layer!r} ({op}) cannot apply to shape {self.values[src].shape}: {exc}") from None
+            raise InputError(f"layer {layer!r} ({op}) cannot apply to shape(s) {shapes}: {exc}") from None
         self.values[node.output] = Value(node.output, tuple(shape))
         self.nodes.append(node)
         self.alias[out_name] = node.output
@@ -227,10 +233,17 @@ class _Builder:
 
     def _op_Add(self, node, a, layer, src) -> None:
         other = [i for i in node.input if i in self.consts]
+        if not other and len(node.input) == 2:  # a residual connection
+            self._emit("add", layer, [src, self._src(node.input[1], layer)], node.output[0])
+            return
         prev = self.nodes[-1] if self.nodes and self.nodes[-1].output == src else None
-        if len(other) != 1 or prev is None or prev.op not in ("linear", "conv2d"):
-            raise UnsupportedOperation(f"layer {layer!r} (Add) is supported only as the constant bias of the "
-                                       "preceding Gemm/MatMul/Conv (residual additions are not)")
+        if len(other) == 1 and (prev is None or prev.op not in ("linear", "conv2d")):
+            src = self._src(next(i for i in node.input if i not in self.consts), layer)
+            self._channel_affine(layer, src, node.output[0], scale=None, shift=self.consts[other[0]])
+            return
+        if len(other) != 1 or prev is None:
+            raise UnsupportedOperation(f"layer {layer!r} (Add) is supported as the constant bias of the preceding "
+                                       "Gemm/MatMul/Conv, a per-channel constant, or the sum of two computed tensors")
         c = self.consts[other[0]].reshape(-1)
         bias = prev.params["bias"]
         if c.size not in (1, bias.shape[0]):
@@ -253,7 +266,30 @@ class _Builder:
             self._emit("poly", layer, src, node.output[0], {"coefficients": (0.0, 0.0, 1.0), "name": "square",
                                                             "range": None})
             return
-        raise UnsupportedOperation(f"layer {layer!r} (Mul) is supported only as x*x (a square activation)")
+        consts = [i for i in node.input if i in self.consts]
+        if len(node.input) == 2 and len(consts) == 1:
+            src = self._src(next(i for i in node.input if i not in self.consts), layer)
+            self._channel_affine(layer, src, node.output[0], scale=self.consts[consts[0]], shift=None)
+            return
+        raise UnsupportedOperation(f"layer {layer!r} (Mul) is supported only as x*x (a square activation) or by a "
+                                   "per-channel constant")
+
+    def _channel_affine(self, layer, src, out, scale, shift) -> None:
+        """x * scale or x + shift with a scalar or per-channel constant: a degree-1 channel_poly."""
+        shape = self.values[src].shape
+        channels = shape[0]
+        coef = np.zeros((channels, 2))
+        coef[:, 1] = 1.0
+        for col, c in ((1, scale), (0, shift)):
+            if c is None:
+                continue
+            flat = np.asarray(c, np.float64).reshape(-1)
+            per_channel = flat.size == channels and c.shape[-len(shape) + 1:] in ((), (1,) * (len(shape) - 1))
+            if flat.size != 1 and not (per_channel and c.ndim <= len(shape) + 1):
+                raise UnsupportedOperation(f"layer {layer!r}: a constant of shape {c.shape} is neither a scalar nor "
+                                           f"one value per channel of {shape}")
+            coef[:, col] = flat if flat.size == channels else flat[0]
+        self._emit("channel_poly", layer, src, out, {}, {"coefficients": coef})
 
     def _op_Pow(self, node, a, layer, src) -> None:
         e = self.consts.get(node.input[1])
@@ -295,4 +331,36 @@ class _Builder:
 
     def finish(self, output: str) -> Graph:
         out = self._src(output, "output")
-        return Graph(self.input, out, self.nodes, self.values).verify()
+        return _fuse_quadratics(Graph(self.input, out, self.nodes, self.values).verify())
+
+
+def _fuse_quadratics(g: Graph) -> Graph:
+    """(x*x)*a + x*b [+ c], each a separate ONNX node, becomes one channel_poly a x^2 + b x + c of x
+    (one plaintext-times-ciphertext pair and one square instead of three products and two additions)."""
+    for add in [n for n in g.nodes if n.op == "add"]:
+        parts = [g.producer(v) for v in add.inputs]
+        if any(p is None or p.op != "channel_poly" or p.params["coefficients"][:, 0].any() for p in parts):
+            continue
+        sq = [g.producer(p.inputs[0]) for p in parts]
+        for i in (0, 1):  # which operand is the scaled square
+            s, lin = sq[i], parts[1 - i]
+            if s is None or s.op != "poly" or tuple(s.attrs["coefficients"]) != (0.0, 0.0, 1.0):
+                continue
+            if s.inputs[0] != lin.inputs[0] or any(len(g.consumers(v)) != 1 for v in (s.output, *add.inputs)):
+                continue
+            coef = np.stack([np.zeros(len(lin.params["coefficients"])), lin.params["coefficients"][:, 1],
+                             parts[i].params["coefficients"][:, 1]], 1)
+            last, nxt = add, g.next_node(add)
+            if nxt is not None and nxt.op == "channel_poly" and np.all(nxt.params["coefficients"][:, 1] == 1.0):
+                coef[:, 0] = nxt.params["coefficients"][:, 0]  # + c
+                last = nxt
+            fused = Node("channel_poly", add.name, [lin.inputs[0]], last.output, {}, {"coefficients": coef})
+            keep = {s.name, parts[0].name, parts[1].name, add.name, last.name}
+            at = g.nodes.index(last)
+            g.nodes[at] = fused
+            g.nodes = [n for n in g.nodes if n.name not in keep or n is fused]
+            for v in (s.output, *add.inputs, add.output):
+                if v != last.output:
+                    g.values.pop(v, None)
+            break
+    return g.verify()
