@@ -198,3 +198,13 @@ def test_a_chain_with_per_channel_polynomials_runs_multiplexed_and_batch_refuses
     assert program.input_pack["kind"] == "multi" and any(s.kind == StepKind.CHANNEL_POLY for s in program.steps)
     x = rng.uniform(0, 1, (1, 2, 6, 6))
     np.testing.assert_allclose(simulate(program, x), interpret.run(g, x), rtol=1e-9, atol=1e-9)
+
+
+def test_quadratics_after_a_wide_bootstrap_keep_their_scale(images):
+    """Inputs 32x larger: a bootstrap bound of ~2600 leaves the value at scale Delta / 2^12; each quadratic
+    must bring its output back to Delta (a square of that deficit would end in a failed rescale)."""
+    cm = _compiled("plain", BOOT, calibration=images * 32, bootstrap=True)
+    assert max(n.attrs["bound"] for n in cm.compiled.final.nodes if n.op == "bootstrap") > 1000
+    x = images[:2] * 32
+    ref = cm.reference(x)
+    assert np.abs(cm.run(x) - ref).max() < 1e-3 * np.abs(ref).max()

@@ -274,17 +274,25 @@ class Executor:
             a = self.ev.rescale(self.ev.multiply(a, 1.0, scale=float(self.backend.prime(a.level)) * b.scale / a.scale))
         return self.ev.add(self.ev.drop_to_level(a, level), self.ev.drop_to_level(b, level))
 
+    # A per-channel polynomial's leading coefficient is encoded at the scale that brings its output back to
+    # the parameters' default scale: after a bootstrap with bound B the input sits at scale Delta / B, and
+    # a square would otherwise square that deficit layer after layer (Delta / B^2, then Delta / B^4...).
+    MAX_COEFFICIENT_SCALE = 2.0**56  # |coefficient| * scale stays far below 2^63 when encoded
+    MIN_COEFFICIENT_SCALE = 2.0**30
+
     def _cpoly(self, i: int, step: Step, value):
         """Per-slot b x + c (degree 1) or (a x + b) x + c (degree 2): two plaintext products and one
         ciphertext product, two levels; each coefficient row is the one of its ciphertext."""
         coef, degree = step.arrays["coefficients"], int(step.attrs["degree"])
+        target, be = float(self.backend.params.default_scale), self.backend
 
         def encode(vec, ct, scale):
-            return self.backend.encode(self._expand(vec, step), level=ct.level, scale=scale)
+            return be.encode(self._expand(vec, step), level=ct.level, scale=scale)
 
         def one(k: int, x: Ciphertext) -> Ciphertext:
-            top = coef[degree][k]
-            y = self.ev.rescale(self.ev.multiply(x, encode(top, x, float(self.backend.prime(x.level)))))
+            q = float(be.prime(x.level)) * (float(be.prime(x.level - 1)) / x.scale if degree == 2 else 1.0)
+            t = min(max(target * q / x.scale, self.MIN_COEFFICIENT_SCALE), self.MAX_COEFFICIENT_SCALE)
+            y = self.ev.rescale(self.ev.multiply(x, encode(coef[degree][k], x, t)))
             if degree == 2:
                 y = self.ev.add(y, encode(coef[1][k], y, y.scale))
                 y = self.ev.rescale(self.ev.multiply(y, self.ev.drop_to_level(x, y.level)))
