@@ -18,6 +18,7 @@ import math
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -97,7 +98,7 @@ class CompiledModel:
         self.backend_name = backend
         self.activation_check = ranges.check_mode(activation_check)
         self.threads = None if threads is None else check_threads(threads)
-        self.timings: dict[str, float] = {}
+        self.timings: dict[str, Any] = {}  # seconds per phase; "steps": seconds per step kind
         self.observed_preactivation: list[float] | None = None  # per activation layer, from the model's .json
         self.calibrated_preactivation: dict[str, float] = {}     # per activation layer, from calibrate()
         self._sessions: dict[bool, tuple] = {}
@@ -153,12 +154,12 @@ class CompiledModel:
                       desc="henn"):
             cts = server.evaluate(client.encrypt(x[r.start:r.stop]), consume=True)  # frees the input early
             outs.append(client.decrypt(cts, len(r)))
+        steps = {k: t - kinds0.get(k, 0.0) for k, t in server.seconds_by_kind().items()}
         self.timings = {"images": len(x), "encode": client.seconds["encode"], "encrypt": client.seconds["encrypt"],
                         "evaluate": server.seconds["evaluate"], "decrypt": client.seconds["decrypt"],
                         "total": time.perf_counter() - t0, "keygen": client.seconds["keygen"],
                         "prepare": server.seconds["prepare"], "encrypted": bool(encrypted),
-                        "steps": {k: t - kinds0.get(k, 0.0) for k, t in server.seconds_by_kind().items()}}
-        self.timings["bootstrap"] = self.timings["steps"].get("bootstrap", 0.0)
+                        "steps": steps, "bootstrap": steps.get("bootstrap", 0.0)}
         out = np.concatenate(outs)
         return out.reshape(len(x), -1) if len(self.program.output_shape) == 1 else out
 

@@ -53,7 +53,8 @@ class Artefact:
         galois = bound("galois_keys", {"steps": list(p.rotation_steps), "conjugate": False})
         relin = bound("relin_key", {}) if p.relin else 0
         boot = 0
-        if p.bootstraps:  # over the bootstrapping modulus: the residual primes, the circuit's, its own specials
+        # bootstrapping keys live over the bootstrapping modulus: residual primes, the circuit's, its own specials
+        if p.bootstraps and params.bootstrap is not None:
             b = params.bootstrap
             boot = (
                 serialization.max_payload(

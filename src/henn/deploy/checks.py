@@ -18,19 +18,9 @@ import numpy as np
 from henn import ranges
 from henn.errors import SerializationError
 from henn.ir.graph import Graph, IRError, Node, Value
+from henn.ir.ops import OPS
 
-CHECK_OPS = (
-    "conv2d",
-    "batchnorm",
-    "poly",
-    "avgpool",
-    "sumpool",
-    "flatten",
-    "linear",
-    "bootstrap",
-    "add",
-    "channel_poly",
-)
+CHECK_OPS = tuple(op for op in OPS if op != "activation")  # all the interpreter runs but non-polynomials
 _COMPILER_ATTRS = ("packing", "rescale", "folded_gain", "levels")  # plans and level facts: not needed to interpret
 _TUPLE_ATTRS = ("stride", "pads", "kernel", "range", "coefficients")
 MAX_NODES = 4096
@@ -50,7 +40,7 @@ class InputChecks:
         cls, checked: Graph, intervals: dict[str, tuple[float, float] | None], mode: str, final: Graph | None = None
     ) -> InputChecks:
         boots = [n for n in final.nodes if n.op == "bootstrap"] if final is not None else []
-        bootstraps = _prefix(final, boots[-1]) if boots else None
+        bootstraps = _prefix(final, boots[-1]) if final is not None and boots else None
         polys = ranges.poly_layers(checked)
         if not polys:
             return cls(None, {}, mode, bootstraps)

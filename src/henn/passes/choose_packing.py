@@ -92,15 +92,15 @@ def _plan_multi(g: Graph, slots: int) -> None:
     if len(shape) != 3:
         raise UnsupportedOperation(f"single mode over several ciphertexts takes (C, H, W) images, got {shape}")
     base = tuple(shape[1:])
-    layouts = {g.input: multi.feature_layout(shape, base, slots)}
+    layouts: dict[str, Layout | None] = {g.input: multi.feature_layout(shape, base, slots)}
     for unit in units(g):
         head = unit[0]
         if head.op in ("poly", "channel_poly"):
             layouts[head.output] = layouts[head.inputs[0]]
         elif head.op == "add":
-            layouts[head.output] = _same_layout(head, *(layouts[v] for v in head.inputs))
+            layouts[head.output] = _same_layout(head, *(_held(layouts, v) for v in head.inputs))
         elif head.op in LINEAR_OPS or (len(unit) > 1 and unit[-1].op in LINEAR_OPS):
-            layouts.update(_plan_unit(g, unit, layouts[head.inputs[0]], base, slots))
+            layouts.update(_plan_unit(g, unit, _held(layouts, head.inputs[0]), base, slots))
         else:
             raise UnsupportedOperation(
                 f"layer {head.name!r} ({head.op}): single mode needs a Conv/Gemm after every pool and flatten "
@@ -114,7 +114,8 @@ def _plan_multi(g: Graph, slots: int) -> None:
 def _plan_unit(g: Graph, seg: list[Node], layout: Layout, base, slots: int) -> dict[str, Layout | None]:
     """Plan a Conv/Gemm segment (a 2x2 pool before a conv by rotations where the layout allows);
     the layout of each value it makes (None: composed into the next matrix, never held)."""
-    main, shape, made = seg[-1], g.shape(seg[0].inputs[0]), {}
+    main, shape = seg[-1], g.shape(seg[0].inputs[0])
+    made: dict[str, Layout | None] = {}
     pooled = multi.pool_plan(layout, seg[0], shape) if main.op == "conv2d" and len(seg) == 2 else None
     if pooled is not None:  # pool by rotations, then the conv on the sparser layout
         seg[0].attrs["packing"], layout = pooled
@@ -125,6 +126,14 @@ def _plan_unit(g: Graph, seg: list[Node], layout: Layout, base, slots: int) -> d
     made.update({n.output: None for n in seg[:-1]})
     made[main.output] = out
     return made
+
+
+def _held(layouts: dict[str, Layout | None], value: str) -> Layout:
+    """The layout of a value that exists in ciphertexts (not one composed into the next matrix)."""
+    layout = layouts[value]
+    if layout is None:
+        raise AssertionError(f"value {value!r} was composed into a matrix, yet a later layer reads it")
+    return layout
 
 
 def _same_layout(node: Node, a: Layout, b: Layout) -> Layout:
