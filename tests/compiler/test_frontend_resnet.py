@@ -86,6 +86,6 @@ def test_residual_and_per_channel_errors(tmp_path):
                  helper.make_node("Mul", ["c", "d"], ["y"])], {"w": w}, [1, 3, 4, 4])
     with pytest.raises(UnsupportedOperation, match="Mul"):
         load_model(two)
-    odd = model([helper.make_node("Mul", ["x", "k"], ["y"])], {"k": np.ones((1, 2, 4, 1))}, [1, 2, 4, 4])
+    odd = model([helper.make_node("Mul", ["x", "k"], ["y"])], {"k": np.arange(8.0).reshape(1, 2, 4, 1)}, [1, 2, 4, 4])
     with pytest.raises(UnsupportedOperation, match="neither a scalar nor one value per channel"):
         load_model(odd)

@@ -162,25 +162,21 @@ def _bsgs_step(main: Node, level: int, diags: bsgs.Diagonals, plan: BsgsPlan, bi
 
 def _single(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
     if g.values[g.input].meta["layout"].spans_ciphertexts:
-        return _multi(g), _input_pack(g), g.values[g.output].meta["layout"].elem.copy()
-    steps: list[Step] = []
-    shape = g.input_shape
-    for seg in segments(g):
-        if not seg:
-            continue
-        if seg[0].op == "bootstrap":
-            steps.append(_bootstrap(g, seg[0]))
-        elif seg[0].op == "poly":
-            steps += _act(g, seg[0])
-        elif any(n.op in LINEAR_OPS for n in seg):
-            steps += _segment_steps(g, seg, shape)
-        shape = g.shape(seg[-1].output)
+        steps = _multi(g)
+    else:  # segments without a Conv/Gemm (a lone flatten) lower to nothing
+        lowered = [seg for seg in segments(g) if seg and (seg[0].op in ("bootstrap", "poly") or _linear(seg))]
+        steps = [step for seg in lowered for step in _unit_steps(g, seg)]
     return steps, _input_pack(g), g.values[g.output].meta["layout"].elem.copy()
 
 
-def _segment_steps(g: Graph, seg: list[Node], shape) -> list[Step]:
+def _linear(seg: list[Node]) -> bool:
+    return any(n.op in LINEAR_OPS for n in seg)
+
+
+def _segment_steps(g: Graph, seg: list[Node]) -> list[Step]:
     """A pool by rotations (where planned), then the segment's one linear transform."""
     steps = []
+    shape = g.shape(seg[0].inputs[0])
     pool = seg[0].attrs.get("packing")
     if isinstance(pool, RotationPoolPlan):
         steps.append(
@@ -215,6 +211,7 @@ def _multi(g: Graph) -> list[Step]:
 
 
 def _unit_steps(g: Graph, unit: list[Node]) -> list[Step]:
+    """The steps of one packing unit (or single-ciphertext segment): its head decides the kind."""
     head = unit[0]
     if head.op == "bootstrap":
         return [_bootstrap(g, head)]
@@ -222,13 +219,13 @@ def _unit_steps(g: Graph, unit: list[Node]) -> list[Step]:
         return _act(g, head)
     if head.op == "channel_poly":
         return [_channel_poly(g, head)]
-    return _segment_steps(g, unit, g.shape(head.inputs[0]))
+    return _segment_steps(g, unit)
 
 
 def _channel_poly(g: Graph, node: Node) -> Step:
     """Each channel's coefficients in the slots of its elements (0 in unused slots)."""
     lay, shape = g.values[node.inputs[0]].meta["layout"], g.shape(node.inputs[0])
-    degree = {1: 1, 2: 2}[node.attrs["levels"]]
+    degree = node.attrs["degree"]
     coef = np.zeros((shape[0], degree + 1))
     given = node.params["coefficients"][:, : degree + 1]
     coef[:, : given.shape[1]] = given

@@ -277,19 +277,25 @@ class _Builder:
     def _channel_affine(self, layer, src, out, scale, shift) -> None:
         """x * scale or x + shift with a scalar or per-channel constant: a degree-1 channel_poly."""
         shape = self.values[src].shape
-        channels = shape[0]
-        coef = np.zeros((channels, 2))
+        coef = np.zeros((shape[0], 2))
         coef[:, 1] = 1.0
         for col, c in ((1, scale), (0, shift)):
-            if c is None:
-                continue
-            flat = np.asarray(c, np.float64).reshape(-1)
-            per_channel = flat.size == channels and c.shape[-len(shape) + 1:] in ((), (1,) * (len(shape) - 1))
-            if flat.size != 1 and not (per_channel and c.ndim <= len(shape) + 1):
-                raise UnsupportedOperation(f"layer {layer!r}: a constant of shape {c.shape} is neither a scalar nor "
-                                           f"one value per channel of {shape}")
-            coef[:, col] = flat if flat.size == channels else flat[0]
+            if c is not None:
+                coef[:, col] = self._per_channel(layer, c, shape)
         self._emit("channel_poly", layer, src, out, {}, {"coefficients": coef})
+
+    @staticmethod
+    def _per_channel(layer, c: np.ndarray, shape) -> np.ndarray:
+        """One value per channel of a constant that broadcasts onto (1, *shape) without varying inside a
+        channel (a scalar, (C, 1, 1), (1, C, 1, 1), ...: numpy and ONNX broadcasting)."""
+        try:
+            full = np.broadcast_to(c, (1, *shape))[0].reshape(shape[0], -1)
+        except ValueError:
+            full = None
+        if full is None or not np.all(full == full[:, :1]):
+            raise UnsupportedOperation(f"layer {layer!r}: a constant of shape {c.shape} is neither a scalar nor "
+                                       f"one value per channel of {shape}")
+        return full[:, 0]
 
     def _op_Pow(self, node, a, layer, src) -> None:
         e = self.consts.get(node.input[1])

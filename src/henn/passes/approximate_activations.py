@@ -46,12 +46,14 @@ def run(graph: Graph, options=None) -> Graph:
         if n.op == "poly" and "form" not in n.attrs:
             n.attrs.update(decompose(n.attrs["coefficients"], n.name))
         if n.op == "channel_poly":
-            n.attrs["levels"] = channel_poly_levels(n.params["coefficients"], n.name)
+            degree = channel_poly_degree(n.params["coefficients"], n.name)
+            n.attrs.update(degree=degree, levels=CPOLY_LEVELS[degree])
     return g
 
 
-def channel_poly_levels(coefficients: np.ndarray, layer: str) -> int:
-    """Levels of a per-channel polynomial (henn.program's cpoly step: b x + c, or (a x + b) x + c)."""
+def channel_poly_degree(coefficients: np.ndarray, layer: str) -> int:
+    """The degree a per-channel polynomial is evaluated at (henn.program's cpoly step: b x + c, or
+    (a x + b) x + c; a constant counts as degree 1)."""
     if not np.all(np.isfinite(coefficients)):
         raise InputError(
             f"layer {layer!r}: per-channel polynomial coefficients are not finite: the model is "
@@ -64,7 +66,7 @@ def channel_poly_levels(coefficients: np.ndarray, layer: str) -> int:
             f"layer {layer!r}: per-channel polynomials of degree {degree} are not supported "
             f"(degrees {', '.join(map(str, CPOLY_LEVELS))}: AESPA folds to degree 2)"
         )
-    return CPOLY_LEVELS[degree]
+    return degree
 
 
 def check_poly(attrs: dict, layer: str) -> None:

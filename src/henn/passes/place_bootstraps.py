@@ -96,8 +96,7 @@ def levels_used(g: Graph) -> dict[str, int]:
     used = {g.input: 0}
     for n in g.nodes:
         if n.op == "add":
-            a, b = (used[v] for v in n.inputs)
-            used[n.output] = max(a, b) + (a == b)
+            used[n.output] = plan_levels.joined_levels(*(used[v] for v in n.inputs))
         else:
             used[n.output] = used[n.inputs[0]] + node_levels(n)
     return used

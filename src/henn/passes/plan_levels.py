@@ -85,4 +85,9 @@ def _add_levels(g: Graph, n, used: dict, scale: dict, run_of: dict) -> tuple[int
             "only where every branch has joined"
         )
     lower = a if used[a] >= used[b] else b
-    return max(used[a], used[b]) + (used[a] == used[b]), scale[lower]
+    return joined_levels(used[a], used[b]), scale[lower]
+
+
+def joined_levels(a: int, b: int) -> int:
+    """Levels used after adding operands that used a and b: the deeper one's, one more where equal."""
+    return max(a, b) + (a == b)
