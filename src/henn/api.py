@@ -32,7 +32,7 @@ from henn.passes import CompileOptions
 from henn.ranges import check_bootstraps
 from henn.runtime import Client, Server
 from henn.runtime.inputs import check_images
-from henn.runtime.memory import check_memory, machine_budget
+from henn.runtime.memory import check_memory, machine_budget, return_freed_memory
 from henn.runtime.parallel import check_threads
 
 log = logging.getLogger(__name__)
@@ -218,6 +218,7 @@ class CompiledModel:
             del client, server, backend
         for backend in backends:
             backend.close()
+        return_freed_memory()
 
     def __enter__(self):
         return self
