@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
 from deploy_support import ZOO, ServerProcess, compile_file, digits
 
+import henn
 from henn import cli
 from henn.deploy import Artefact, Client, Server
 from henn.deploy.flood import check_bits
@@ -80,3 +83,48 @@ def test_flooding_hides_the_low_bits_and_keeps_the_predictions(tmp_path):
     for bad in (0, 41, 2.5, True):
         with pytest.raises(InputError):
             check_bits(bad)
+
+
+def test_compile_places_bootstraps_from_calibration_inputs(tmp_path, capsys):
+    images, _ = digits(203)
+    np.save(tmp_path / "cal.npy", images[:200])
+    path = tmp_path / "deep.henn"
+    argv = ["compile", str(ZOO), "--input-shape", "1,28,28", "--backend", "plain", "--params", "insecure_boot_n12"]
+    assert cli.main([*argv, "--bootstrap", "--calibration", str(tmp_path / "cal.npy"), "--out", str(path)]) == 0
+    art = Artefact.load(path)
+    out = capsys.readouterr().out
+    assert f"{art.program.bootstraps} bootstraps placed (ranges from 200 calibration inputs)" in out
+    assert art.program.bootstraps >= 2 and art.checks.bootstraps is not None
+    client, server = Client.load(path), Server.load(path)
+    client.generate_keys()
+    session = server.open_session(server.read_keys(client.key_blobs()))
+    x = images[200:203]  # not among the calibration inputs
+    got = np.concatenate([client.decrypt(server.evaluate(session, client.encrypt(x[i : i + 1])), 1) for i in range(3)])
+    ref = henn.compile(str(ZOO), (1, 28, 28), backend="plain").reference(x)
+    assert np.abs(got - ref).max() < 0.05 and (got.argmax(1) == ref.argmax(1)).all()
+    with pytest.raises(InputError, match="beyond the bound"):  # the file's own bootstrap bound check
+        dataclasses.replace(art.checks, mode="off").run(x * 40.0)
+
+
+@pytest.mark.parametrize(
+    "calibration, message",
+    [
+        (None, "--bootstrap needs --calibration"),
+        (np.zeros((4, 28, 28)), r"have shape \(4, 28, 28\): give \(n, 1, 28, 28\)"),
+        (np.full((2, 1, 28, 28), np.nan), "NaN or infinite"),
+        (np.array(["a", "b"]), "give real numbers|have shape"),
+        (b"not a numpy file", "cannot read calibration inputs"),
+    ],
+)
+def test_compile_refuses_missing_or_bad_calibration_inputs(tmp_path, capsys, calibration, message):
+    argv = ["compile", str(ZOO), "--input-shape", "1,28,28", "--backend", "plain", "--params", "insecure_boot_n12"]
+    argv += ["--bootstrap", "--out", str(tmp_path / "m.henn")]
+    if isinstance(calibration, bytes):
+        (tmp_path / "c.npy").write_bytes(calibration)
+        argv += ["--calibration", str(tmp_path / "c.npy")]
+    elif calibration is not None:
+        np.save(tmp_path / "c.npy", calibration)
+        argv += ["--calibration", str(tmp_path / "c.npy")]
+    assert cli.main(argv) == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / "m.henn").exists()

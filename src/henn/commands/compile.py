@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
+
 from henn.cli_args import output_file
+from henn.errors import InputError
 
 
 def shape(text: str) -> tuple[int, ...]:
@@ -16,6 +19,25 @@ def shape(text: str) -> tuple[int, ...]:
     if not dims or any(d < 1 or d > 1 << 16 for d in dims):
         raise argparse.ArgumentTypeError(f"{text!r}: give positive integers separated by commas, e.g. 1,28,28")
     return dims
+
+
+def load_calibration(path: Path, input_shape: tuple[int, ...]) -> np.ndarray:
+    """Sample inputs from a .npy file, checked before the compiler sees them."""
+    try:
+        x = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot read calibration inputs from {path}: {e}; give a .npy written by numpy.save") from e
+    if x.shape[1:] != input_shape or len(x) == 0:
+        raise InputError(
+            f"calibration inputs in {path} have shape {x.shape}: give (n, {', '.join(map(str, input_shape))}), "
+            "n >= 1, matching --input-shape"
+        )
+    if not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
+        raise InputError(f"calibration inputs in {path} are {x.dtype}: give real numbers")
+    x = x.astype(np.float64)
+    if not np.isfinite(x).all():
+        raise InputError(f"calibration inputs in {path} hold NaN or infinite values: give finite sample inputs")
+    return x
 
 
 def register(sub) -> None:
@@ -30,6 +52,21 @@ def register(sub) -> None:
         help="single: one image per request (latency); batch: many images per request (throughput)",
     )
     p.add_argument("--params", default=None, metavar="PRESET", help="a parameter preset (default: from the depth)")
+    p.add_argument(
+        "--bootstrap",
+        action="store_true",
+        help="place bootstraps where the model is deeper than the parameters (lattigo, plain; default preset "
+        "boot-n16); needs --calibration",
+    )
+    p.add_argument(
+        "--calibration",
+        type=Path,
+        default=None,
+        metavar="NPY",
+        help="a .npy of sample inputs like the training data, shape (n, *input-shape): they set the bootstraps' "
+        "ranges, the range of activations without a fitted one and, without --bootstrap or --params, the "
+        "parameters (the smallest secure set that keeps their predictions)",
+    )
     p.add_argument("--out", type=output_file, required=True, help="the model file to write (e.g. model.henn)")
     p.set_defaults(handler=run)
 
@@ -41,7 +78,18 @@ def run(args) -> int:
     from henn.deploy.checks import InputChecks
 
     params = presets.get(args.params) if args.params else None
-    cm = henn.compile(str(args.model), args.input_shape, backend=args.backend, mode=args.mode, params=params)
+    if args.bootstrap and args.calibration is None:
+        raise InputError("--bootstrap needs --calibration FILE.npy: sample inputs that set each bootstrap's range")
+    calibration = None if args.calibration is None else load_calibration(args.calibration, args.input_shape)
+    cm = henn.compile(
+        str(args.model),
+        args.input_shape,
+        backend=args.backend,
+        mode=args.mode,
+        params=params,
+        bootstrap=args.bootstrap,
+        calibration=calibration,
+    )
     checks = InputChecks.from_compiled(
         cm.compiled.checked, cm.activation_intervals(), cm.activation_check, cm.compiled.final
     )
@@ -50,6 +98,11 @@ def run(args) -> int:
     d = artefact.describe()
     mib = lambda b: f"{b / 2**20:.1f} MiB"
     print(f"wrote {args.out} ({mib(size)}): {cm.describe()}")
+    if cm.program.bootstraps and calibration is not None:
+        print(
+            f"  {cm.program.bootstraps} bootstraps placed (ranges from {len(calibration)} calibration inputs); "
+            f"bootstrapping keys to upload: at most {mib(d['max_bytes']['bootstrap_keys'])}"
+        )
     print(
         f"  evaluation keys to upload: at most {mib(d['max_bytes']['keys'])} "
         f"({len(d['rotation_steps'])} rotation keys{', relinearization key' if d['relin'] else ''})"
