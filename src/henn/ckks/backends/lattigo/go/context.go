@@ -264,13 +264,9 @@ func (c *ctxObj) encode(re, im []float64, level int, scale float64) (*ptObj, err
 	if err := checkScale(scale); err != nil {
 		return nil, err
 	}
-	values := make([]complex128, slots)
-	for i := range values {
-		values[i] = complex(re[i], im[i])
-	}
 	pt := ckks.NewPlaintext(c.params, level)
 	pt.Scale = rlwe.NewScale(scale)
-	if err := c.ecd.Encode(values, pt); err != nil {
+	if err := c.embed(re, im, pt); err != nil {
 		return nil, err
 	}
 	return &ptObj{c: c, pt: pt}, nil
