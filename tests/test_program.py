@@ -13,6 +13,7 @@ from henn.ckks import ParametersLiteral, presets
 from henn.compiler.driver import compile_model
 from henn.errors import SecurityError, SerializationError
 from henn.frontend.onnx_build import build_cnn, mnist_layers
+from henn.packing import bsgs
 from henn.passes import CompileOptions
 from henn.program import Program, ProgramError, Step, StepKind
 
@@ -63,10 +64,31 @@ def test_verify_names_what_breaks_the_contract(single):
         ),
         "not a valid form": _with_step(single, 1, attrs={**single.steps[1].attrs, "form": "__class__"}),
         "BSGS tables do": _with_step(single, bsgs, attrs={**single.steps[bsgs].attrs, "fold": 10**9}),
+        "BSGS tables do not": _with_step(  # a code past its palette
+            single, bsgs, arrays={**single.steps[bsgs].arrays, "palette": single.steps[bsgs].arrays["palette"][:, :1]}
+        ),
+        "unsigned integer": _with_step(
+            single,
+            bsgs,
+            arrays={**single.steps[bsgs].arrays, "codes": single.steps[bsgs].arrays["codes"].astype(float)},
+        ),
     }
     for message, broken in cases.items():
         with pytest.raises(ProgramError, match=message):
             broken.verify()
+
+
+def test_diagonals_are_kept_as_lossless_palette_codes():
+    rng = np.random.default_rng(0)
+    conv_like = np.repeat(rng.normal(size=(5, 64)), 128, axis=1) * (rng.uniform(size=(5, 64 * 128)) < 0.9)
+    dense = rng.normal(size=(3, 4096))  # every value distinct: 16-bit codes
+    for rows, dtype in ((conv_like, np.uint8), (dense, np.uint16), (np.zeros((2, 8)), np.uint8)):
+        codes, palette = bsgs.palette_rows(rows)
+        assert codes.dtype == dtype and codes.shape == rows.shape and len(palette) == len(rows)
+        step = Step(StepKind.BSGS, "t", 0, arrays={"codes": codes, "palette": palette})
+        for r in range(len(rows)):
+            np.testing.assert_array_equal(program_module.weight_vector(step, r), rows[r])  # bit for bit
+    assert bsgs.palette_rows(conv_like)[0].nbytes * 8 == conv_like.nbytes
 
 
 def test_insecure_parameters_come_only_from_an_existing_insecure_preset(single):

@@ -4,7 +4,7 @@ alone, for every step kind."""
 import numpy as np
 
 from henn.ir.interpret import core
-from henn.program import Program, StepKind
+from henn.program import Program, StepKind, weight_vector
 from henn.runtime.client import Client
 
 
@@ -19,7 +19,7 @@ def _bsgs(step, vecs, slots):
     for ko in range(a["cts_out"]):
         y = np.zeros(slots)
         for k, _, g, b, v in step.arrays["entries"][step.arrays["entries"][:, 1] == ko]:
-            d = _expand(step.arrays["vectors"][v], stride, slots)
+            d = _expand(weight_vector(step, v), stride, slots)
             y = y + np.roll(d * np.roll(vecs[k], -b * stride), -g * stride)
         for i in range(a["fold"]):
             y = y + np.roll(y, -(a["fold_stride"] << i))

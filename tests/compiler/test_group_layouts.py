@@ -17,7 +17,7 @@ from henn.packing import grouped, matrices
 from henn.packing.bsgs import split
 from henn.packing.memory import batch_plaintext_bytes
 from henn.passes import CompileOptions, group_batch, run_pipeline
-from henn.program import Program, StepKind
+from henn.program import Program, StepKind, weight_count
 
 
 def _params(depth: int = 7, log_n: int = 11):
@@ -131,5 +131,5 @@ def test_lowered_grouped_steps_reproduce_the_model(group, rng):
     x = rng.uniform(0, 1, (3, 3, 8, 8))
     np.testing.assert_allclose(simulate(program, x), interpret.run(c.reference, x), atol=1e-9)
     n = program.params.n  # the estimate that chose G bounds the distinct diagonals actually encoded
-    actual = sum(len(s.arrays["vectors"]) * 8 * n * (s.level + 1) for s in program.steps if s.kind == StepKind.BSGS)
+    actual = sum(weight_count(s) * 8 * n * (s.level + 1) for s in program.steps if s.kind == StepKind.BSGS)
     assert actual <= batch_plaintext_bytes(c.final, group, n) <= 3 * actual

@@ -139,6 +139,7 @@ def _bsgs_step(main: Node, level: int, diags: bsgs.Diagonals, plan: BsgsPlan, bi
     per_ct = np.where(out.elem >= 0, bias[np.maximum(out.elem, 0)], 0.0).reshape(plan.cts_out, -1)
     per_ct = np.tile(per_ct, (1, diags.length // per_ct.shape[1]))  # a hybrid output block repeats
     biases, bias_index = bsgs.unique_rows(per_ct)
+    codes, palette = bsgs.palette_rows(t.vectors)
     return Step(
         StepKind.BSGS,
         main.name,
@@ -153,7 +154,8 @@ def _bsgs_step(main: Node, level: int, diags: bsgs.Diagonals, plan: BsgsPlan, bi
         },
         {
             "entries": t.entries,
-            "vectors": t.vectors,
+            "codes": codes,
+            "palette": palette,
             "biases": biases,
             "bias_index": bias_index.reshape(-1).astype(np.int64),
         },

@@ -29,7 +29,7 @@ from henn.deploy.store import SessionRecord, SessionStore
 from henn.deploy.wire import ObjectStream, read_frames
 from henn.errors import BusyError, CapacityError, HennError, InputError, TooLargeError
 from henn.runtime import server as runtime_server
-from henn.runtime.executor import WEIGHTS
+from henn.program import WEIGHT_KINDS, weight_count
 from henn.runtime.memory import ciphertext_bytes, key_bytes, machine_budget, plaintext_bytes
 
 log = logging.getLogger(__name__)
@@ -75,9 +75,7 @@ class Service:
         self.model_id = server.artefact.digest or hashlib.sha256(program.to_bytes()).hexdigest()
         self.info = server.artefact.describe()
         weights = sum(
-            len(s.arrays[WEIGHTS[s.kind]]) * plaintext_bytes(backend, s.level)
-            for s in program.steps
-            if s.kind in WEIGHTS
+            weight_count(s) * plaintext_bytes(backend, s.level) for s in program.steps if s.kind in WEIGHT_KINDS
         )
         self.session_cost = key_bytes(program, backend) + weights
         self.session_budget = self.limits.memory_budget - self.limits.workers * ciphertext_bytes(program, backend)

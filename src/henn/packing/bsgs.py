@@ -103,6 +103,29 @@ def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows[np.unique(index, return_index=True)[1]], index
 
 
+def palette_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows as (codes, palette), losslessly: rows[r] == palette[r][codes[r]]. Codes are uint8 when no
+    row has more than 256 distinct values (a convolution's diagonal: one weight per channel block and
+    zeros), else uint16 (a row has at most 2^16 slots); palettes are zero-padded to the widest. Rows
+    are piecewise constant, so only the values that start a run are ranked."""
+    u, n = rows.shape
+    if not rows.size:
+        return np.zeros(rows.shape, np.uint8), np.zeros((u, 1))
+    starts = np.ones(rows.shape, bool)
+    starts[:, 1:] = rows[:, 1:] != rows[:, :-1]
+    at = np.flatnonzero(starts)  # every row's first slot starts a run, so no run crosses rows
+    values = rows.reshape(-1)[at]
+    bounds = np.searchsorted(at, np.arange(u + 1) * n)
+    found = [np.unique(values[lo:hi], return_inverse=True) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    width = max(len(v) for v, _ in found)
+    palette = np.zeros((u, width))
+    run_code = np.empty(len(at), np.uint8 if width <= 256 else np.uint16)
+    for r, ((v, inverse), lo, hi) in enumerate(zip(found, bounds[:-1], bounds[1:])):
+        palette[r, : len(v)] = v
+        run_code[lo:hi] = inverse.reshape(-1)
+    return np.repeat(run_code, np.diff(at, append=rows.size)).reshape(u, n), palette
+
+
 def assemble(diags: Diagonals, plan: BsgsSplit) -> Assembled:
     key = diags.key
     baby = plan.baby_of(key[:, 2])

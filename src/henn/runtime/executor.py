@@ -20,12 +20,11 @@ from henn.ckks.values import Ciphertext, EvaluationKeys
 from henn.errors import InputError, UnsupportedOperation
 from henn.kernels.activation import act_core
 from henn.kernels.bsgs import Transform, evaluate
-from henn.program import REGISTER_KINDS, Program, Step, StepKind
+from henn.program import REGISTER_KINDS, WEIGHT_KINDS, Program, Step, StepKind, weight_count, weight_vector
 from henn.runtime.memory import plaintext_budget, plaintext_bytes
 from henn.runtime.parallel import Parallel
 
 log = logging.getLogger(__name__)
-WEIGHTS = {StepKind.TAPS: "weight", StepKind.BSGS: "vectors"}  # the arrays encoded as weight plaintexts
 
 
 class Executor:
@@ -65,28 +64,24 @@ class Executor:
         program holds gigabytes of diagonals). Returns the seconds it took."""
         t0 = time.perf_counter()
         left = plaintext_budget(self.program, self.backend) if budget is None else budget
-        steps = [(i, s) for i, s in enumerate(self.program.steps) if s.kind in WEIGHTS]
-        steps.sort(key=lambda item: -len(item[1].arrays.get("entries", ())) / max(1, len(self._weights(item[1]))))
+        steps = [(i, s) for i, s in enumerate(self.program.steps) if s.kind in WEIGHT_KINDS]
+        steps.sort(key=lambda item: -len(item[1].arrays.get("entries", ())) / max(1, weight_count(item[1])))
         for i, step in steps:
-            vecs = self._weights(step)
-            need = len(vecs) * plaintext_bytes(self.backend, step.level)
+            count = weight_count(step)
+            need = count * plaintext_bytes(self.backend, step.level)
             if need > left:
                 log.info(
                     "layer %s: %d plaintexts (%.1f GiB) beyond the cache budget, encoded on the fly",
                     step.name,
-                    len(vecs),
+                    count,
                     need / 2**30,
                 )
                 self._streamed.add(i)
                 continue
             left -= need
-            self._plain[i] = self.pool.map(lambda v, s=step: self._encode_weights(v, s), vecs)
+            self._plain[i] = self.pool.map(lambda r, s=step: self._encode_weights(weight_vector(s, r), s), range(count))
         self.prepared = True
         return time.perf_counter() - t0
-
-    @staticmethod
-    def _weights(step: Step) -> np.ndarray:
-        return step.arrays[WEIGHTS[step.kind]]
 
     def _weight(self, i: int, step: Step, row: int):
         if i not in self._streamed:
@@ -96,7 +91,7 @@ class Executor:
                 self._step_uses.update(enumerate(self._uses(step)))
             pt = self._step_plain.get(row)
         if pt is None:
-            pt = self._encode_weights(self._weights(step)[row], step)
+            pt = self._encode_weights(weight_vector(step, row), step)
         with self._lock:
             self._step_uses[row] -= 1
             if self._step_uses[row] > 0:
@@ -109,8 +104,8 @@ class Executor:
     def _uses(step: Step) -> np.ndarray:
         """How many times the step reads each weight vector."""
         if step.kind == StepKind.BSGS:
-            return np.bincount(step.arrays["entries"][:, 4], minlength=len(step.arrays["vectors"]))
-        return np.ones(len(step.arrays[WEIGHTS[step.kind]]), np.int64)
+            return np.bincount(step.arrays["entries"][:, 4], minlength=weight_count(step))
+        return np.ones(weight_count(step), np.int64)
 
     def _expand(self, vec: np.ndarray, step: Step) -> np.ndarray:
         """A step's vector over all slots: each entry repeated for the `stride` interleaved images of
