@@ -6,9 +6,11 @@ bootstrapped `--repeats` times with the two EvalMod halves on two goroutines ("h
 after the other ("sequential"), then two ciphertexts at once from two Python threads ("pair": the
 throughput of a layer with several ciphertexts). Precision: -log2 of the largest error over the
 slots (and of the mean error). Medians of the repeats; the machine's load before the run is
-recorded, since a shared 2-core machine distorts everything that runs beside it.
+recorded, since a shared 2-core machine distorts everything that runs beside it. `--dft keep` keeps
+Lattigo's encoded CoeffsToSlots/SlotsToCoeffs matrices for the whole run instead of encoding each
+factor when it runs (the preset's stream_dft, default): "sequential" is then Lattigo's own circuit.
 
-    .venv/bin/python benchmarks/bootstrap.py --out results/bootstrap.json
+    .venv/bin/python benchmarks/bootstrap.py --out results/bootstrap.json [--dft keep]
 """
 
 from __future__ import annotations
@@ -46,14 +48,22 @@ def _bits(x: np.ndarray, y: np.ndarray) -> dict:
     return {"max_error_bits": float(-np.log2(err.max())), "mean_error_bits": float(-np.log2(err.mean()))}
 
 
-def run(preset: str, repeats: int) -> dict:
+def run(preset: str, repeats: int, dft: str = "preset") -> dict:
+    import dataclasses
+
     import psutil
+
+    from henn.ckks import Parameters
 
     busy = psutil.cpu_percent(interval=1.0) / 100.0
     params = presets.get(preset)
+    if dft != "preset":
+        lit = params.literal()
+        boot = dataclasses.replace(lit.bootstrap, stream_dft=dft == "stream")
+        params = Parameters.from_literal(dataclasses.replace(lit, bootstrap=boot), name=f"{preset} ({dft} DFT)")
     be = open_backend("lattigo", params)
     out = {"preset": preset, "params": params.describe(), "bootstrap_info": be.bootstrap_info,
-           "cpu_busy_before": busy}
+           "stream_dft": params.bootstrap.literal.stream_dft, "cpu_busy_before": busy}
     t0 = time.perf_counter()
     sk, keys = be.generate_keys(bootstrap=True)
     out["keygen_s"] = time.perf_counter() - t0
@@ -85,10 +95,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default=presets.DEFAULT_BOOTSTRAP)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--dft", choices=("preset", "stream", "keep"), default="preset",
+                    help="encode the DFT factors when they run (stream) or keep them encoded (keep)")
     ap.add_argument("--out", default="results/bootstrap.json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    result = run(args.preset, args.repeats)
+    result = run(args.preset, args.repeats, args.dft)
     write_json(args.out, result)
     log.info("peak RSS %.2f GiB; written to %s", result["peak_rss_gib"], args.out)
     return 0

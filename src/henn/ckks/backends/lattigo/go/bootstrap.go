@@ -28,6 +28,7 @@ type btpLiteral struct {
 	DoubleAngle       int     `json:"double_angle"`
 	Mod1InvDegree     int     `json:"mod1_inv_degree"`
 	KeysAtUsageLevels bool    `json:"keys_at_usage_levels"`
+	StreamDFT         bool    `json:"stream_dft"`
 }
 
 // btpInfo reports what the bootstrapping parameters came to (read by the Python backend,
@@ -48,9 +49,11 @@ type btpInfo struct {
 // btpKeyObj holds the bootstrapping evaluation keys (public: made under the client's secret, they
 // cannot decrypt) and the evaluator built on them.
 type btpKeyObj struct {
-	c    *ctxObj
-	keys *bootstrapping.EvaluationKeys
-	eval *bootstrapping.Evaluator
+	c      *ctxObj
+	keys   *bootstrapping.EvaluationKeys
+	eval   *bootstrapping.Evaluator
+	stream *dftDiagonals // nil: the evaluator keeps its encoded DFT matrices (bootstrap_stream.go)
+	ecd    *ckks.Encoder // over the bootstrapping parameters, for streamed DFT factors
 }
 
 func (o *btpKeyObj) owner() *ctxObj { return o.c }
@@ -105,7 +108,7 @@ func (c *ctxObj) enableBootstrapping(literal []byte) (*btpInfo, error) {
 	if c.btp != nil {
 		return nil, fmt.Errorf("bootstrapping is already enabled on this context")
 	}
-	c.btp, c.btpKeysAtUsage = &params, lit.KeysAtUsageLevels
+	c.btp, c.btpKeysAtUsage, c.btpStreamDFT = &params, lit.KeysAtUsageLevels, lit.StreamDFT
 	return c.btpInfo(), nil
 }
 
@@ -216,7 +219,11 @@ func (c *ctxObj) wrapBootstrapKeys(p *bootstrapping.Parameters, keys *bootstrapp
 	if err != nil {
 		return nil, fmt.Errorf("cannot build the bootstrapping evaluator: %w", err)
 	}
-	return &btpKeyObj{c: c, keys: keys, eval: eval}, nil
+	btp := &btpKeyObj{c: c, keys: keys, eval: eval}
+	if c.btpStreamDFT {
+		btp.streamDFT()
+	}
+	return btp, nil
 }
 
 // extendSecret lifts a secret key of the residual ring to the bootstrapping modulus (same N).
@@ -273,8 +280,9 @@ func (b *btpKeyObj) bootstrap(ct *ctObj, divide float64, parallel bool) (*ctObj,
 	}
 	var out *rlwe.Ciphertext
 	var err error
-	if parallel && b.eval.LogMaxSlots() == b.eval.BootstrappingParameters.LogMaxSlots() {
-		out, err = b.bootstrapHalvesInParallel(in)
+	// streamed DFT matrices exist only in henn's circuit; Lattigo's own needs them kept
+	if b.stream != nil || (parallel && b.eval.LogMaxSlots() == b.eval.BootstrappingParameters.LogMaxSlots()) {
+		out, err = b.bootstrapInHalves(in, parallel)
 	} else {
 		out, err = b.eval.Bootstrap(in)
 	}
@@ -287,11 +295,12 @@ func (b *btpKeyObj) bootstrap(ct *ctObj, divide float64, parallel bool) (*ctObj,
 	return &ctObj{c: b.c, ct: out}, nil
 }
 
-// bootstrapHalvesInParallel is Lattigo's bootstrapping circuit (ScaleDown, ModUp, CoeffsToSlots,
-// EvalMod, SlotsToCoeffs) for equal ring degrees and full slots on both cores: the two EvalMod
+// bootstrapInHalves is Lattigo's bootstrapping circuit (ScaleDown, ModUp, CoeffsToSlots,
+// EvalMod, SlotsToCoeffs) for equal ring degrees, on both cores when parallel: the two EvalMod
 // evaluations (real and imaginary parts, the costliest step) at once, and each DFT factor's giant
-// steps in two halves (bootstrap_dft.go). Lattigo's evaluators are safe for concurrent use since v6.2.0.
-func (b *btpKeyObj) bootstrapHalvesInParallel(in *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+// steps in two halves (bootstrap_dft.go); with streamed DFT factors (bootstrap_stream.go), also
+// on one core. Lattigo's evaluators are safe for concurrent use since v6.2.0.
+func (b *btpKeyObj) bootstrapInHalves(in *rlwe.Ciphertext, parallel bool) (*rlwe.Ciphertext, error) {
 	eval := b.eval
 	ct, _, err := eval.ScaleDown(in)
 	if err != nil {
@@ -300,7 +309,7 @@ func (b *btpKeyObj) bootstrapHalvesInParallel(in *rlwe.Ciphertext) (*rlwe.Cipher
 	if ct, err = eval.ModUp(ct); err != nil {
 		return nil, err
 	}
-	re, im, err := b.coeffsToSlots(ct)
+	re, im, err := b.coeffsToSlots(ct, parallel)
 	if err != nil {
 		return nil, err
 	}
@@ -310,12 +319,12 @@ func (b *btpKeyObj) bootstrapHalvesInParallel(in *rlwe.Ciphertext) (*rlwe.Cipher
 		}
 	} else {
 		halves := [2]*rlwe.Ciphertext{re, im}
-		if err = onTwoCores(func(k int) (e error) { halves[k], e = eval.EvalMod(halves[k]); return }); err != nil {
+		if err = inHalves(parallel, func(k int) (e error) { halves[k], e = eval.EvalMod(halves[k]); return }); err != nil {
 			return nil, err
 		}
 		re, im = halves[0], halves[1]
 	}
-	out, err := b.slotsToCoeffs(re, im)
+	out, err := b.slotsToCoeffs(re, im, parallel)
 	if err != nil {
 		return nil, err
 	}

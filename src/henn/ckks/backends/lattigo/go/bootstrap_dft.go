@@ -22,14 +22,19 @@ import (
 // circuits/ckks/dft (CoeffsToSlots, SlotsToCoeffs, dft).
 
 // twoCoreDFT returns the factors of mat applied to ctIn, rescaled after each level.
-func (b *btpKeyObj) twoCoreDFT(ctIn *rlwe.Ciphertext, mat dft.Matrix) (*rlwe.Ciphertext, error) {
+// diags: the factors' diagonals when they are streamed (bootstrap_stream.go), else nil.
+func (b *btpKeyObj) twoCoreDFT(ctIn *rlwe.Ciphertext, mat dft.Matrix, diags []lintrans.Diagonals[complex128], parallel bool) (*rlwe.Ciphertext, error) {
 	inputLogSlots := ctIn.LogDimensions
 	eval := b.eval.DFTEvaluator
 	idx := 0
 	ct := ctIn
 	for _, lvl := range mat.Levels {
 		for range lvl {
-			out, err := b.linearTransformOnTwoCores(ct, mat.Matrices[idx])
+			lt, err := b.factor(mat, diags, idx, ct.Level(), parallel)
+			if err != nil {
+				return nil, err
+			}
+			out, err := b.linearTransformInHalves(ct, lt, parallel)
 			if err != nil {
 				return nil, err
 			}
@@ -45,8 +50,8 @@ func (b *btpKeyObj) twoCoreDFT(ctIn *rlwe.Ciphertext, mat dft.Matrix) (*rlwe.Cip
 	return ct, nil
 }
 
-// linearTransformOnTwoCores returns lt(ct), its giant steps split over two goroutines.
-func (b *btpKeyObj) linearTransformOnTwoCores(ct *rlwe.Ciphertext, lt ltckks.LinearTransformation) (*rlwe.Ciphertext, error) {
+// linearTransformInHalves returns lt(ct), its giant steps split in two halves (two goroutines when parallel).
+func (b *btpKeyObj) linearTransformInHalves(ct *rlwe.Ciphertext, lt ltckks.LinearTransformation, parallel bool) (*rlwe.Ciphertext, error) {
 	lte := b.eval.DFTEvaluator.LTEvaluator
 	params := b.eval.BootstrappingParameters
 	levelQ := min(lt.LevelQ, ct.Level())
@@ -70,7 +75,7 @@ func (b *btpKeyObj) linearTransformOnTwoCores(ct *rlwe.Ciphertext, lt ltckks.Lin
 		rots[i%2] = append(rots[i%2], r)
 	}
 	var rotated [2]map[int]*rlwe.Element[ringqp.Poly]
-	err := onTwoCores(func(k int) error {
+	err := inHalves(parallel, func(k int) error {
 		rotated[k] = map[int]*rlwe.Element[ringqp.Poly]{}
 		return lte.PreRotatedCiphertextForDiagonalMatrixMultiplication(levelQ, levelP, ct, decomposed, rots[k], rotated[k])
 	})
@@ -81,7 +86,7 @@ func (b *btpKeyObj) linearTransformOnTwoCores(ct *rlwe.Ciphertext, lt ltckks.Lin
 		rotated[0][r] = el
 	}
 	var parts [2]*rlwe.Ciphertext
-	err = onTwoCores(func(k int) error {
+	err = inHalves(parallel, func(k int) error {
 		parts[k] = ckks.NewCiphertext(params, 1, levelQ)
 		return lte.MultiplyByDiagMatrixBSGS(ct, halves[k], rotated[0], parts[k])
 	})
@@ -123,8 +128,15 @@ func splitGiantSteps(lt lintrans.LinearTransformation, index map[int][]int) *[2]
 	return &out
 }
 
-// onTwoCores runs f(0) and f(1) at once; a panic in either becomes its error.
-func onTwoCores(f func(k int) error) error {
+// inHalves runs f(0) and f(1): at once on two goroutines when parallel, else one after the other;
+// a panic in the second goroutine becomes its error.
+func inHalves(parallel bool, f func(k int) error) error {
+	if !parallel {
+		if err := f(0); err != nil {
+			return err
+		}
+		return f(1)
+	}
 	var errs [2]error
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -146,11 +158,15 @@ func onTwoCores(f func(k int) error) error {
 }
 
 // coeffsToSlots mirrors dft.Evaluator.CoeffsToSlotsNew with the two-core DFT.
-func (b *btpKeyObj) coeffsToSlots(ctIn *rlwe.Ciphertext) (ctReal, ctImag *rlwe.Ciphertext, err error) {
+func (b *btpKeyObj) coeffsToSlots(ctIn *rlwe.Ciphertext, parallel bool) (ctReal, ctImag *rlwe.Ciphertext, err error) {
 	mat := b.eval.C2SDFTMatrix
 	params := b.eval.BootstrappingParameters
 	eval := b.eval.DFTEvaluator
-	zV, err := b.twoCoreDFT(ctIn, mat)
+	var diags []lintrans.Diagonals[complex128]
+	if b.stream != nil {
+		diags = b.stream.cts
+	}
+	zV, err := b.twoCoreDFT(ctIn, mat, diags, parallel)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -189,7 +205,7 @@ func (b *btpKeyObj) coeffsToSlots(ctIn *rlwe.Ciphertext) (ctReal, ctImag *rlwe.C
 }
 
 // slotsToCoeffs mirrors dft.Evaluator.SlotsToCoeffsNew with the two-core DFT.
-func (b *btpKeyObj) slotsToCoeffs(ctReal, ctImag *rlwe.Ciphertext) (*rlwe.Ciphertext, error) {
+func (b *btpKeyObj) slotsToCoeffs(ctReal, ctImag *rlwe.Ciphertext, parallel bool) (*rlwe.Ciphertext, error) {
 	mat := b.eval.S2CDFTMatrix
 	if ctReal.Level() < mat.LevelQ || (ctImag != nil && ctImag.Level() < mat.LevelQ) {
 		return nil, fmt.Errorf("SlotsToCoeffs input below the matrices' level %d", mat.LevelQ)
@@ -205,5 +221,9 @@ func (b *btpKeyObj) slotsToCoeffs(ctReal, ctImag *rlwe.Ciphertext) (*rlwe.Cipher
 			return nil, err
 		}
 	}
-	return b.twoCoreDFT(in, mat)
+	var diags []lintrans.Diagonals[complex128]
+	if b.stream != nil {
+		diags = b.stream.stc
+	}
+	return b.twoCoreDFT(in, mat, diags, parallel)
 }

@@ -183,3 +183,38 @@ func TestBootstrapKeysRoundTripAndRefuseForeignData(t *testing.T) {
 		t.Error("a context without bootstrapping accepted bootstrapping keys")
 	}
 }
+
+func TestStreamedDFTMatchesCached(t *testing.T) {
+	c, sk, pk, kept := testBootCtx(t, true)
+	p, err := c.bootstrapParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.btpStreamDFT = true
+	streamed, err := c.wrapBootstrapKeys(p, kept.keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lt := range append(streamed.eval.C2SDFTMatrix.Matrices, streamed.eval.S2CDFTMatrix.Matrices...) {
+		if lt.Vec != nil {
+			t.Fatal("a streamed DFT factor is still held encoded")
+		}
+	}
+	want, ct := encryptRandom(t, c, pk, 4, 1)
+	a, err := kept.bootstrap(ct, 4, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, parallel := range []bool{true, false} { // streamed factors always run henn's circuit
+		b, err := streamed.bootstrap(ct, 4, parallel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !a.ct.Equal(b.ct) {
+			t.Fatalf("streamed DFT factors (parallel %v) give another ciphertext than kept ones", parallel)
+		}
+	}
+	if bits := -math.Log2(maxError(t, c, sk, a, want) / 4); bits < 19 {
+		t.Errorf("%.1f bits of precision, want >= 19", bits)
+	}
+}

@@ -27,6 +27,7 @@ type ctxObj struct {
 	btpMu          sync.Mutex                // guards btp, set once by enableBootstrapping
 	btp            *bootstrapping.Parameters // nil until bootstrapping is enabled
 	btpKeysAtUsage bool                      // make bootstrapping keys at the level where they are used
+	btpStreamDFT   bool                      // encode the DFT matrices when a bootstrap runs (bootstrap_stream.go)
 }
 
 type skObj struct {

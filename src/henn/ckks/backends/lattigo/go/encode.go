@@ -47,48 +47,67 @@ func complexBuffer(slots int) (*[]complex128, *sync.Pool) {
 // embed writes re + i*im (all slots; the imaginary part is dropped on the conjugate-invariant ring,
 // as Lattigo does) into pt, which NewPlaintext made at pt's level with its scale set.
 func (c *ctxObj) embed(re, im []float64, pt *rlwe.Plaintext) error {
-	slots := len(re)
-	buf, bufPool := complexBuffer(slots)
-	defer bufPool.Put(buf)
-	values := *buf
-	if c.params.RingType() == ring.ConjugateInvariant {
-		for i := range values {
-			values[i] = complex(re[i], 0)
-		}
-	} else {
+	if c.ecd.Prec() > 53 { // arbitrary-precision encoding: Lattigo's own path
+		values := make([]complex128, len(re))
 		for i := range values {
 			values[i] = complex(re[i], im[i])
 		}
+		return c.ecd.Encode(values, pt)
 	}
-	if err := c.ecd.IFFT(values, pt.LogDimensions.Cols); err != nil {
+	buf, bufPool := complexBuffer(len(re))
+	defer bufPool.Put(buf)
+	values := *buf
+	for i := range values {
+		values[i] = complex(re[i], im[i])
+	}
+	return embedSlots(c.params, c.ecd, values, pt.MetaData, pt.Value, nil)
+}
+
+// embedSlots is Lattigo's Encoder.Embed of complex128 slots (double precision) on q and, when p is not
+// nil, on p (a ringqp.Poly's two parts, as linear transformations keep their diagonals). values is
+// overwritten (the inverse FFT runs in place).
+func embedSlots(params ckks.Parameters, ecd *ckks.Encoder, values []complex128, md *rlwe.MetaData, q ring.Poly, p *ring.Poly) error {
+	slots := len(values)
+	if params.RingType() == ring.ConjugateInvariant {
+		for i, v := range values {
+			values[i] = complex(real(v), 0)
+		}
+	}
+	if err := ecd.IFFT(values, md.LogDimensions.Cols); err != nil {
 		return err
 	}
-	r := c.params.RingQ().AtLevel(pt.Level())
-	s, scratchPool := scratchFor(r.N())
+	s, scratchPool := scratchFor(params.N())
 	defer scratchPool.Put(s)
 	// coefficient layout of Complex128ToFixedPointCRT: real parts, then (standard ring) imaginary parts, then zeros
 	n := slots
-	scale := pt.Scale.Float64()
+	scale := md.Scale.Float64()
 	for i, v := range values {
 		s.quantize(i, real(v), scale)
 	}
-	if r.Type() == ring.Standard {
+	if params.RingType() == ring.Standard {
 		for i, v := range values {
 			s.quantize(slots+i, imag(v), scale)
 		}
 		n = 2 * slots
 	}
-	s.reduce(r, n, pt.Value.Coeffs)
-	for i := 0; i < n; i++ {
-		if s.big[i] {
-			v := real(values[i%slots])
-			if i >= slots {
-				v = imag(values[i-slots])
-			}
-			ckks.SingleFloat64ToFixedPointCRT(r, i, v, scale, pt.Value.Coeffs)
-		}
+	rings := []*ring.Ring{params.RingQ().AtLevel(q.Level())}
+	polys := []ring.Poly{q}
+	if p != nil && p.Level() > -1 {
+		rings, polys = append(rings, params.RingP().AtLevel(p.Level())), append(polys, *p)
 	}
-	rlwe.NTTSparseAndMontgomery(r, pt.MetaData, pt.Value)
+	for k, r := range rings {
+		s.reduce(r, n, polys[k].Coeffs)
+		for i := 0; i < n; i++ {
+			if s.big[i] {
+				v := real(values[i%slots])
+				if i >= slots {
+					v = imag(values[i-slots])
+				}
+				ckks.SingleFloat64ToFixedPointCRT(r, i, v, scale, polys[k].Coeffs)
+			}
+		}
+		rlwe.NTTSparseAndMontgomery(r, md, polys[k])
+	}
 	return nil
 }
 
