@@ -80,6 +80,27 @@ def test_lattigo_two_core_bootstrap_matches_sequential():
     assert keys.bootstrap.nbytes > 0
 
 
+def test_lattigo_streamed_and_kept_dft_matrices_bootstrap_alike():
+    """stream_dft (the default) encodes each DFT factor when it runs; kept matrices are Lattigo's own.
+    Both are precise on one core and on two (the Go test TestStreamedDFTMatchesCached checks that they
+    give the same ciphertext bit for bit under one key set)."""
+    boot = presets._PRESETS[PRESET].bootstrap
+    name = "insecure_boot_n12_kept_dft_test"
+    if name not in presets.names():
+        presets.register(name, dataclasses.replace(presets._PRESETS[PRESET], bootstrap=dataclasses.replace(
+            boot, stream_dft=False)))
+    assert boot.stream_dft and not presets.get(name).bootstrap.literal.stream_dft
+    x, out = None, {}
+    for preset in (PRESET, name):
+        be = open_backend("lattigo", presets.get(preset))
+        sk, keys = be.generate_keys(bootstrap=True)
+        x = _values(be, 1.0) if x is None else x
+        ct, ev = be.encrypt(x, keys.public, level=1), be.evaluator(keys)
+        out[preset] = [be.decrypt_decode(ev.bootstrap(ct, parallel=p), sk) for p in (True, False)]
+    for values in out[PRESET] + out[name]:
+        assert precision_bits(x, values) >= MIN_BITS["lattigo"]
+
+
 def test_lattigo_sparse_slots_bootstrap_a_periodic_vector():
     """log_slots < log_n - 1: a vector repeating with period 2^log_slots is bootstrapped whole."""
     lit = dataclasses.replace(presets._PRESETS[PRESET], bootstrap=BootstrapLiteral(
@@ -127,7 +148,7 @@ def test_literal_round_trip_and_fingerprint():
     ("log_slots", 0), ("log_slots", 12), ("cts_log_scales", ()), ("cts_log_scales", ((70,),)),
     ("stc_log_scales", ((39, 39),) * 6), ("evalmod_log_scale", 30), ("k", 0), ("mod1_degree", 3),
     ("double_angle", -1), ("log_p", (20,)), ("precision_bits", float("nan")), ("ephemeral_weight", -1),
-    ("keys_at_usage_levels", "yes"),
+    ("keys_at_usage_levels", "yes"), ("stream_dft", 1),
 ])
 def test_bad_literals_are_refused(field, value):
     lit = dataclasses.replace(presets._PRESETS[PRESET], bootstrap=BootstrapLiteral(**{field: value}))
