@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -58,8 +59,12 @@ def main() -> None:
     ap.add_argument("--calibration", type=int, default=64, help="images that set the bootstraps' ranges")
     ap.add_argument("--backend", default="lattigo")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--plaintext-cache", type=float, default=None, metavar="GIB",
+                    help="cap on weight plaintexts kept encoded ($HENN_PLAINTEXT_CACHE; 0: encode each when it runs)")
     ap.add_argument("--out", default="results/resnet20.json")
     args = ap.parse_args()
+    if args.plaintext_cache is not None:
+        os.environ["HENN_PLAINTEXT_CACHE"] = str(args.plaintext_cache)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     graph, cal, x, labels = _inputs(args)
     options = CompileOptions(mode="single", backend=args.backend, bootstrap=True, calibration=cal,
@@ -79,7 +84,8 @@ def main() -> None:
         "plaintext_accuracy": None if labels is None else float((ref.argmax(1) == labels).mean()),
         "per_image_seconds": {k: t[k] / n for k in ("encode", "encrypt", "evaluate", "decrypt")},
         "evaluate_seconds_per_image_by_step": {k: v / n for k, v in sorted(t["steps"].items())},
-        "keygen_seconds": t["keygen"], "peak_rss_mib": peak_rss_mib(),
+        "keygen_seconds": t["keygen"], "prepare_seconds": t["prepare"], "peak_rss_mib": peak_rss_mib(),
+        "plaintext_cache_gib": args.plaintext_cache,
     }
     log.info("%s", result)
     write_json(args.out, {"benchmark": "resnet20", "result": result})

@@ -11,6 +11,7 @@ from henn.frontend.onnx_build import build_cnn, cifar_layers, mnist_layers
 from henn.ir import interpret
 from henn.passes import CompileOptions
 from henn.runtime import Client, Server
+from henn.runtime.memory import plaintext_budget
 
 
 def short_params(depth: int, log_n: int = 11):
@@ -126,6 +127,25 @@ def test_weights_beyond_the_cache_budget_are_encoded_on_the_fly(rng):
     np.testing.assert_allclose(out, interpret.run(c.reference, x), atol=1e-8)
     assert not server.executor._step_plain  # each plaintext dropped after its last read
     server.close()
+
+
+def test_the_plaintext_cache_can_be_capped(monkeypatch):
+    model = build_cnn(cifar_layers("square", (16, 4, 4), 8), (3, 32, 32), seed=6)
+    program = compile_model(model, None, CompileOptions(mode="single", params=short_params(7, 12))).program
+    be = open_backend("plain", program.params)
+    uncapped = plaintext_budget(program, be)
+    assert uncapped > 1 << 20
+    monkeypatch.setenv("HENN_PLAINTEXT_CACHE", "0.0005")
+    assert plaintext_budget(program, be) == int(0.0005 * 2**30)
+    monkeypatch.setenv("HENN_PLAINTEXT_CACHE", "0")
+    server = Server(program, be, Client(program, be).generate_keys())
+    server.executor.prepare()
+    assert server.executor._streamed == {i for i, s in enumerate(program.steps) if s.kind == "bsgs"}
+    server.close()
+    for bad in ("-1", "lots", "nan"):
+        monkeypatch.setenv("HENN_PLAINTEXT_CACHE", bad)
+        with pytest.raises(InputError, match="HENN_PLAINTEXT_CACHE"):
+            plaintext_budget(program, be)
 
 
 def test_batch_mode_splits_into_sets_of_slots(rng):

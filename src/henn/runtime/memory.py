@@ -5,11 +5,12 @@ The machine is read here and in the API only: compiler passes get the budget as 
 from __future__ import annotations
 
 import ctypes
+import os
 
 import numpy as np
 import psutil
 
-from henn.errors import UnsupportedOperation
+from henn.errors import InputError, UnsupportedOperation
 from henn.packing import memory
 from henn.program import REGISTER_KINDS, STEPS, Program, Step, StepKind
 
@@ -127,13 +128,34 @@ def bootstrap_working_bytes(program: Program, backend) -> int:
 def plaintext_budget(program: Program, backend) -> int:
     """Bytes of weight plaintexts the executor caches: the share of the memory available now that the
     ciphertexts of an evaluation and the bootstraps' working set will not need (a secure deep MLP was
-    once killed for memory when its cache took what its bootstrap needed later)."""
+    once killed for memory when its cache took what its bootstrap needed later), at most
+    $HENN_PLAINTEXT_CACHE GiB when set (0: every weight plaintext is encoded when it runs, the least
+    memory; ResNet-20 uses each diagonal once per image, so a cache only pays across images)."""
     free = (
         psutil.virtual_memory().available
         - ciphertext_bytes(program, backend)
         - bootstrap_working_bytes(program, backend)
     )
-    return int(max(0, free) * MEMORY_SHARE)
+    budget = int(max(0, free) * MEMORY_SHARE)
+    cap = plaintext_cache_cap()
+    return budget if cap is None else min(budget, cap)
+
+
+def plaintext_cache_cap() -> int | None:
+    """$HENN_PLAINTEXT_CACHE (GiB, >= 0) in bytes, or None when unset."""
+    text = os.environ.get("HENN_PLAINTEXT_CACHE", "").strip()
+    if not text:
+        return None
+    try:
+        gib = float(text)
+    except ValueError:
+        gib = -1.0
+    if not 0 <= gib < 1 << 20:
+        raise InputError(
+            f"HENN_PLAINTEXT_CACHE={text!r}: give the GiB of weight plaintexts to keep encoded (e.g. 0 or 4.5), "
+            "or unset it"
+        )
+    return int(gib * 2**30)
 
 
 def check_memory(program: Program, backend, available: int) -> None:
