@@ -41,7 +41,8 @@ log = logging.getLogger(__name__)
 def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "single",  # noqa: A001
             activation_check: bool | str = True, calibration=None, params=None, log_scale: int | None = None,
             threads: int | None = None, batch_group: int | None = None, bootstrap: bool = False,
-            selection: str | None = None, precision_bits: float | None = None) -> CompiledModel:
+            selection: str | None = None, precision_bits: float | None = None,
+            images_per_set: int = 1) -> CompiledModel:
     """Compile a torch.nn.Module or an .onnx file for CKKS inference on `backend`.
 
     mode: "single" (one image per ciphertext set, latency) or "batch" (throughput: G channels of one
@@ -60,6 +61,9 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     keeps their predictions; the default when calibration is given without bootstrap or log_scale),
     "library" (the backend's own recommendation for the depth; the default otherwise) or "fixed".
     precision_bits: with "precision", the predicted max logit error must also stay below 2^-bits (default 4).
+    images_per_set: single mode, several images side by side in multiplexed ciphertexts (throughput for
+    networks whose feature maps leave slots free: ResNet-20's last stage fills an eighth of a ciphertext
+    with one image, so 8 images share it at the cost of one).
     """
     check_mode = ranges.check_mode(activation_check)
     if selection is None:
@@ -67,7 +71,7 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
         selection = "precision" if auto else "library"
     options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params, batch_group=batch_group,
                              bootstrap=bootstrap, calibration=calibration, memory_budget=machine_budget(),
-                             selection=selection, precision_bits=precision_bits)
+                             selection=selection, precision_bits=precision_bits, images_per_set=images_per_set)
     cm = CompiledModel(compile_model(model, input_shape, options), backend, check_mode, threads)
     cm.observed_preactivation = _observed_preactivation(model)
     if calibration is not None:

@@ -44,7 +44,7 @@ from henn.ckks import presets
 from henn.ckks.params import Parameters, ParametersLiteral
 from henn.errors import HennError, SerializationError
 
-FORMAT = "henn-program/3"  # 3: BSGS diagonals as palette codes
+FORMAT = "henn-program/4"  # 3: BSGS diagonals as palette codes; 4: single mode packs several images (multi)
 MAX_FILE_BYTES = 16 << 30  # decompressed size of a program file we agree to read
 MAX_HEADER_BYTES = 64 << 20
 ACT_FORMS = ("identity", "square", "cubic", "quartic")
@@ -290,8 +290,11 @@ class Program:
 
     @property
     def images_per_set(self) -> int:
-        """Images one ciphertext set holds: slots / G in batch mode, one in single mode."""
-        return self.params.slots // self.group if self.mode == "batch" else 1
+        """Images one ciphertext set holds: slots / G in batch mode; in single mode one, or the images
+        packed side by side in multiplexed layouts (input_pack "images")."""
+        if self.mode == "batch":
+            return self.params.slots // self.group
+        return int(self.input_pack.get("images", 1))
 
     @property
     def bootstraps(self) -> int:
@@ -558,7 +561,10 @@ def _check_pack(p: Program) -> None:
         )
         if not ok:
             raise ProgramError(f"input packing {kind!r}: {key} missing or malformed")
-    n_in = math.prod(p.input_shape)
+    images = pack.get("images", 1)
+    if kind != "multi" and "images" in pack or not _is_int(images) or not 1 <= images <= slots:
+        raise ProgramError(f"input packing {kind!r}: images {images!r} malformed (multi packing only, 1 to {slots})")
+    n_in = math.prod(p.input_shape) * images
     width = pack.get("group") or pack.get("period") or 1
     for key in ("elem", "index"):
         v = pack.get(key)
@@ -572,7 +578,7 @@ def _check_pack(p: Program) -> None:
         out is None
         or out.dtype.kind != "i"
         or out.ndim != 1
-        or (out.size and (out.max() >= p.n_outputs or out.min() < -1))
+        or (out.size and (out.max() >= p.n_outputs * images or out.min() < -1))
     ):
         raise ProgramError("output_elem missing or malformed")
     if p.output_offset is not None and p.output_offset.size != p.n_outputs:

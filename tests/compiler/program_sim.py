@@ -79,9 +79,10 @@ def _unpack(program, vecs, n):
         virt = np.stack(vecs).reshape(-1, program.images_per_set)[:, :n]
         out = np.zeros((n, program.n_outputs))
         out[:, elem[used]] = virt[used].T
-    else:
+    else:  # element b * n + o: output o of image b
         flat = np.concatenate(vecs)
-        out = np.zeros((1, program.n_outputs))
-        out[0, elem[used[::-1]]] = flat[used[::-1]]
+        out = np.zeros(program.images_per_set * program.n_outputs)
+        out[elem[used[::-1]]] = flat[used[::-1]]
+        out = out.reshape(program.images_per_set, program.n_outputs)[:n]
     offset = 0 if program.output_offset is None else program.output_offset.reshape(1, -1)
     return out * program.output_gain + offset

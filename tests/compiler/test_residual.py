@@ -7,10 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from program_sim import simulate
+from residual_params import insecure
 
 from henn.api import CompiledModel
-from henn.ckks import ParametersLiteral, presets
-from henn.ckks.bootstrap_params import BootstrapLiteral
 from henn.compiler.driver import compile_graph
 from henn.compiler.lower import lower
 from henn.errors import UnsupportedOperation
@@ -22,13 +21,6 @@ from henn.passes.place_bootstraps import cut_nodes
 from henn.program import Program, ProgramError, Step, StepKind
 
 
-def _params(name: str, levels: int, boot: bool = False):
-    if name not in presets.names():
-        bootstrap = BootstrapLiteral(log_message_ratio=12, precision_bits=15.0) if boot else None
-        presets.register(
-            name, ParametersLiteral(11 if not boot else 12, (60,) + (40,) * levels, (61, 61), 40, bootstrap=bootstrap)
-        )
-    return presets.get(name)
 
 
 DEEP = "insecure_test_residual_l17"  # random_resnet needs depth 16 without bootstrapping
@@ -41,7 +33,7 @@ def images():
 
 
 def _compiled(backend: str, preset: str, calibration=None, bootstrap: bool = False, seed: int = 0):
-    params = _params(preset, 17 if preset == DEEP else 9, boot=bootstrap)
+    params = insecure(preset, 17 if preset == DEEP else 9, boot=bootstrap)
     options = CompileOptions(
         mode="single", backend=backend, params=params, bootstrap=bootstrap, calibration=calibration
     )
@@ -58,7 +50,7 @@ def test_interpreter_runs_graphs():
 
 def test_program_computes_the_graph_with_registers(images):
     g = random_resnet()
-    program = lower(run_pipeline(g, CompileOptions(mode="single", params=_params(DEEP, 17))))
+    program = lower(run_pipeline(g, CompileOptions(mode="single", params=insecure(DEEP, 17))))
     kinds = [s.kind for s in program.steps]
     # identity block: save the block input, add it back; strided block: the projection runs on the
     # loaded block input after the main branch is saved, then the branches join
@@ -71,7 +63,7 @@ def test_program_computes_the_graph_with_registers(images):
 
 
 def test_additions_sit_at_the_lower_operand_level():
-    g = run_pipeline(random_resnet(), CompileOptions(mode="single", params=_params(DEEP, 17)))
+    g = run_pipeline(random_resnet(), CompileOptions(mode="single", params=insecure(DEEP, 17)))
     for n in (n for n in g.nodes if n.op == "add"):
         a, b = (g.values[v].level for v in n.inputs)
         assert a != b and g.values[n.output].level == min(a, b)  # the shortcut has levels to spare
@@ -97,12 +89,12 @@ def test_equal_levels_cost_the_addition_one_level():
     values["q"] = Value("q", (1, 4, 4))
     nodes.append(Node("add", "s", ["a", "b"], "s"))
     nodes.append(Node("channel_poly", "q", ["s"], "q", {}, {"coefficients": np.array([[0.1, 0.5, 0.2]])}))
-    g = run_pipeline(Graph("x", "q", nodes, values).verify(), CompileOptions(mode="single", params=_params(DEEP, 17)))
+    g = run_pipeline(Graph("x", "q", nodes, values).verify(), CompileOptions(mode="single", params=insecure(DEEP, 17)))
     assert g.values["a"].level == g.values["b"].level == g.values["s"].level + 1
     cm = CompiledModel(
         compile_graph(
             Graph("x", "q", nodes, values).verify(),
-            CompileOptions(mode="single", backend="lattigo", params=_params(DEEP, 17)),
+            CompileOptions(mode="single", backend="lattigo", params=insecure(DEEP, 17)),
         ),
         "lattigo",
         activation_check=False,
@@ -114,7 +106,7 @@ def test_equal_levels_cost_the_addition_one_level():
 
 
 def test_program_refuses_broken_registers():
-    program = lower(run_pipeline(random_resnet(), CompileOptions(mode="single", params=_params(DEEP, 17))))
+    program = lower(run_pipeline(random_resnet(), CompileOptions(mode="single", params=insecure(DEEP, 17))))
     steps = list(program.steps)
     first_add = next(i for i, s in enumerate(steps) if s.kind == StepKind.ADD)
     bad = [s for i, s in enumerate(steps) if not (s.kind == StepKind.SAVE and i < first_add)]
@@ -194,7 +186,7 @@ def test_a_chain_with_per_channel_polynomials_runs_multiplexed_and_batch_refuses
     g = Graph("x", "y", nodes, values).verify()
     with pytest.raises(UnsupportedOperation, match="per-channel polynomials"):
         run_pipeline(g, CompileOptions(mode="batch"))
-    program = lower(run_pipeline(g, CompileOptions(mode="single", params=_params(DEEP, 17))))
+    program = lower(run_pipeline(g, CompileOptions(mode="single", params=insecure(DEEP, 17))))
     assert program.input_pack["kind"] == "multi" and any(s.kind == StepKind.CHANNEL_POLY for s in program.steps)
     x = rng.uniform(0, 1, (1, 2, 6, 6))
     np.testing.assert_allclose(simulate(program, x), interpret.run(g, x), rtol=1e-9, atol=1e-9)

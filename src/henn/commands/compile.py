@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from henn.cli_args import output_file
+from henn.cli_args import int_in, output_file
 from henn.errors import InputError
+from henn.passes.options import MAX_IMAGES_PER_SET
 
 
 def shape(text: str) -> tuple[int, ...]:
@@ -51,6 +52,12 @@ def register(sub) -> None:
         default="single",
         help="single: one image per request (latency); batch: many images per request (throughput)",
     )
+    p.add_argument(
+        "--images-per-set",
+        type=int_in(1, MAX_IMAGES_PER_SET),
+        default=1,
+        help="single mode: images per request, side by side in multiplexed ciphertexts (throughput)",
+    )
     p.add_argument("--params", default=None, metavar="PRESET", help="a parameter preset (default: from the depth)")
     p.add_argument(
         "--bootstrap",
@@ -89,6 +96,7 @@ def run(args) -> int:
         params=params,
         bootstrap=args.bootstrap,
         calibration=calibration,
+        images_per_set=args.images_per_set,
     )
     checks = InputChecks.from_compiled(
         cm.compiled.checked, cm.activation_intervals(), cm.activation_check, cm.compiled.final

@@ -231,7 +231,8 @@ def _channel_poly(g: Graph, node: Node) -> Step:
     coef = np.zeros((shape[0], degree + 1))
     given = node.params["coefficients"][:, : degree + 1]
     coef[:, : given.shape[1]] = given
-    channel = np.where(lay.elem >= 0, lay.elem // (math.prod(shape) // shape[0]), 0)
+    n = math.prod(shape)  # element b * n + e of a layout of several images is element e of image b
+    channel = np.where(lay.elem >= 0, lay.elem % n // (n // shape[0]), 0)
     table = np.where(lay.elem >= 0, coef[channel].T, 0.0)  # (degree + 1, slots of every ciphertext)
     return Step(
         StepKind.CHANNEL_POLY,
@@ -297,7 +298,9 @@ def _input_pack(g: Graph) -> dict:
         index, _, _ = single.taps_tables(first, g.input_shape, g.values[first.output].meta["layout"])
         blocks = first.attrs["packing"].blocks(g.meta["params"].slots)
         return {"kind": "taps", "period": lay.period * blocks, "index": single.blocked_taps(index, blocks)}
-    return {"kind": "multi" if lay.spans_ciphertexts else "natural", "period": lay.period, "elem": lay.elem}
+    if lay.spans_ciphertexts:
+        return {"kind": "multi", "period": lay.period, "elem": lay.elem, "images": lay.images}
+    return {"kind": "natural", "period": lay.period, "elem": lay.elem}
 
 
 def _segment_step(g: Graph, seg: list[Node], main: Node, shape) -> Step:

@@ -6,14 +6,16 @@ kernels` measures the code inference runs.
 
 then per output a rescale (optional), `fold` rotate-and-sums with strides fold_stride << i, and a
 bias. Steps are virtual: the physical rotation is step * stride (grouped batch packing interleaves
-B = stride images). Outputs run a window at a time, in order; an input's baby steps are hoisted once
-(one key-switch decomposition), kept until the last output that reads it, then the input and its
-rotations are dropped from `value`, so that large layers hold few ciphertexts at once.
+B = stride images). Outputs run a window at a time, in order, their (output, giant step) parts side by
+side, giant step by giant step; an input's baby steps are hoisted once (one key-switch decomposition),
+kept until the last output that reads it, then the input and its rotations are dropped from `value`, so
+that large layers hold few ciphertexts at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,14 +92,24 @@ def evaluate(
 
     out: list[Ciphertext] = []
     freed = 0
+    lock = threading.Lock()
+    acc: dict[int, Ciphertext] = {}  # the window's outputs, summed as their parts arrive
+
+    def accumulate(task) -> None:
+        _, ko, rows = task
+        y = part(rows)
+        with lock:  # modular additions are exact: the order the parts arrive in does not matter
+            acc[ko] = ev.add(acc[ko], y) if ko in acc else y
+
     for lo in range(0, t.cts_out, window):
         hi = min(t.cts_out, lo + window)
         need = [int(k) for k in np.unique(ent[bounds[lo] : bounds[hi], 0]) if int(k) not in cache]
         cache.update(zip(need, run(hoist, need)))
-        if hi - lo > 1:  # outputs side by side
-            out.extend(run(lambda ko: finish(ko, ev.add_many([part(r) for r in giants(ko)])), range(lo, hi)))
-        else:  # one output: its giant steps side by side
-            out.append(finish(lo, ev.add_many(run(part, giants(lo)))))
+        # giant by giant, each for every output of the window: outputs of several images read the same
+        # diagonals at the same giant step, so a diagonal encoded on the fly is used and dropped at once
+        tasks = sorted(((int(r[0, 2]), ko, r) for ko in range(lo, hi) for r in giants(ko)), key=lambda x: x[:2])
+        run(accumulate, tasks)
+        out.extend(run(lambda ko: finish(ko, acc.pop(ko)), range(lo, hi)))
         while freed < len(done) and last[done[freed]] < hi:
             cache.pop(done[freed], None)
             value[done[freed]] = None

@@ -44,6 +44,7 @@ class Layout:
     base: tuple[int, int] | None = None  # MULTIPLEXED: the spatial grid (the input's H, W)
     chan: np.ndarray | None = None  # GROUPED feature map: (groups, G) channel in each virtual slot
     hw: tuple[int, int] | None = None  # GROUPED feature map: spatial size
+    images: int = 1  # multi layouts: images packed together; element b * n + e is element e of image b
 
     @property
     def spans_ciphertexts(self) -> bool:
@@ -77,9 +78,44 @@ def natural(m: int, period: int | None = None) -> Layout:
     return Layout(LayoutKind.NATURAL, period, elem)
 
 
-def flat(m: int, slots: int) -> Layout:
-    """m elements in order over as many ciphertexts (or virtual ciphertexts) of `slots` as they need."""
-    n_cts = -(-m // slots)
+def flat(m: int, slots: int, images: int = 1) -> Layout:
+    """m elements in order over as many ciphertexts (or virtual ciphertexts) of `slots` as they need;
+    several images placed by `image_starts`."""
+    elem, n_cts = place_images(np.arange(m), m, slots, images)
+    return Layout(LayoutKind.FLAT, slots, elem, n_cts, images=images)
+
+
+def bit_reverse(b: np.ndarray, count: int) -> np.ndarray:
+    """b (< count, a power of two) with its log2(count) bits in reverse order."""
+    out = np.zeros_like(b)
+    for i in range(count.bit_length() - 1):
+        out = (out << 1) | ((b >> i) & 1)
+    return out
+
+
+def image_starts(span: int, slots: int, images: int) -> tuple[np.ndarray, int]:
+    """(first global slot of each image, ciphertexts) for images taking `span` slots each.
+
+    An image wider than one ciphertext takes whole ciphertexts of its own. Narrower ones share: a
+    ciphertext holds slots / pow2(span) of them, image b at sub-block bit_reverse(b mod that). With
+    bit-reversed sub-blocks, a layer that halves (or doubles) the span keeps each image's offset
+    change a function of its ciphertexts alone: images 2k and 2k+1 of a halving layer come from
+    ciphertexts 2k' and 2k'+1 at offset o and go to one ciphertext at offsets o and o + span / 2, so
+    each pair of ciphertexts has one set of diagonals, as a single image has (ResNet-20 with 8 images:
+    4, 2 and 1 ciphertexts in its three stages, as many diagonals per ciphertext as one image's)."""
+    b = np.arange(images, dtype=np.int64)
+    if span > slots:
+        per_image = -(-span // slots)
+        return b * per_image * slots, images * per_image
+    sub = pow2(span)
+    per_ct = slots // sub
+    return (b // per_ct) * slots + bit_reverse(b % per_ct, per_ct) * sub, -(-images // per_ct)
+
+
+def place_images(local: np.ndarray, span: int, slots: int, images: int) -> tuple[np.ndarray, int]:
+    """(elem, ciphertexts): element e of image b (numbered b * n + e) in slot start_b + local[e]."""
+    n = len(local)
+    starts, n_cts = image_starts(span, slots, images)
     elem = np.full(n_cts * slots, -1, np.int64)
-    elem[:m] = np.arange(m)
-    return Layout(LayoutKind.FLAT, slots, elem, n_cts)
+    elem[(starts[:, None] + local[None, :]).reshape(-1)] = np.arange(images * n)
+    return elem, n_cts

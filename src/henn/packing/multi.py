@@ -23,36 +23,39 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.sparse as sp
 
 from henn.packing import bsgs, matrices
-from henn.packing.layout import Layout, LayoutKind, flat, pow2
+from henn.packing.layout import Layout, LayoutKind, flat, place_images, pow2
 from henn.packing.plans import BsgsPlan, RotationPoolPlan, Strategy
 
 MULTI_SLOTS = 1 << 14  # default slots per ciphertext in multi mode (N = 2^15: depth and 128-bit security fit)
 
 
-def feature_layout(shape, base_hw, slots: int) -> Layout:
-    """Multiplexed layout of a (C, H, W) map on the grid base_hw; a flat layout where H, W do not divide it."""
+def feature_layout(shape, base_hw, slots: int, images: int = 1) -> Layout:
+    """Multiplexed layout of a (C, H, W) map on the grid base_hw (of each of `images` images, placed by
+    henn.packing.layout.image_starts); a flat layout where H, W do not divide it."""
     c, h, w = shape
     hb, wb = base_hw
     if hb % h or wb % w or hb // h != wb // w or hb * wb > slots:
-        return flat(c * h * w, slots)
+        return flat(c * h * w, slots, images)
     g = hb // h
-    per_block, blocks_per_ct = g * g, slots // (hb * wb)
+    per_block = g * g
     ch, y, x = np.meshgrid(np.arange(c), np.arange(h), np.arange(w), indexing="ij")
     blk, m = ch // per_block, ch % per_block
     slot = blk * (hb * wb) + (g * y + m // g) * wb + (g * x + m % g)
+    blocks_per_ct = slots // (hb * wb)
     blocks = -(-c // per_block)
-    n_cts = -(-blocks // blocks_per_ct)
-    elem = np.full(n_cts * slots, -1, np.int64)
-    elem[slot.reshape(-1)] = np.arange(c * h * w)
-    return Layout(LayoutKind.MULTIPLEXED, slots, elem, n_cts, gap=g, base=(hb, wb))
+    span = blocks * hb * wb if blocks <= blocks_per_ct else -(-blocks // blocks_per_ct) * slots
+    elem, n_cts = place_images(slot.reshape(-1), span, slots, images)
+    return Layout(LayoutKind.MULTIPLEXED, slots, elem, n_cts, gap=g, base=(hb, wb), images=images)
 
 
-def hybrid_layout(m: int, slots: int) -> Layout:
-    """m outputs replicated with period pow2(m) over one ciphertext (what the hybrid fold leaves)."""
+def hybrid_layout(m: int, slots: int, images: int = 1) -> Layout:
+    """m outputs (of all images together) replicated with period pow2(m) over one ciphertext (what the
+    hybrid fold leaves)."""
     s = np.arange(slots) % pow2(m)
-    return Layout(LayoutKind.HYBRID, slots, np.where(s < m, s, -1), 1)
+    return Layout(LayoutKind.HYBRID, slots, np.where(s < m, s, -1), 1, images=images)
 
 
 def pool_plan(layout: Layout, node, in_shape) -> tuple[RotationPoolPlan, Layout] | None:
@@ -72,11 +75,11 @@ def pool_plan(layout: Layout, node, in_shape) -> tuple[RotationPoolPlan, Layout]
     if h % 2 or w % 2:
         return None
     g, wb = layout.gap, layout.base[1]
-    pos = layout.require(c * h * w).reshape(c, h, w)[:, ::2, ::2]
+    pos = layout.require(layout.images * c * h * w).reshape(layout.images, c, h, w)[:, :, ::2, ::2]
     elem = np.full_like(layout.elem, -1)
     elem[pos.reshape(-1)] = np.arange(pos.size)
     plan = RotationPoolPlan((g, g * wb), layout.cts, layout.period)
-    return plan, Layout(LayoutKind.POOLED, layout.period, elem, layout.cts, base=layout.base)
+    return plan, Layout(LayoutKind.POOLED, layout.period, elem, layout.cts, base=layout.base, images=layout.images)
 
 
 def diagonals(in_layout: Layout, out_layout: Layout | None, mat, slots: int) -> bsgs.Diagonals:
@@ -95,23 +98,34 @@ def diagonals(in_layout: Layout, out_layout: Layout | None, mat, slots: int) -> 
     return bsgs.diagonals(k_in, k_out, delta, s_out, coo.data, slots)
 
 
+def batched(mat: sp.csr_matrix, bias: np.ndarray, images: int) -> tuple[sp.csr_matrix, np.ndarray]:
+    """One image's matrix and bias for `images` images side by side (element b * n + e)."""
+    if images == 1:
+        return mat, bias
+    return sp.kron(sp.identity(images, format="csr"), mat, format="csr"), np.tile(bias, images)
+
+
 def transform(in_layout: Layout, out_layout: Layout, nodes, in_shape) -> tuple[bsgs.Diagonals, np.ndarray]:
-    """(Diagonals, flattened bias) of a segment planned by plan_segment."""
+    """(Diagonals, flattened bias over every image) of a segment planned by plan_segment."""
     mat, bias, _ = matrices.segment_matrix(nodes, in_shape)
+    mat, bias = batched(mat, bias, in_layout.images)
     hybrid = out_layout.kind == LayoutKind.HYBRID
     return diagonals(in_layout, None if hybrid else out_layout, mat, out_layout.period), bias
 
 
 def plan_segment(in_layout: Layout, nodes, in_shape, base_hw, slots: int) -> tuple[BsgsPlan, Layout]:
     """(plan, output layout) of a pool/conv/gemm segment over several ciphertexts."""
-    mat, _, out_shape = matrices.segment_matrix(nodes, in_shape)
+    mat, bias, out_shape = matrices.segment_matrix(nodes, in_shape)
+    images = in_layout.images
+    mat, _ = batched(mat, bias, images)
     m = mat.shape[0]
     hybrid = len(out_shape) == 1 and pow2(m) <= slots
-    out = (
-        hybrid_layout(m, slots)
-        if hybrid
-        else (feature_layout(out_shape, base_hw, slots) if len(out_shape) == 3 else flat(m, slots))
-    )
+    if hybrid:
+        out = hybrid_layout(m, slots, images)
+    elif len(out_shape) == 3:
+        out = feature_layout(out_shape, base_hw, slots, images)
+    else:
+        out = flat(m // images, slots, images)
     cut = bsgs.split(diagonals(in_layout, None if hybrid else out, mat, slots).key, slots)
     fold = int(math.log2(slots // pow2(m))) if hybrid else 0
     plan = BsgsPlan(Strategy.MULTI, cut, slots, in_layout.cts, out.cts, fold=fold, fold_stride=pow2(m), block=slots)

@@ -3,7 +3,9 @@
 batch   every ciphertext holds one scalar (pixel / activation) of up to `slots` images, one image
         per slot (nGraph-HE2's batch axis): linear layers are weighted sums of ciphertexts, no
         rotations; meta min_slots = 1.
-single  one image per ciphertext set (latency). The chain is cut at activations into segments,
+single  one image per ciphertext set (latency), or `images_per_set` images side by side in the
+        multiplexed layouts (throughput: ResNet-20's later stages fill a quarter and an eighth of a
+        ciphertext with one image; henn.packing.layout.image_starts). The chain is cut at activations into segments,
         each with at most one Conv/Gemm (plus sum-pools/flattens before it). The first segment,
         if it is a Conv, uses the client-packed `taps` strategy and lays its output out as the next
         Conv's im2col; later segments use the cheapest generalized-diagonal plan (direct, hybrid,
@@ -45,8 +47,9 @@ def run(graph: Graph, options) -> Graph:
             )
         g.meta["min_slots"] = 1
         return g
-    if multiplexed_only or _needs_multi(g):
-        _plan_multi(g, _multi_slots(options))
+    images = options.images_per_set
+    if multiplexed_only or _needs_multi(g) or images > 1:
+        _plan_multi(g, _multi_slots(options), images)
     else:
         _plan_single(g, options.params.slots if options.params is not None else single.MAX_PERIOD)
     return g
@@ -87,12 +90,12 @@ def units(g: Graph) -> list[list[Node]]:
     ]
 
 
-def _plan_multi(g: Graph, slots: int) -> None:
+def _plan_multi(g: Graph, slots: int, images: int = 1) -> None:
     shape = g.input_shape
     if len(shape) != 3:
         raise UnsupportedOperation(f"single mode over several ciphertexts takes (C, H, W) images, got {shape}")
     base = tuple(shape[1:])
-    layouts: dict[str, Layout | None] = {g.input: multi.feature_layout(shape, base, slots)}
+    layouts: dict[str, Layout | None] = {g.input: multi.feature_layout(shape, base, slots, images)}
     for unit in units(g):
         head = unit[0]
         if head.op in ("poly", "channel_poly"):

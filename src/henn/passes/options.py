@@ -11,6 +11,7 @@ from henn.errors import InputError
 
 MODES = ("batch", "single")
 SELECTIONS = ("library", "fixed", "precision")
+MAX_IMAGES_PER_SET = 256  # single mode: images packed side by side (ResNet-20 fills its last stage with 8)
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class CompileOptions:
     batch_group: int | None = None  # batch mode: channels per ciphertext (None: the fewest that fit memory)
     memory_budget: int | None = None  # batch mode: bytes for ciphertexts + weights (None: no limit;
     # henn.compile fills it from the machine)
+    images_per_set: int = 1  # single mode: images packed side by side in the multiplexed layouts
     bootstrap: bool = False  # place bootstraps when the model is deeper than the parameters allow
     calibration: np.ndarray | None = field(default=None, compare=False, repr=False)  # images for value ranges
 
@@ -34,6 +36,19 @@ class CompileOptions:
             raise InputError(f"unknown packing mode {self.mode!r}: use one of {', '.join(MODES)}")
         if self.batch_group is not None and self.mode != "batch":
             raise InputError(f"batch_group applies to mode='batch', not {self.mode!r}")
+        if (
+            isinstance(self.images_per_set, bool)
+            or not isinstance(self.images_per_set, int)
+            or not 1 <= self.images_per_set <= MAX_IMAGES_PER_SET
+        ):
+            raise InputError(
+                f"images_per_set must be an integer from 1 to {MAX_IMAGES_PER_SET}, got {self.images_per_set!r}"
+            )
+        if self.images_per_set > 1 and self.mode != "single":
+            raise InputError(
+                "images_per_set packs several images in single mode's multiplexed layouts; batch mode sets its "
+                "images per ciphertext from the slots (batch_group)"
+            )
         for name in ("batch_group", "memory_budget"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):

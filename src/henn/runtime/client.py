@@ -34,12 +34,14 @@ class Client:
 
     # ---- packing -----------------------------------------------------------------------------
     def batches(self, n_images: int) -> list[range]:
-        """Images per ciphertext set: slots / G in batch mode (G channels per ciphertext), one in single mode."""
+        """Images per ciphertext set: slots / G in batch mode (G channels per ciphertext); in single mode
+        one, or the images a multiplexed program packs side by side."""
         per = self.program.images_per_set
         return [range(i, min(i + per, n_images)) for i in range(0, n_images, per)]
 
     def pack(self, images: np.ndarray) -> list[np.ndarray]:
-        """Slot vectors of one ciphertext set (batch: up to slots / G images; single: one image)."""
+        """Slot vectors of one ciphertext set (batch: up to slots / G images; single: one image, or up to
+        the images a multiplexed program packs)."""
         x = np.asarray(images, dtype=np.float64).reshape(len(images), -1)
         slots, per = self.backend.slots, self.program.images_per_set
         if not 1 <= len(x) <= per:
@@ -53,10 +55,11 @@ class Client:
             full = np.zeros((per, len(elem)))
             full[:len(x)] = vals
             return list(full.reshape(per, -1, int(pack["group"])).transpose(1, 2, 0).reshape(-1, slots))
-        flat = x[0]
-        if pack["kind"] == "multi":  # several whole ciphertexts per image
-            elem = pack["elem"]
+        if pack["kind"] == "multi":  # whole ciphertexts; element b * n + e is pixel e of image b (absent: 0)
+            elem, flat = pack["elem"], np.zeros(per * x.shape[1])
+            flat[: x.size] = x.reshape(-1)
             return list(np.where(elem >= 0, flat[np.maximum(elem, 0)], 0.0).reshape(-1, slots))
+        flat = x[0]
         if pack["kind"] == "taps":
             idx = pack["index"]
             vecs = np.where(idx >= 0, flat[np.maximum(idx, 0)], 0.0)
@@ -97,11 +100,12 @@ class Client:
             out = np.zeros((n_images, p.n_outputs))
             used = np.nonzero(p.output_elem >= 0)[0]
             out[:, p.output_elem[used]] = virt[used].T
-        else:
+        else:  # single mode: output element b * n + o is logit o of image b
             elem, flat = p.output_elem, np.concatenate(vecs)
-            out = np.zeros((1, p.n_outputs))
+            out = np.zeros(per * p.n_outputs)
             used = np.nonzero(elem >= 0)[0][::-1]
-            out[0, elem[used]] = flat[used]
+            out[elem[used]] = flat[used]
+            out = out.reshape(per, p.n_outputs)[:n_images]
         out = out * p.output_gain
         if p.output_offset is not None:
             out = out + np.asarray(p.output_offset).reshape(1, -1)
