@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 MODELS = ("mnist-cnn", "cifar-cnn", "mnist-mlp", "resnet20")
 ACTIVATIONS = ("square", "swish-rg5-deg2", "swish-rg7-deg4", "aespa")
 INPUT_SHAPES = {"mnist-cnn": (1, 28, 28), "cifar-cnn": (3, 32, 32), "mnist-mlp": (1, 28, 28), "resnet20": (3, 32, 32)}
+DEFAULT_ACTIVATION = {"resnet20": "aespa", "mnist-mlp": "swish-rg5-deg2"}  # the one each zoo model is trained with
 ALWAYS_BOOTSTRAP = ("resnet20",)  # deeper than any parameter set: 19 convolutions and 19 quadratics
 CALIBRATION_IMAGES = 500
 
@@ -28,7 +29,9 @@ CALIBRATION_IMAGES = 500
 def register(sub) -> None:
     p = sub.add_parser("infer", help="encrypted inference of a CNN on real images, with accuracy and latency")
     p.add_argument("--model", choices=MODELS, default="mnist-cnn")
-    p.add_argument("--activation", choices=ACTIVATIONS, default="swish-rg7-deg4")
+    p.add_argument("--activation", choices=ACTIVATIONS, default=None,
+                   help="the zoo model's activation (default: aespa for resnet20, swish-rg5-deg2 for mnist-mlp, "
+                        "else swish-rg7-deg4)")
     p.add_argument("--backend", default="lattigo", help="CKKS backend: lattigo, seal or plain (see `henn info`)")
     p.add_argument("--mode", choices=("single", "batch"), default="single",
                    help="single: one image per ciphertext set (latency); batch: many images per ciphertext "
@@ -115,6 +118,7 @@ def run(args) -> int:
 
     if args.threads is None:
         default_threads()  # a bad HENN_THREADS fails here, before any work
+    args.activation = args.activation or DEFAULT_ACTIVATION.get(args.model, "swish-rg7-deg4")
     weights = args.weights or zoo_path(args.model, args.activation)
     if not Path(weights).is_file():
         raise InputError(f"no model at {weights}: train it (`henn train --model {args.model} --activation "
