@@ -157,9 +157,10 @@ def test_random_resnet_with_bootstraps_on_lattigo(images):
     assert (out.argmax(1) == ref.argmax(1)).all()
 
 
-def test_resnet20_sized_program_is_exact_with_bootstraps_on_the_plain_backend():
+def test_resnet20_sized_program_is_exact_with_bootstraps_on_the_plain_backend(monkeypatch):
     """ResNet-20's shape (16/32/64 channels, 32x32, 9 blocks, strided projections) at boot-n16: the
     whole compiled program, with its bootstraps, on the plain backend against the plaintext graph."""
+    monkeypatch.setenv("HENN_PLAINTEXT_CACHE", "0")  # the cache would take 60% of free memory (16 GB peak)
     g = random_resnet(channels=(16, 32, 64), hw=32, blocks=3)
     rng = np.random.default_rng(5)
     cal, x = rng.uniform(0, 1, (32, 3, 32, 32)), rng.uniform(0, 1, (1, 3, 32, 32))

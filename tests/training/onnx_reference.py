@@ -1,7 +1,7 @@
 """Tiny numpy evaluator for the ONNX graphs of the henn zoo (tests only, no torch).
 
-Supports exactly what the paper-000 models use: Conv, BatchNormalization, henn.Poly,
-AveragePool, Flatten, Reshape, Gemm, Identity.
+Supports exactly what the zoo models use: Conv, BatchNormalization, henn.Poly, AveragePool,
+Flatten, Reshape, Gemm, Identity, and Transpose + MatMul (bias-free Linear layers).
 """
 
 from __future__ import annotations
@@ -71,6 +71,10 @@ def run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
                 out = out + a.get("beta", 1.0) * ins[2]
         elif op == "Identity":
             out = ins[0]
+        elif op == "Transpose":  # a bias-free Linear exports as Transpose + MatMul (CryptoNets)
+            out = np.transpose(ins[0], a.get("perm"))
+        elif op == "MatMul":
+            out = ins[0] @ ins[1]
         else:
             raise NotImplementedError(f"op {node.domain}.{op}")
         env[node.output[0]] = out

