@@ -189,7 +189,8 @@ def isolated(cmd: list[str], job: Path, out: Path, timeout: float, what: dict) -
     except subprocess.TimeoutExpired:
         return {**what, "status": "timeout", "message": f"no result within {timeout:.0f} s"}
     if proc.returncode != 0 or not out.exists():
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        tail = [line for line in lines if "%|" not in line][-3:]  # the error, not the progress bars before it
         return {**what, "status": "failed", "message": " | ".join(tail)}
     raw = json.loads(out.read_text())
     result = {**what, "status": "ok", **{k: v for k, v in raw.items() if k not in ("logits", "evaluate_samples",

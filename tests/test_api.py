@@ -84,12 +84,13 @@ def test_cli_infer(model_path, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "accuracy" in text and "latency" in text and "peak RSS" in text
     r = json.loads(out.read_text())
-    assert r["images"] == 3 and r["agreement"] == 1.0 and r["depth"] == 7 and r["max_logit_error"] < 1e-3
+    assert r["images"] == 3 and r["agreement"] == 1.0 and r["depth"] == 7
     assert set(r["per_image_seconds"]) == {"encode", "encrypt", "evaluate", "decrypt"}
     assert r["group"] == 0 and r["images_per_set"] == 1  # single mode: one image per ciphertext set
     # precision-driven parameters by default: the chosen set with its predicted error, beside the measured one
     assert r["selection"] == "precision" and r["ring"] == "conjugate_invariant"
     assert 0 < r["predicted_logit_error"] <= r["precision_tolerance"]
+    assert r["max_logit_error"] <= r["precision_tolerance"]  # the measured error within what the selection allowed
     assert "chosen for precision" in text and "predicted by the noise model" in text
 
 

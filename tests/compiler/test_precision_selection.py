@@ -13,17 +13,19 @@ import pytest
 import henn
 from henn import datasets
 from henn.ckks import security
-from henn.compiler.precision import DEFAULT_PRECISION_BITS, GAP_SHARE, tolerance
+from henn.compiler.precision import DEFAULT_PRECISION_BITS, GAP_QUANTILE, GAP_SHARE, tolerance
 from henn.errors import InputError
 
 ZOO = Path(henn.__file__).parent / "zoo"
-MODELS = sorted(p.stem for p in ZOO.glob("*.onnx"))
+# ResNet-20 is left out: it runs with bootstrapping, which selection="precision" does not place (without it,
+# its depth of 58 fits only N = 2^16 with small primes, and the search took 2.5-5 min of the suite)
+MODELS = sorted(p.stem for p in ZOO.glob("*.onnx") if not p.stem.startswith("resnet20"))
 
 
 def _calibration(model: str, n: int) -> tuple[tuple[int, ...], np.ndarray]:
     """Held-out MNIST digits (the last n embedded ones); CIFAR (its data may be absent): seeded grey images (the noise
     does not depend on the data, the gap rule only needs some predictions)."""
-    if model.startswith("mnist"):
+    if not model.startswith("cifar"):  # the MNIST networks, the peers' included
         return (1, 28, 28), datasets.load_embedded_mnist()[0][-n:]
     return (3, 32, 32), np.random.default_rng(0).uniform(0.4, 0.6, (n, 3, 32, 32))
 
@@ -71,9 +73,14 @@ def test_standard_ring_for_backends_without_real_slots():
 
 def test_tolerance_is_the_smaller_of_the_gap_share_and_the_bits():
     exact = np.array([[0.0, 1.0, 3.0], [2.0, 2.5, -1.0]])  # top-2 gaps 2.0 and 0.5
-    assert tolerance(exact, 1) == 0.5 / GAP_SHARE
+    assert tolerance(exact, 1) == 0.5 / GAP_SHARE  # under 100 images: the smallest gap
     assert tolerance(exact, 10) == 2.0**-10
-    assert math.isclose(tolerance(exact[:1], 1), 2.0 / GAP_SHARE)
+    assert math.isclose(tolerance(exact[:1], -2), 2.0 / GAP_SHARE)
+    rng = np.random.default_rng(0)  # 1000 images: the gap at GAP_QUANTILE, one outlier does not decide it
+    many = np.stack([np.zeros(1000), rng.uniform(1.0, 2.0, 1000)], axis=1)
+    many[0, 1] = 1e-6
+    gaps = np.sort(many[:, 1])
+    assert tolerance(many, -2) == gaps[int(GAP_QUANTILE * (len(gaps) - 1))] / GAP_SHARE > 0.5 / GAP_SHARE
 
 
 @pytest.mark.parametrize(

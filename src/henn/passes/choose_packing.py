@@ -50,9 +50,31 @@ def run(graph: Graph, options) -> Graph:
     images = options.images_per_set
     if multiplexed_only or _needs_multi(g) or images > 1:
         _plan_multi(g, _multi_slots(options), images)
+    elif options.params is None:
+        _plan_single(g, single.MAX_PERIOD)
     else:
-        _plan_single(g, options.params.slots if options.params is not None else single.MAX_PERIOD)
+        g = _cheaper(g, options.params.slots)
     return g
+
+
+def _cheaper(g: Graph, slots: int) -> Graph:
+    """An image that fits one ciphertext, on a known ring: the single-ciphertext plan (client-packed first
+    conv, im2col layouts) or the multiplexed one, whichever prices lower (henn.packing.plans: `cost`).
+    LeNet's second convolution: 4,096 diagonals single, 1,859 multiplexed (where one image leaves half
+    the slots free). Without parameters (select_params picks the ring from the plan) the single plan."""
+    one = g.copy()
+    _plan_single(one, slots)
+    multi_g = g.copy()
+    try:
+        _plan_multi(multi_g, slots)
+    except UnsupportedOperation:
+        return one
+    return multi_g if plan_cost(multi_g, slots) < plan_cost(one, slots) else one
+
+
+def plan_cost(g: Graph, slots: int) -> float:
+    """The planned layers' cost in rotations (each plan's `cost`)."""
+    return sum(n.attrs["packing"].cost(slots) for n in g.nodes if n.attrs.get("packing") is not None)
 
 
 def is_graph_shaped(g: Graph) -> bool:
