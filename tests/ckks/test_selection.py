@@ -169,6 +169,20 @@ def test_precision_literal_is_secure_and_sized_to_the_library(ring):
             lit = precision_literal(5, log_n, top, 9, ring, special)
             p = Parameters.from_literal(lit)
             assert p.security_ok and p.ring == ring and p.log_q == (top + 9,) + (top,) * 5
-            assert set(p.log_p) == {special[0]} and len(p.log_p) <= special[1]
+            (bits,) = set(p.log_p)  # special primes of one size: at least q0, at most the library's
+            assert top + 9 <= bits <= special[0] and len(p.log_p) <= min(special[1], 3)
             assert precision_literal(5, log_n, top + 1, 9, ring, special) is None  # the largest that fits
     assert precision_literal(6, 13, 22, 9, "conjugate_invariant") is None  # only five 22-bit primes = 1 mod 4N
+
+
+def test_special_primes_take_the_room_left_never_below_q0():
+    from henn.ckks.selection import precision_literal
+
+    # Orion's MLP config on N = 2^13: chain 38 + 26 x 5 = 168 bits leaves 50, too few for a 61-bit prime
+    lit = precision_literal(5, 13, 26, 12, "conjugate_invariant")
+    assert lit.log_q == (38,) + (26,) * 5 and lit.log_p == (50,)
+    # room for two: two special primes (three key-switching digits instead of six) of equal size >= q0
+    lit = precision_literal(5, 13, 22, 9, "conjugate_invariant")
+    assert lit.log_p == (38, 38) and sum(lit.log_q) + 76 <= 218
+    assert precision_literal(5, 13, 30, 12, "conjugate_invariant") is None  # 42 + 150 = 192 leaves 26 < q0
+    assert precision_literal(5, 13, 26, 12, "standard", (60, 1)).log_p == (50,)  # SEAL: one, sized the same way

@@ -109,21 +109,24 @@ def _check_request(depth: int, slots: int | None, log_scale: int | None = None, 
 def precision_literal(depth: int, log_n: int, log_scale: int, integer_bits: int, ring: str = "standard",
                       special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64)) -> ParametersLiteral | None:
     """The chain for `depth` rescales at a `log_scale`-bit scale on ring 2^log_n, sized by precision
-    rather than a fixed budget: q0 = scale + integer_bits (the integer part of the outputs), special
-    primes of special = (bits, most) (the library's: 61 bits for Lattigo, one of 60 for SEAL), as many
-    as the 128-bit bound leaves room for, up to half the chain (fewer key-switching digits). None when
-    not even one special prime fits or the ring has too few primes of that size."""
+    rather than a fixed budget: q0 = scale + integer_bits (the integer part of the outputs), then as many
+    special primes as the 128-bit bound leaves room for, up to half the chain and special = (bits, most)
+    (the library's: up to 61 bits for Lattigo, one of up to 60 for SEAL), each sized to the room left but
+    never below q0: a key-switching digit of k chain primes stays below P, so its noise stays that of
+    the rounding, and more special primes mean fewer digits (N = 2^13, depth 5, 26-bit scale: one 50-bit
+    special prime fits where a 61-bit one would not, and the set needs no ring twice as large). None when
+    not even one special prime fits or the ring has too few primes of those sizes."""
     _check_request(depth, None, log_scale, ring)
     special_bits, most = special
     first = log_scale + integer_bits
-    if first > MAX_PRIME_BITS or log_n not in security.MAX_LOG_QP_128:
+    if first > MAX_PRIME_BITS or first > special_bits or log_n not in security.MAX_LOG_QP_128:
         return None
     log_q = (first,) + (log_scale,) * depth
     room = security.max_log_qp(log_n) - sum(log_q)
-    count = min(-(-len(log_q) // 2), room // special_bits, most)
-    if count < 1 or special_bits < first:
+    count = min(-(-len(log_q) // 2), room // first, most)
+    if count < 1:
         return None
-    log_p = (special_bits,) * count
+    log_p = (min(special_bits, room // count),) * count
     try:
         ntt_primes(log_q + log_p, log_n, ring=ring)
     except ValueError:  # e.g. too few 22-bit primes = 1 mod 4N
