@@ -154,6 +154,10 @@ def test_security_bound_is_inclusive():
     with pytest.raises(ParameterError, match="special prime"):  # ... but p < q is not
         Parameters.from_literal(small)
     assert Parameters.from_literal(ParametersLiteral(11, (27,), (27,), 20)).log_qp == 54
+    # k special primes cover digits of k ciphertext primes: 2 x 32 >= 33 + 24 though each is below q0 ...
+    assert Parameters.from_literal(ParametersLiteral(13, (33,) + (24,) * 5, (32, 32), 24)).log_p == (32, 32)
+    with pytest.raises(ParameterError, match="key-switching digit .70 bits"):  # ... 2 x 30 < 40 + 30 is not
+        Parameters.from_literal(ParametersLiteral(13, (40, 30, 30), (30, 30), 24))
     with pytest.raises(SecurityError):
         Parameters.from_literal(ParametersLiteral(11, (27,), (28,), 20))
 

@@ -161,7 +161,7 @@ def test_real_slot_ring_selection_refused_without_the_capability():
 @pytest.mark.parametrize("ring", ["standard", "conjugate_invariant"])
 def test_precision_literal_is_secure_and_sized_to_the_library(ring):
     from henn.ckks.params import Parameters
-    from henn.ckks.selection import largest_scale, precision_literal
+    from henn.ckks.selection import KEYSWITCH_MARGIN_BITS, largest_scale, precision_literal
 
     for log_n in (13, 14, 15):
         for special in ((61, 64), (60, 1)):  # Lattigo's special primes, SEAL's single one
@@ -169,20 +169,24 @@ def test_precision_literal_is_secure_and_sized_to_the_library(ring):
             lit = precision_literal(5, log_n, top, 9, ring, special)
             p = Parameters.from_literal(lit)
             assert p.security_ok and p.ring == ring and p.log_q == (top + 9,) + (top,) * 5
-            (bits,) = set(p.log_p)  # special primes of one size: at least q0, at most the library's
-            assert top + 9 <= bits <= special[0] and len(p.log_p) <= min(special[1], 3)
+            (bits,) = set(p.log_p)  # special primes of one size, at most the library's, P above every digit
+            k = len(p.log_p)
+            assert bits <= special[0] and k <= min(special[1], 3)
+            assert k * bits >= sum(p.log_q[:k]) + KEYSWITCH_MARGIN_BITS
             assert precision_literal(5, log_n, top + 1, 9, ring, special) is None  # the largest that fits
     assert precision_literal(6, 13, 22, 9, "conjugate_invariant") is None  # only five 22-bit primes = 1 mod 4N
 
 
-def test_special_primes_take_the_room_left_never_below_q0():
+def test_special_primes_take_the_room_left_above_every_digit():
     from henn.ckks.selection import precision_literal
 
     # Orion's MLP config on N = 2^13: chain 38 + 26 x 5 = 168 bits leaves 50, too few for a 61-bit prime
     lit = precision_literal(5, 13, 26, 12, "conjugate_invariant")
-    assert lit.log_q == (38,) + (26,) * 5 and lit.log_p == (50,)
-    # room for two: two special primes (three key-switching digits instead of six) of equal size >= q0
+    assert lit.log_q == (38,) + (26,) * 5 and lit.log_p == (50,)  # two of 25 would not exceed 38 + 26 + 5
+    # room for two: three key-switching digits instead of six, the largest (33 + 24) 5 bits below P
+    lit = precision_literal(5, 13, 24, 9, "conjugate_invariant")
+    assert lit.log_q == (33,) + (24,) * 5 and lit.log_p == (32, 32) and sum(lit.log_q) + 64 <= 218
     lit = precision_literal(5, 13, 22, 9, "conjugate_invariant")
-    assert lit.log_p == (38, 38) and sum(lit.log_q) + 76 <= 218
-    assert precision_literal(5, 13, 30, 12, "conjugate_invariant") is None  # 42 + 150 = 192 leaves 26 < q0
+    assert lit.log_p == (38, 38)  # three of 25 would fall short of the digit 31 + 22 + 22
+    assert precision_literal(5, 13, 30, 12, "conjugate_invariant") is None  # 42 + 150 = 192 leaves 26 < 42 + 5
     assert precision_literal(5, 13, 26, 12, "standard", (60, 1)).log_p == (50,)  # SEAL: one, sized the same way

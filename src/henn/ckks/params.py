@@ -224,9 +224,14 @@ def _validate(lit: ParametersLiteral) -> None:
     if lit.log_scale >= lit.log_q[0]:
         fail(f"log_scale = {lit.log_scale} must be below the first prime's {lit.log_q[0]} bits, "
              "which hold the integer part of decrypted values")
-    if max(lit.log_p) < max(lit.log_q):
-        fail(f"the largest special prime ({max(lit.log_p)} bits) must be at least as large as the "
-             f"largest ciphertext prime ({max(lit.log_q)} bits) for key switching to keep precision")
+    # key switching splits the chain into digits of len(log_p) primes (Lattigo's hybrid method; SEAL's
+    # digits are single primes): P must exceed each, or the digits' error survives the division by P
+    k = len(lit.log_p)
+    digit = max(sum(lit.log_q[i:i + k]) for i in range(0, len(lit.log_q), k))
+    if sum(lit.log_p) < digit:
+        fail(f"the special primes ({sum(lit.log_p)} bits in all) must be at least as large as the largest "
+             f"key-switching digit ({digit} bits: {k} ciphertext prime(s)) for key switching to keep precision; "
+             "use larger or more special primes")
     if lit.secret not in SECRETS:
         fail(f"secret = {lit.secret!r}; supported: {SECRETS}")
     if (lit.q is None) != (lit.p is None):

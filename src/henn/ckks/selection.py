@@ -25,6 +25,9 @@ INTEGER_BITS = 20  # headroom in q0 above the scale for the integer part of resu
 # any depth request, checked before anything is allocated for it
 MAX_DEPTH = max(security.MAX_LOG_QP_128.values()) // MIN_PRIME_BITS
 MAX_SLOTS = 1 << (max(security.MAX_LOG_QP_128) - 1)
+# bits by which the special modulus P exceeds the largest key-switching digit: the digits' error, divided
+# by P, then stays below a tenth of the rounding every key switch adds (3 digits x 3.2 x 2^-5 = 0.3 of its std)
+KEYSWITCH_MARGIN_BITS = 5
 
 
 def fixed_literal(depth: int, slots: int | None = None, log_scale: int | None = None,
@@ -109,23 +112,26 @@ def _check_request(depth: int, slots: int | None, log_scale: int | None = None, 
 def precision_literal(depth: int, log_n: int, log_scale: int, integer_bits: int, ring: str = "standard",
                       special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64)) -> ParametersLiteral | None:
     """The chain for `depth` rescales at a `log_scale`-bit scale on ring 2^log_n, sized by precision
-    rather than a fixed budget: q0 = scale + integer_bits (the integer part of the outputs), then as many
-    special primes as the 128-bit bound leaves room for, up to half the chain and special = (bits, most)
-    (the library's: up to 61 bits for Lattigo, one of up to 60 for SEAL), each sized to the room left but
-    never below q0: a key-switching digit of k chain primes stays below P, so its noise stays that of
-    the rounding, and more special primes mean fewer digits (N = 2^13, depth 5, 26-bit scale: one 50-bit
-    special prime fits where a 61-bit one would not, and the set needs no ring twice as large). None when
+    rather than a fixed budget: q0 = scale + integer_bits (the integer part of the outputs), then the most
+    special primes (up to half the chain and special = (bits, most): the library's, up to 61 bits for
+    Lattigo, one of up to 60 for SEAL) that the 128-bit bound leaves room for, each sized to the room left,
+    such that P exceeds the largest key-switching digit (k special primes: q0 and the next k - 1 chain
+    primes) by KEYSWITCH_MARGIN_BITS. More special primes mean fewer digits, so cheaper rotations and
+    relinearizations; smaller ones fit where a 61-bit one would not (N = 2^13, depth 5, 26-bit scale:
+    one 50-bit special prime, where a 61-bit one would have needed the ring twice as large). None when
     not even one special prime fits or the ring has too few primes of those sizes."""
     _check_request(depth, None, log_scale, ring)
     special_bits, most = special
     first = log_scale + integer_bits
-    if first > MAX_PRIME_BITS or first > special_bits or log_n not in security.MAX_LOG_QP_128:
+    if first > MAX_PRIME_BITS or log_n not in security.MAX_LOG_QP_128:
         return None
     log_q = (first,) + (log_scale,) * depth
     room = security.max_log_qp(log_n) - sum(log_q)
-    count = min(-(-len(log_q) // 2), room // first, most)
-    if count < 1:
+    fits = [k for k in range(1, min(-(-len(log_q) // 2), most) + 1)
+            if k * min(special_bits, room // k) >= sum(log_q[:k]) + KEYSWITCH_MARGIN_BITS]
+    if not fits:
         return None
+    count = max(fits)
     log_p = (min(special_bits, room // count),) * count
     try:
         ntt_primes(log_q + log_p, log_n, ring=ring)
