@@ -56,7 +56,8 @@ def _inputs(args) -> tuple:
     x, y = datasets.load_cifar10(args.data_dir, "test")
     cal, _ = datasets.load_cifar10(args.data_dir, "train")
     graph = load_model(str(args.weights), (3, 32, 32))  # copies: views would keep the 1.2 GiB training set
-    return graph, cal[: args.calibration].copy(), x[: args.images].copy(), y[: args.images].copy()
+    run = slice(args.first, args.first + args.images)
+    return graph, cal[: args.calibration].copy(), x[run].copy(), y[run].copy()
 
 
 def main() -> None:
@@ -64,6 +65,7 @@ def main() -> None:
     ap.add_argument("--weights", type=Path, default=None, help="trained ResNet-20 .onnx (default: random weights)")
     ap.add_argument("--data-dir", type=Path, default=None, help="folder with cifar10/ (with --weights)")
     ap.add_argument("--images", type=int, default=1)
+    ap.add_argument("--first", type=int, default=0, help="index of the first test image (runs split over sessions)")
     ap.add_argument("--calibration", type=int, default=64, help="images that set the bootstraps' ranges")
     ap.add_argument("--images-per-set", type=int, default=1,
                     help="images packed side by side in one ciphertext set (ResNet-20: up to 8 share the last stage)")
@@ -89,7 +91,8 @@ def main() -> None:
     totals: dict = {}
     base = {
         "weights": str(args.weights) if args.weights else f"random (seed {args.seed})", "backend": args.backend,
-        "images_asked": len(x), "images_refused": refused, "images_per_set": cm.program.images_per_set,
+        "first_image": args.first, "images_asked": len(x), "images_refused": [args.first + i for i in refused],
+        "images_per_set": cm.program.images_per_set,
         "params": cm.params.describe(), "bootstraps": cm.program.bootstraps, "compile_seconds": compile_s,
         "rotation_keys": len(cm.rotation_steps), "plaintext_cache_gib": args.plaintext_cache,
         "plaintext_accuracy_all": None if labels is None else float((cm.reference(x).argmax(1) == labels).mean()),
