@@ -195,6 +195,12 @@ def _build(lit: ParametersLiteral, name: str, insecure: bool) -> Parameters:
     return params
 
 
+def largest_keyswitch_digit(log_q, special_primes: int) -> int:
+    """Bits of the largest key-switching digit: the chain cut into groups of `special_primes` primes."""
+    k = special_primes
+    return max(sum(log_q[i:i + k]) for i in range(0, len(log_q), k))
+
+
 def _validate(lit: ParametersLiteral) -> None:
     def fail(msg: str):
         raise ParameterError(f"invalid parameters: {msg}")
@@ -227,7 +233,7 @@ def _validate(lit: ParametersLiteral) -> None:
     # key switching splits the chain into digits of len(log_p) primes (Lattigo's hybrid method; SEAL's
     # digits are single primes): P must exceed each, or the digits' error survives the division by P
     k = len(lit.log_p)
-    digit = max(sum(lit.log_q[i:i + k]) for i in range(0, len(lit.log_q), k))
+    digit = largest_keyswitch_digit(lit.log_q, k)
     if sum(lit.log_p) < digit:
         fail(f"the special primes ({sum(lit.log_p)} bits in all) must be at least as large as the largest "
              f"key-switching digit ({digit} bits: {k} ciphertext prime(s)) for key switching to keep precision; "

@@ -13,7 +13,7 @@ import dataclasses
 
 from henn.ckks import backends, security
 from henn.ckks.params import (MAX_PRIME_BITS, MAX_SPECIAL_PRIME_BITS, MIN_PRIME_BITS, RINGS, Parameters,
-                              ParametersLiteral)
+                              ParametersLiteral, largest_keyswitch_digit)
 from henn.ckks.primes import ntt_primes
 from henn.errors import ParameterError, UnsupportedOperation
 
@@ -127,12 +127,11 @@ def precision_literal(depth: int, log_n: int, log_scale: int, integer_bits: int,
         return None
     log_q = (first,) + (log_scale,) * depth
     room = security.max_log_qp(log_n) - sum(log_q)
-    fits = [k for k in range(1, min(-(-len(log_q) // 2), most) + 1)
-            if k * min(special_bits, room // k) >= sum(log_q[:k]) + KEYSWITCH_MARGIN_BITS]
+    sizes = {k: min(special_bits, room // k) for k in range(1, min(-(-len(log_q) // 2), most) + 1)}
+    fits = [k for k, bits in sizes.items() if k * bits >= largest_keyswitch_digit(log_q, k) + KEYSWITCH_MARGIN_BITS]
     if not fits:
         return None
-    count = max(fits)
-    log_p = (min(special_bits, room // count),) * count
+    log_p = (sizes[max(fits)],) * max(fits)
     try:
         ntt_primes(log_q + log_p, log_n, ring=ring)
     except ValueError:  # e.g. too few 22-bit primes = 1 mod 4N
