@@ -129,6 +129,48 @@ def test_loader_refuses_malformed_files(single, monkeypatch):
 def test_a_new_step_kind_is_a_spec_in_the_registry(single):
     assert set(program_module.STEPS) == set(StepKind)
     step = Step(
-        StepKind.ACT, "extra", single.final_level, attrs={"form": "identity", "shift": 0.5, "inner": 0, "tcoef": 0}
+        StepKind.ACT,
+        "extra",
+        single.final_level,
+        attrs={"form": "identity", "shift": 0.5, "inner": 0, "tcoef": 0, "relin": True},
     )
     dataclasses.replace(single, steps=[*single.steps, step]).verify()
+
+
+@pytest.fixture(scope="module")
+def lazy_batch():
+    """Batch MNIST CNN: its second square stays of degree 2 for the last layer to relinearize."""
+    return compile_model(build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="batch")).program
+
+
+def test_lazy_relinearization_round_trips(lazy_batch):
+    kinds = [(s.kind, s.attrs["relin"]) for s in lazy_batch.steps if "relin" in s.attrs]
+    assert kinds == [
+        (StepKind.LINEAR_BATCH, False),
+        (StepKind.ACT, True),
+        (StepKind.LINEAR_BATCH, False),
+        (StepKind.ACT, False),
+        (StepKind.LINEAR_BATCH, True),
+    ]
+    back = Program.from_bytes(lazy_batch.to_bytes())
+    assert [s.attrs for s in back.steps] == [s.attrs for s in lazy_batch.steps]
+
+
+def test_products_of_degree_two_go_only_where_they_are_relinearized(lazy_batch):
+    steps = lazy_batch.steps
+    act = next(i for i, s in enumerate(steps) if s.kind == StepKind.ACT and not s.attrs["relin"])
+    last = len(steps) - 1
+    never = _with_step(lazy_batch, last, attrs={"relin": False})
+    with pytest.raises(ProgramError, match="ends on products that are not relinearized"):
+        never.verify()
+    twice = _with_step(lazy_batch, act - 1, attrs={"relin": True})  # conv2 reads degree-1 values
+    with pytest.raises(ProgramError, match="relinearizes outputs of degree 1"):
+        twice.verify()
+    early = _with_step(lazy_batch, act - 2, attrs={**steps[act - 2].attrs, "relin": False})
+    with pytest.raises(ProgramError, match="reads products that are not relinearized"):
+        early.verify()  # conv2 does not relinearize: the act after it would get degree 2
+    quartic = _with_step(lazy_batch, act, attrs={**steps[act].attrs, "form": "quartic", "tcoef": 0.5})
+    with pytest.raises(ProgramError, match="cannot skip its relinearization"):
+        quartic.verify()
+    with pytest.raises(ProgramError, match="not a valid bool"):
+        _with_step(lazy_batch, act, attrs={**steps[act].attrs, "relin": 0}).verify()

@@ -200,7 +200,8 @@ class CompiledModel:
             name = self.backend_name if encrypted else "plain"
             opts = {"noise": True} if (encrypted and name == "plain") else {}
             backend = open_backend(name, self.params, **opts)
-            check_memory(self.program, backend, psutil.virtual_memory().available)
+            available = psutil.virtual_memory().available
+            backend.expect_footprint(check_memory(self.program, backend, available), available)
             client = Client(self.program, backend, threads=self.threads)
             keys = client.generate_keys()
             server = Server(self.program, backend, keys, threads=self.threads)

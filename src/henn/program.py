@@ -4,9 +4,11 @@ Steps run in order on one value (a list of ciphertexts). Each step names its IR 
 its input, whether it rescales, plaintext recipes (NumPy arrays, encoded by the server at the
 level where they are used) and small attributes. Step kinds (`StepKind`, specified in `STEPS`):
 
-    linear_batch  CSR rows (indptr, indices, data) + bias: out[j] = sum w * in[i] (batch packing)
+    linear_batch  CSR rows (indptr, indices, data) + bias: out[j] = sum w * in[i] (batch packing);
+                  relin: relinearize the outputs (after the rescale), its inputs being products of degree 2
     sum_batch     CSR rows of ciphertext sums (pools in batch packing)
-    act           elementwise polynomial core (form, shift, inner, tcoef), see approximate_activations
+    act           elementwise polynomial core (form, shift, inner, tcoef), see approximate_activations;
+                  relin False: its last product stays of degree 2 for a linear_batch to relinearize later
     taps          single packing, first layer: sum_t in[t] * weight[t] + bias, then a block sum
     bsgs          every linear transform by generalized diagonals (henn.packing.bsgs): entries
                   (k_in, k_out, giant, baby, vector), vectors, biases + bias_index, then `fold`
@@ -43,8 +45,10 @@ import numpy as np
 from henn.ckks import presets
 from henn.ckks.params import Parameters, ParametersLiteral
 from henn.errors import HennError, SerializationError
+from henn.kernels.activation import defers_relin
 
-FORMAT = "henn-program/4"  # 3: BSGS diagonals as palette codes; 4: single mode packs several images (multi)
+# 3: BSGS diagonals as palette codes; 4: single mode packs several images (multi); 5: lazy relinearization (relin)
+FORMAT = "henn-program/5"
 MAX_FILE_BYTES = 16 << 30  # decompressed size of a program file we agree to read
 MAX_HEADER_BYTES = 64 << 20
 ACT_FORMS = ("identity", "square", "cubic", "quartic")
@@ -214,15 +218,34 @@ def _cpoly_check(step: Step, n_in: int, slots: int) -> None:
         )
 
 
+def degree_after(step: Step, degree: int) -> int:
+    """The ciphertext degree after the step: an act may leave its last product of degree 2 (where its core
+    allows it); only pools and a relinearizing linear_batch may read such products."""
+    if degree == 2 and step.kind not in (StepKind.SUM_BATCH, StepKind.LINEAR_BATCH):
+        raise ProgramError(f"layer {step.name!r} ({step.kind.value}) reads products that are not relinearized")
+    if step.kind == StepKind.ACT and not step.attrs["relin"]:
+        if not defers_relin(step.attrs):
+            raise ProgramError(f"layer {step.name!r}: a {step.attrs['form']} core cannot skip its relinearization")
+        return 2
+    if step.kind == StepKind.LINEAR_BATCH and step.attrs["relin"]:
+        if degree != 2:
+            raise ProgramError(f"layer {step.name!r} relinearizes outputs of degree 1")
+        return 1
+    return degree
+
+
 _CSR = {"indptr": ("i", 1), "indices": ("i", 1)}
 _NO_CHECK = lambda s, n, slots: None
 STEPS: dict[StepKind, StepSpec] = {
     StepKind.LINEAR_BATCH: StepSpec(
-        {}, {**_CSR, "data": ("f", 1), "bias": ("f", 1)}, lambda s, n: len(s.arrays["indptr"]) - 1, _csr_check
+        {"relin": "bool"},
+        {**_CSR, "data": ("f", 1), "bias": ("f", 1)},
+        lambda s, n: len(s.arrays["indptr"]) - 1,
+        _csr_check,
     ),
     StepKind.SUM_BATCH: StepSpec({}, _CSR, lambda s, n: len(s.arrays["indptr"]) - 1, _csr_check, frees_inputs=True),
     StepKind.ACT: StepSpec(
-        {"form": "form", "shift": "float", "inner": "float", "tcoef": "float"},
+        {"form": "form", "shift": "float", "inner": "float", "tcoef": "float", "relin": "bool"},
         {},
         lambda s, n: n,
         lambda s, n, slots: None,
@@ -337,13 +360,14 @@ class Program:
         slots = self.params.slots
         _check_pack(self)
         keys = {s % slots for s in self.rotation_steps}
-        n, level = self.input_cts, self.depth
+        n, level, degree = self.input_cts, self.depth, 1
         registers: dict[int, tuple[int, int]] = {}  # register -> (ciphertexts, level)
         for step in self.steps:
             spec = STEPS.get(step.kind) if isinstance(step.kind, StepKind) else None
             if spec is None:
                 raise ProgramError(f"layer {step.name!r}: unknown step kind {step.kind!r}")
             _check_fields(step, spec)
+            degree = degree_after(step, degree)
             if step.kind in REGISTER_KINDS:
                 n, level = _register_step(step, n, level, registers)
                 continue
@@ -356,6 +380,8 @@ class Program:
             n, level = spec.outputs(step, n), (self.params.max_level if spec.refreshes_level else step.level)
         if registers:
             raise ProgramError(f"the program ends with registers {sorted(registers)} still holding values")
+        if degree != 1:
+            raise ProgramError("the program ends on products that are not relinearized")
         if self.final_level > level or n != self.output_cts:
             raise ProgramError(
                 f"the program ends with {n} ciphertexts at level {self.final_level}, expected "
@@ -513,6 +539,7 @@ _ATTR_TYPES: dict[str, Callable[[object], bool]] = {
     "int": lambda v: _is_int(v) and v >= 0,  # type: ignore[operator]
     "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
     "form": lambda v: isinstance(v, str) and v in ACT_FORMS,
+    "bool": lambda v: isinstance(v, bool),
     "ints": lambda v: isinstance(v, list) and all(_is_int(x) for x in v),
 }
 

@@ -237,6 +237,23 @@ def test_encrypt_decrypt(ctx, kind):
     ctx.check("encrypt", np.concatenate([x[:5], np.zeros(ctx.slots - 5)]), as_kind(ctx.dec(ct), kind))
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_encrypt_under_the_secret_key(ctx, kind):
+    """Symmetric encryption (what a Client that holds its key uses): an ordinary ciphertext of the key set,
+    or a clear refusal on a backend without it."""
+    (x,) = vectors(ctx, kind, 5, 1)
+    if not ctx.be.symmetric_encryption:
+        with pytest.raises(UnsupportedOperation, match="public key"):
+            ctx.be.encrypt(x, ctx.sk)
+        return
+    ct = ctx.be.encrypt(x, ctx.sk)
+    assert (ct.level, ct.scale, ct.degree, ct.key_id) == (ctx.top, ctx.scale, 1, ctx.keys.public.key_id)
+    ctx.check("encrypt", x, as_kind(ctx.dec(ct), kind))
+    low = ctx.be.encrypt(ctx.be.encode(x, level=1), ctx.sk)
+    assert low.level == 1
+    ctx.check("encrypt", x, as_kind(ctx.dec(ctx.ev.add(low, low)), kind) / 2)
+
+
 # ---- the table of homomorphic operations ---------------------------------------------------------
 # Each case: (precision class, function(ctx, x, y) -> (expected values, result ciphertext)).
 # The function asserts the level and scale of every intermediate ciphertext.
@@ -426,6 +443,23 @@ def case_linear_combinations(c, x, y):
     return 0.5 * x + 0.75 * y, rs[0]
 
 
+def case_linear_combinations_unrelinearized(c, x, y):
+    """Lazy relinearization: sums of degree-2 products (one more polynomial in every term), a bias added,
+    rescaled, relinearized once per output; inputs of mixed degrees are refused."""
+    cx, cy = _fresh(c, x, y)
+    xx, xy = c.ev.square(cx, relinearize=False), c.ev.multiply(cx, cy, relinearize=False)
+    W = np.array([[0.5, -0.25], [0.0, 1.5]])
+    outs = c.ev.linear_combinations([xx, xy], W)
+    q = c.be.prime(c.top)
+    assert all((m.level, m.scale, m.degree) == (c.top, c.scale * c.scale * q, 2) for m in outs)
+    with pytest.raises(InputError, match="degrees"):
+        c.ev.linear_combinations([xx, c.ev.relinearize(xy)], W)
+    rs = [c.ev.relinearize(c.ev.rescale(c.ev.add(m, 0.25))) for m in outs]
+    assert all((r.level, r.degree) == (c.top - 1, 1) for r in rs)
+    c.check("mul", 1.5 * x * y + 0.25, c.dec(rs[1]))
+    return 0.5 * x * x - 0.25 * x * y + 0.25, rs[0]
+
+
 def case_dot_plain(c, x, y):
     """sum_i ct_i * pt_i (fused on Lattigo), then one rescale; mismatched operands are refused."""
     cx, cy = _fresh(c, x, y)
@@ -464,6 +498,7 @@ OP_CASES = {
     "drop_level_add": ("mul", case_drop_level_add),
     "linear_combination": ("mul", case_linear_combination),
     "linear_combinations": ("mul", case_linear_combinations),
+    "linear_combinations_unrelinearized": ("mul", case_linear_combinations_unrelinearized),
     "dot_plain": ("mul", case_dot_plain),
 }
 

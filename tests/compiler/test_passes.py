@@ -127,3 +127,32 @@ def test_fused_head_keeps_the_folded_gain(rng):
     assert head.op == "linear" and head.attrs["folded_gain"] == pytest.approx(-0.001328 / 4)
     x = rng.uniform(0, 1, (3, 1, 4, 4))
     np.testing.assert_allclose(interpret.run(g, x), interpret.run(g0, x), atol=1e-7)
+
+
+def _relin_flags(g):
+    acts = {n.name: n.attrs.get("relin", True) for n in g.nodes if n.op == "poly"}
+    layers = {n.name: n.attrs.get("relin_outputs", False) for n in g.nodes if n.op in ("conv2d", "linear")}
+    return acts, layers
+
+
+def test_lazy_relin_where_the_layer_after_has_fewer_outputs():
+    """MNIST CNN in batch mode: the 800 squares before the 800 -> 10 layer stay of degree 2 (10 key switches
+    instead of 800); the 720 before conv2's 800 outputs do not (that would be more key switches, not
+    fewer). Single mode and grouped batch packing (rotations) never defer."""
+    model = build_cnn(mnist_layers("square"), seed=0)
+    g = run_pipeline(load_model(model), CompileOptions(mode="batch"))
+    acts, layers = _relin_flags(g)
+    assert list(acts.values()) == [True, False]
+    assert list(layers.values()) == [False, False, True]
+    for opts in (CompileOptions(mode="single"), CompileOptions(mode="batch", batch_group=4)):
+        acts, layers = _relin_flags(run_pipeline(load_model(model), opts))
+        assert all(acts.values()) and not any(layers.values())
+
+
+def test_lazy_relin_needs_a_core_that_ends_on_its_product():
+    """The quartic core adds tcoef * u after its last square: that square is relinearized where it is."""
+    g = run_pipeline(load_model(build_cnn(mnist_layers("swish-rg7-deg4"), seed=0)), CompileOptions(mode="batch"))
+    acts, layers = _relin_flags(g)
+    quartics = [n for n in g.nodes if n.op == "poly" and n.attrs["form"] == "quartic" and n.attrs["tcoef"]]
+    assert quartics and all(acts[n.name] for n in quartics)
+    assert sum(layers.values()) == sum(not v for v in acts.values())

@@ -36,6 +36,8 @@ def test_arithmetic_matches_numpy(be, rng):
     assert prod.level == 1 and np.max(np.abs(be.decrypt_decode(prod, sk) - x * y)) < 1e-5
     assert np.max(np.abs(be.decrypt_decode(ev.add(a, b), sk) - (x + y))) < 1e-6
     assert np.max(np.abs(be.decrypt_decode(be.deserialize(be.serialize(prod)), sk) - x * y)) < 1e-5
+    with pytest.raises(UnsupportedOperation, match="public key only"):
+        be.encrypt(x, sk)  # no symmetric encryption: the Client falls back to the public key
     with pytest.raises(UnsupportedOperation, match="rotat"):
         be.generate_galois_keys(sk, [1])
     with pytest.raises(UnsupportedOperation, match="rescale"):

@@ -5,7 +5,7 @@ import pytest
 
 from henn.ckks import ParametersLiteral, open_backend, presets
 from henn.compiler.driver import compile_model
-from henn.program import Program
+from henn.program import Program, StepKind
 from henn.errors import InputError
 from henn.frontend.onnx_build import build_cnn, cifar_layers, mnist_layers
 from henn.ir import interpret
@@ -188,3 +188,14 @@ def test_memory_guard_refuses_oversized_batches():
     check_memory(c.program, be, need)
     with pytest.raises(UnsupportedOperation, match="GiB of ciphertexts"):
         check_memory(c.program, be, need - 1)
+
+
+def test_memory_counts_unrelinearized_products_as_one_and_a_half():
+    """Batch MNIST CNN: the 800 squares left of degree 2 (three polynomials) for the last layer."""
+    from henn.runtime.memory import program_stages
+
+    program = compile_model(build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="batch")).program
+    stages = program_stages(program)
+    acts = [(st, s) for st, s in zip(stages, program.steps) if s.kind == StepKind.ACT]
+    assert [(st.cts_in, st.cts_out, s.attrs["relin"]) for st, s in acts] == [(720, 720, True), (800, 1200, False)]
+    assert (stages[-1].cts_in, stages[-1].cts_out) == (1200, 10)

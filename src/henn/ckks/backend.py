@@ -37,6 +37,7 @@ class Backend(ABC):
     releases_gil: ClassVar[bool] = True   # its calls may run on several Python threads at once
     bootstraps: ClassVar[bool] = False    # Evaluator.bootstrap works (lattigo; plain simulates it)
     real_slot_ring: ClassVar[bool] = False  # opens ring="conjugate_invariant" parameters (N real slots)
+    symmetric_encryption: ClassVar[bool] = True  # encrypt() takes the SecretKey as well (_encrypt_symmetric)
     # the special primes it takes: their size and most count (precision-driven selection sizes to them)
     special_prime_bits: ClassVar[int] = MAX_SPECIAL_PRIME_BITS
     max_special_primes: ClassVar[int] = 64
@@ -100,6 +101,8 @@ class Backend(ABC):
         """Return complex128 array of `slots` entries."""
     @abstractmethod
     def _encrypt(self, pt: Any, pk: Any) -> Any: ...
+    def _encrypt_symmetric(self, pt: Any, sk: Any) -> Any:
+        raise UnsupportedOperation(f"the {self.name} backend has no symmetric encryption")
     @abstractmethod
     def _decrypt(self, ct: Any, sk: Any) -> Any: ...
     @abstractmethod
@@ -197,6 +200,11 @@ class Backend(ABC):
     def close(self) -> None:
         """Release library resources early (optional; garbage collection does it too)."""
 
+    def expect_footprint(self, need: int, available: int) -> None:
+        """Told before key generation: an evaluation will hold about `need` bytes (keys and ciphertexts)
+        of the `available` ones. A backend whose allocator trades memory for speed may tune itself to it
+        (lattigo: Go's collector); by default nothing changes."""
+
     def __enter__(self):
         return self
 
@@ -284,12 +292,22 @@ class Backend(ABC):
         out = self._decode(pt.raw, pt.level, pt.scale)
         return out if as_complex else out.real.copy()
 
-    def encrypt(self, x: Plaintext | Values, pk: PublicKey, *, level: int | None = None,
+    def encrypt(self, x: Plaintext | Values, key: PublicKey | SecretKey, *, level: int | None = None,
                 scale: float | None = None) -> Ciphertext:
-        pk = self._own(pk, PublicKey)  # before encoding: no library call with a foreign key
+        """Encrypt under the public key, or under the secret key where the backend has
+        `symmetric_encryption`: the same kind of ciphertext for about half the work (no public-key
+        products), what a client that holds its secret key uses."""
+        if isinstance(key, SecretKey):
+            if not self.symmetric_encryption:
+                raise UnsupportedOperation(f"the {self.name} backend encrypts under the public key only: pass "
+                                           "the PublicKey")
+            key = self._own(key, SecretKey)
+        else:
+            key = self._own(key, PublicKey)  # before encoding: no library call with a foreign key
         pt = x if isinstance(x, Plaintext) else self.encode(x, level=level, scale=scale)
         pt = self._own(pt, Plaintext)
-        return Ciphertext(self._encrypt(pt.raw, pk.raw), pt.level, pt.scale, self.name, key_id=pk.key_id)
+        raw = self._encrypt_symmetric(pt.raw, key.raw) if isinstance(key, SecretKey) else self._encrypt(pt.raw, key.raw)
+        return Ciphertext(raw, pt.level, pt.scale, self.name, key_id=key.key_id)
 
     def decrypt(self, ct: Ciphertext, sk: SecretKey) -> Plaintext:
         ct, sk = self._own(ct, Ciphertext), self._own(sk, SecretKey)

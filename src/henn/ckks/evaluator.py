@@ -98,7 +98,7 @@ class Evaluator:
         out_scale = self._product_scale("linear_combination", first, s)
         self._scalar_fits("linear_combination", float(np.max(np.abs(w))), s, first.level)
         raw = be._linear_combination([c.raw for c in cts], w, first.level, s)
-        return Ciphertext(raw, first.level, out_scale, be.name, key_id=first.key_id)
+        return Ciphertext(raw, first.level, out_scale, be.name, first.degree, first.key_id)
 
     def dot_plain(self, cts: list[Ciphertext], pts: list[Plaintext]) -> Ciphertext:
         """sum_i cts[i] * pts[i], NOT rescaled: one level and one product scale for every term.
@@ -139,7 +139,7 @@ class Evaluator:
         scales = [self._product_scale("linear_combinations", cts[int(f)], s) for f in firsts]
         self._scalar_fits("linear_combinations", float(np.max(np.abs(w))), s, first.level)
         raws = be._linear_combinations([c.raw for c in cts], w, first.level, s)
-        return [Ciphertext(raw, first.level, sc, be.name, key_id=first.key_id) for raw, sc in zip(raws, scales)]
+        return [Ciphertext(raw, first.level, sc, be.name, first.degree, first.key_id) for raw, sc in zip(raws, scales)]
 
     def square(self, a: Ciphertext, *, relinearize: bool = True) -> Ciphertext:
         return self.multiply(a, a, relinearize=relinearize)
@@ -274,12 +274,18 @@ class Evaluator:
         return self._like(a, be._add_scalar(a.raw, c if op == "add" else -c, a.level, a.scale))
 
     def _uniform_inputs(self, op: str, cts: list, weights: np.ndarray) -> Ciphertext:
-        """Check finite weights and relinearized inputs sharing one level and scale; return the first."""
+        """Check finite weights and inputs sharing one level, scale and degree (1, or 2: products not yet
+        relinearized, whose sums are relinearized once, lazily); return the first."""
         if not np.all(np.isfinite(weights)):
             raise InputError(f"{op} weights contain NaN or infinity")
-        first = self._ct(cts[0], op, degree1=True)
+        first = self._ct(cts[0], op)
+        if first.degree not in (1, 2):
+            raise InputError(f"cannot {op}: ciphertext of degree {first.degree}; relinearize it first")
         for c in cts[1:]:
-            c = self._ct(c, op, degree1=True)
+            c = self._ct(c, op)
+            if c.degree != first.degree:
+                raise InputError(f"cannot {op}: ciphertexts of degrees {first.degree} and {c.degree}; relinearize "
+                                 "them all, or none")
             self._same_level(op, first, c)
             self._same_scale(op, first, c.scale)
             self._same_keys(op, first, c)

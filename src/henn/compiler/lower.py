@@ -68,19 +68,21 @@ def _act(g: Graph, node: Node) -> list[Step]:
     """An activation's step; none for an identity without shift."""
     if node.attrs["form"] == "identity" and not node.attrs["shift"]:
         return []
-    return [Step(StepKind.ACT, node.name, _level(g, node), attrs={k: node.attrs[k] for k in ACT_KEYS})]
+    attrs = {k: node.attrs[k] for k in ACT_KEYS}
+    return [Step(StepKind.ACT, node.name, _level(g, node), attrs={**attrs, "relin": node.attrs.get("relin", True)})]
 
 
 def _bootstrap(g: Graph, node: Node) -> Step:
     return Step(StepKind.BOOTSTRAP, node.name, _level(g, node), attrs={"bound": float(node.attrs["bound"])})
 
 
-def _csr(kind: StepKind, name: str, level: int, indptr, indices, rescale: bool = False, **arrays) -> Step:
+def _csr(kind: StepKind, name: str, level: int, indptr, indices, rescale: bool = False, attrs=None, **arrays) -> Step:
     return Step(
         kind,
         name,
         level,
         rescale,
+        attrs=attrs or {},
         arrays={"indptr": np.asarray(indptr, np.int64), "indices": np.asarray(indices, np.int64), **arrays},
     )
 
@@ -99,6 +101,7 @@ def _batch(g: Graph) -> list[Step]:
                     m.indptr,
                     m.indices,
                     n.attrs["rescale"],
+                    {"relin": n.attrs.get("relin_outputs", False)},
                     data=m.data.astype(np.float64),
                     bias=matrices.full_bias(n, shape),
                 )

@@ -5,7 +5,7 @@ fuse_linear (Gemm after Gemm) is an addition to the passes of the design; select
 collect_keys because a few rotation steps (the block sum of the client's taps) depend on the number
 of slots, and packing never changes the depth, so nothing before it depends on the parameters.
 group_batch (batch mode: channels per ciphertext) needs the slot count and the levels, so it runs
-after select_params too.
+after select_params too, and lazy_relin (batch mode with G = 1 only) after group_batch.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from henn.passes import (
     fold_batchnorm,
     fuse_linear,
     group_batch,
+    lazy_relin,
     merge_act_pool,
     place_bootstraps,
     plan_levels,
@@ -41,6 +42,7 @@ PASSES = (
     ("place_bootstraps", place_bootstraps.run),
     ("select_params", select_params.run),
     ("group_batch", group_batch.run),
+    ("lazy_relin", lazy_relin.run),
     ("collect_keys", collect_keys.run),
 )
 

@@ -179,7 +179,8 @@ class Executor:
         def finish(ct, r):
             if bias[r]:
                 ct = self.ev.add(ct, float(bias[r]))
-            return self.ev.rescale(ct) if step.rescale else ct
+            ct = self.ev.rescale(ct) if step.rescale else ct
+            return self.ev.relinearize(ct) if step.attrs["relin"] else ct  # at the lower level: cheaper
 
         out: list[Ciphertext] = []
         n, per = len(indptr) - 1, self.LINEAR_ROWS_PER_CALL
@@ -233,7 +234,10 @@ class Executor:
         return out
 
     def _act(self, i: int, step: Step, value):
-        return self._elementwise(value, lambda ct: act_core(self.ev, ct, step.attrs), 4 * self.pool.workers)
+        relin = step.attrs["relin"]
+        return self._elementwise(
+            value, lambda ct: act_core(self.ev, ct, step.attrs, relin=relin), 4 * self.pool.workers
+        )
 
     def _bootstrap(self, i: int, step: Step, value):
         """One ciphertext: the backend splits the bootstrap over two threads; several: the pool runs

@@ -12,7 +12,7 @@ import psutil
 
 from henn.errors import InputError, UnsupportedOperation
 from henn.packing import memory
-from henn.program import REGISTER_KINDS, STEPS, Program, Step, StepKind
+from henn.program import REGISTER_KINDS, STEPS, Program, Step, StepKind, degree_after
 
 MEMORY_SHARE = 0.6  # of the machine's memory, for ciphertexts alive at once plus cached weight plaintexts
 
@@ -65,7 +65,8 @@ def baby_window(step: Step) -> int:
 
 
 def program_stages(program: Program) -> list[memory.Stage]:
-    count, stages = program.input_cts, []
+    """The Program's stages; products left of degree 2 (lazy relinearization) count 1.5 ciphertexts each."""
+    count, stages, degree = program.input_cts, [], 1
     registers: dict[int, int] = {}  # register -> ciphertexts it keeps
     levels = [program.final_level]  # each step's output level: the input level of the next non-register step
     for s in reversed(program.steps[1:]):
@@ -80,9 +81,25 @@ def program_stages(program: Program) -> list[memory.Stage]:
             out = registers.pop(step.attrs["register"], count)
         held = baby_window(step) if step.kind == StepKind.BSGS else 0
         level = step.level if step.kind not in REGISTER_KINDS else level_out
-        stages.append(memory.Stage(count, level, out, level_out, spec.frees_inputs, held, sum(registers.values())))
-        count = out
+        degree_out = degree_after(step, degree)
+        stages.append(
+            memory.Stage(
+                _equivalent(count, degree),
+                level,
+                _equivalent(out, degree_out),
+                level_out,
+                spec.frees_inputs,
+                held,
+                sum(registers.values()),
+            )
+        )
+        count, degree = out, degree_out
     return stages
+
+
+def _equivalent(count: int, degree: int) -> int:
+    """Ciphertexts of degree 1 that take the memory of `count` ciphertexts of `degree`."""
+    return -(-count * (degree + 1) // 2)
 
 
 def ciphertext_bytes(program: Program, backend) -> int:
@@ -158,9 +175,10 @@ def plaintext_cache_cap() -> int | None:
     return int(gib * 2**30)
 
 
-def check_memory(program: Program, backend, available: int) -> None:
-    """Refuse before key generation what cannot fit: ciphertexts alive at once plus evaluation keys.
-    (Weight plaintexts adapt: the executor encodes on the fly what its cache budget cannot hold.)"""
+def check_memory(program: Program, backend, available: int) -> int:
+    """Refuse before key generation what cannot fit: ciphertexts alive at once plus evaluation keys;
+    return those bytes. (Weight plaintexts adapt: the executor encodes on the fly what its cache budget
+    cannot hold.)"""
     need = ciphertext_bytes(program, backend) + key_bytes(program, backend)
     if need > available:
         raise UnsupportedOperation(
@@ -169,3 +187,4 @@ def check_memory(program: Program, backend, available: int) -> None:
             f"{available / 2**30:.1f} GiB available: use a smaller model or ring, a larger "
             "batch_group in batch mode, or single mode where it applies"
         )
+    return need

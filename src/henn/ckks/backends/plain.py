@@ -97,6 +97,9 @@ class PlainBackend(Backend):
     def _encrypt(self, pt, pk):
         return self._noisy(pt, self.params.default_scale, self._rounding_sigma())
 
+    def _encrypt_symmetric(self, pt, sk):
+        return self._encrypt(pt, sk)  # the same rounding-sized error (a little above the sampled one)
+
     def _decrypt(self, ct, sk):
         return ct.copy()
 

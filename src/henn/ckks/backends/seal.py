@@ -48,15 +48,20 @@ _SEAL_MAGIC = 0xA15E
 class _SecretKeyRaw:
     """A SEAL secret key with the KeyGenerator that owns it (every key must come from it)."""
 
-    __slots__ = ("keygen", "key", "_decryptor")
+    __slots__ = ("keygen", "key", "_decryptor", "_encryptor")
 
     def __init__(self, keygen):
-        self.keygen, self.key, self._decryptor = keygen, keygen.secret_key(), None
+        self.keygen, self.key, self._decryptor, self._encryptor = keygen, keygen.secret_key(), None, None
 
     def decryptor(self, context):
         if self._decryptor is None:
             self._decryptor = seal.Decryptor(context, self.key)
         return self._decryptor
+
+    def encryptor(self, context):
+        if self._encryptor is None:
+            self._encryptor = seal.Encryptor(context, self.key)
+        return self._encryptor
 
 
 class _PublicKeyRaw:
@@ -300,6 +305,9 @@ class SealBackend(Backend):
 
     def _encrypt(self, pt, pk):
         return pk.encryptor(self._ctx).encrypt(pt)
+
+    def _encrypt_symmetric(self, pt, sk):
+        return sk.encryptor(self._ctx).encrypt_symmetric(pt)
 
     def _decrypt(self, ct, sk):
         return sk.decryptor(self._ctx).decrypt(ct)

@@ -99,6 +99,7 @@ class TensealBackend(Backend):
     deferred_encoding = True   # no separate encode step
     fused_rescale = True       # products come back rescaled: `rescale` costs nothing, multiply includes it
     lazy_drop_level = True     # drop_level does nothing until operands meet
+    symmetric_encryption = False  # its vectors encrypt under the context's public key only
 
     def __init__(self, params, *, n_threads: int | None = None):
         if n_threads is not None and (not isinstance(n_threads, int) or n_threads < 1):

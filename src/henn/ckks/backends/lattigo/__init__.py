@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 from ctypes import byref, c_double, c_int, c_int64, c_size_t, c_uint64, c_void_p
 
@@ -179,6 +180,12 @@ class LattigoBackend(Backend):
             # what the values of this backend held is garbage by now if their owners were dropped first
             self._bridge.call("henn_return_memory")
 
+    def expect_footprint(self, need: int, available: int) -> None:
+        """Go's collector gets the slack the evaluation leaves (bridge.gc_percent_for); GOGC set when the
+        process started wins. The setting is the process's: the last backend told sets it."""
+        if "GOGC" not in os.environ:
+            self._bridge.call("henn_set_memory_policy", bridge.gc_percent_for(need, available), 0)
+
     # ---- helpers -------------------------------------------------------------------------------
     def _c(self) -> int:
         if self._ctx is None:
@@ -235,6 +242,9 @@ class LattigoBackend(Backend):
 
     def _encrypt(self, pt, pk):
         return self._new("henn_encrypt", pt, pk)
+
+    def _encrypt_symmetric(self, pt, sk):
+        return self._new("henn_encrypt_symmetric", pt, sk)
 
     def _decrypt(self, ct, sk):
         return self._new("henn_decrypt", ct, sk)

@@ -34,6 +34,7 @@ type skObj struct {
 	c   *ctxObj
 	sk  *rlwe.SecretKey
 	dec *rlwe.Decryptor
+	enc *rlwe.Encryptor // symmetric encryption: the client that holds the key encrypts with it
 }
 
 type pkObj struct {
@@ -167,7 +168,7 @@ func newContext(logN int, q, p []uint64, logQ, logP []int, logScale int, ringTyp
 
 func (c *ctxObj) genSecretKey() *skObj {
 	sk := c.kgen.GenSecretKeyNew()
-	return &skObj{c: c, sk: sk, dec: rlwe.NewDecryptor(c.params, sk)}
+	return &skObj{c: c, sk: sk, dec: rlwe.NewDecryptor(c.params, sk), enc: rlwe.NewEncryptor(c.params, sk)}
 }
 
 func (c *ctxObj) genPublicKey(sk *skObj) *pkObj {
@@ -291,6 +292,16 @@ func (c *ctxObj) decode(pt *ptObj, re, im []float64) error {
 
 func (c *ctxObj) encrypt(pt *ptObj, pk *pkObj) (*ctObj, error) {
 	ct, err := pk.enc.EncryptNew(pt.pt)
+	if err != nil {
+		return nil, err
+	}
+	return &ctObj{c: c, ct: ct}, nil
+}
+
+// encryptSymmetric encrypts under the secret key: (-a*s + m + e, a) with a uniform, one product and no
+// public-key terms, so about half the work of encrypt; the result is an ordinary ciphertext.
+func (c *ctxObj) encryptSymmetric(pt *ptObj, sk *skObj) (*ctObj, error) {
+	ct, err := sk.enc.EncryptNew(pt.pt)
 	if err != nil {
 		return nil, err
 	}

@@ -313,6 +313,21 @@ func henn_encrypt(ctxH, ptH, pkH C.uintptr_t, out *C.uintptr_t, errOut **C.char)
 	})
 }
 
+//export henn_encrypt_symmetric
+func henn_encrypt_symmetric(ctxH, ptH, skH C.uintptr_t, out *C.uintptr_t, errOut **C.char) C.int {
+	return result(ctxH, out, errOut, func(c *ctxObj) (any, error) {
+		pt, err := get[*ptObj](c, uintptr(ptH), "plaintext")
+		if err != nil {
+			return nil, err
+		}
+		sk, err := get[*skObj](c, uintptr(skH), "secret key")
+		if err != nil {
+			return nil, err
+		}
+		return c.encryptSymmetric(pt, sk)
+	})
+}
+
 //export henn_decrypt
 func henn_decrypt(ctxH, ctH, skH C.uintptr_t, out *C.uintptr_t, errOut **C.char) C.int {
 	return result(ctxH, out, errOut, func(c *ctxObj) (any, error) {

@@ -178,16 +178,20 @@ func parallelFor(n int, f func(i int)) {
 	}
 }
 
-// linearCombinations evaluates the m x len(in) weight matrix on the inputs (all degree 1, at
-// `level`, of equal scale: henn has checked it; checked again here).
+// linearCombinations evaluates the m x len(in) weight matrix on the inputs (all of one degree, 1 or
+// 2, at `level`, of equal scale: henn has checked it; checked again here). Degree-2 inputs (products
+// not yet relinearized) give degree-2 outputs: a layer after a square relinearizes its few outputs
+// instead of the square's many (lazy relinearization).
 func (c *ctxObj) linearCombinations(in []*ctObj, weights []float64, m, level int, scale float64) ([]*ctObj, error) {
 	k := len(in)
 	if k == 0 || m < 0 {
 		return nil, fmt.Errorf("a linear combination needs at least one ciphertext")
 	}
+	degree := in[0].ct.Degree()
 	for i, a := range in {
-		if a.ct.Degree() != 1 {
-			return nil, fmt.Errorf("ciphertext %d has degree %d: relinearize first", i, a.ct.Degree())
+		if a.ct.Degree() != degree || degree < 1 || degree > 2 {
+			return nil, fmt.Errorf("ciphertext %d has degree %d, ciphertext 0 degree %d: the inputs must all be "+
+				"of degree 1 or all of degree 2", i, a.ct.Degree(), degree)
 		}
 		if a.ct.Level() != level {
 			return nil, fmt.Errorf("ciphertext %d is at level %d, not %d", i, a.ct.Level(), level)
@@ -209,7 +213,7 @@ func (c *ctxObj) linearCombinations(in []*ctObj, weights []float64, m, level int
 		if plan.first[o] >= 0 { // the generic sum takes its scale from the first term
 			src = in[plan.first[o]]
 		}
-		ct := rlwe.NewCiphertext(c.params, 1, level)
+		ct := rlwe.NewCiphertext(c.params, degree, level)
 		meta := *src.ct.MetaData
 		meta.Scale = src.ct.Scale.Mul(plan.factor)
 		ct.MetaData = &meta
@@ -229,12 +233,13 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj, useIFMA bool) {
 	perPoly := primes * blocks
 	ringQ := c.params.RingQ()
 	ifma := useIFMA && n%lcBlock == 0
+	polys := in[0].ct.Degree() + 1
 	if ifma {
-		defer pinLimbs(in, primes).Unpin()
+		defer pinLimbs(in, polys, primes).Unpin()
 	}
 	// terms[poly][prime][term]: the limb each term reads (addrs: the same as integers, for C)
-	terms := make([][][]unsafe.Pointer, 2)
-	addrs := make([][][]uintptr, 2)
+	terms := make([][][]unsafe.Pointer, polys)
+	addrs := make([][][]uintptr, polys)
 	for d := range terms {
 		terms[d] = make([][]unsafe.Pointer, primes)
 		addrs[d] = make([][]uintptr, primes)
@@ -259,7 +264,7 @@ func (c *ctxObj) accumulate(p *lcPlan, in, outs []*ctObj, useIFMA bool) {
 			}
 		}
 	}
-	parallelFor(2*perPoly, func(tile int) {
+	parallelFor(polys*perPoly, func(tile int) {
 		d, rest := tile/perPoly, tile%perPoly
 		j, b := rest/blocks, rest%blocks
 		c0 := b * lcBlock
@@ -380,7 +385,7 @@ func (c *ctxObj) dotPlainWith(in []*ctObj, pts []*ptObj, native bool, maxChunk i
 	ringQ := c.params.RingQ()
 	var c0, c1, p []uintptr
 	if native {
-		pin := pinLimbs(in, level+1)
+		pin := pinLimbs(in, 2, level+1)
 		pinPlaintexts(pin, pts, level+1)
 		defer pin.Unpin()
 		c0, c1, p = make([]uintptr, len(in)), make([]uintptr, len(in)), make([]uintptr, len(in))

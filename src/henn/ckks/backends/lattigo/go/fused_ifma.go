@@ -85,10 +85,10 @@ func macc52(bases []uintptr, off int, mult []uint64, hi, lo *[lcBlock]uint64) {
 
 // pinLimbs pins every limb of the inputs for the C kernel (Go does not move heap objects, but
 // cgo's rules ask for pinning memory that C reads through addresses it was given indirectly).
-func pinLimbs(in []*ctObj, primes int) *runtime.Pinner {
+func pinLimbs(in []*ctObj, polys, primes int) *runtime.Pinner {
 	p := new(runtime.Pinner)
 	for _, a := range in {
-		for d := 0; d < 2; d++ {
+		for d := 0; d < polys; d++ {
 			for j := 0; j < primes; j++ {
 				p.Pin(&a.ct.Value[d].Coeffs[j][0])
 			}

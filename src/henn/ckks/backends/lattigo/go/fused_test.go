@@ -147,8 +147,55 @@ func TestLinearCombinationsRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.linearCombinations([]*ctObj{sq}, []float64{1}, 1, a.ct.Level(), s); err == nil {
-		t.Fatal("degree-2 input accepted")
+	if _, err := c.linearCombinations([]*ctObj{sq, a}, []float64{1, 1}, 1, a.ct.Level(), s); err == nil {
+		t.Fatal("inputs of degrees 2 and 1 accepted")
+	}
+}
+
+// Degree-2 inputs (squares not relinearized): every one of the three polynomials is combined, bit for
+// bit the generic path, and the outputs decrypt to the weighted sums of the squares.
+func TestLinearCombinationsOfDegreeTwo(t *testing.T) {
+	c := testCtx(t)
+	k := testKeys(t, c)
+	rng := rand.New(rand.NewSource(11))
+	s := math.Exp2(36)
+	level := c.params.MaxLevel()
+	values := make([]float64, 5)
+	in := make([]*ctObj, len(values))
+	for i := range in {
+		values[i] = rng.Float64()*2 - 1
+		a := encryptConst(t, c, k, values[i], s)
+		var err error
+		if in[i], err = c.mul(a, a, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := 3
+	w := make([]float64, m*len(in))
+	for i := range w {
+		w[i] = rng.NormFloat64()
+	}
+	q := float64(c.params.Q()[level])
+	outs, err := c.linearCombinations(in, w, m, level, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for o := 0; o < m; o++ {
+		if outs[o].ct.Degree() != 2 {
+			t.Fatalf("output %d has degree %d, want 2", o, outs[o].ct.Degree())
+		}
+		sameCiphertext(t, "degree-2 row", outs[o].ct, genericLC(t, c, in, w[o*len(in):(o+1)*len(in)], q).ct)
+		want := 0.0
+		for i, v := range values {
+			want += w[o*len(in)+i] * v * v
+		}
+		relin, err := c.relinearize(outs[o], k.rk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := real(decryptFirst(t, c, k, relin)); math.Abs(got-want) > 1e-6 {
+			t.Fatalf("output %d decrypts to %g, want %g", o, got, want)
+		}
 	}
 }
 

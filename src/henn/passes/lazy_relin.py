@@ -1,0 +1,56 @@
+"""lazy_relin: relinearize after the linear layer, not after the activation, where that is cheaper.
+
+In batch mode with one tensor element per ciphertext (G = 1), an activation's last product can stay
+of degree 2 (three polynomials): pools add such products, and the next linear layer sums them like
+any ciphertexts, then relinearizes its outputs after their rescale. CryptoNets' first square feeds
+845 products into a layer of 100 outputs: 100 key switches instead of 845 (paper 003 relinearizes
+after the sums too). The price is a third polynomial in every weighted term of that layer, so the
+pass defers only where the key switches saved outweigh it under RELIN_TERMS; everywhere else (single
+mode, grouped batch packing, whose rotations need degree 1) nothing changes.
+
+Sets attrs `relin` False on the activation and `relin_outputs` True on the linear layer.
+"""
+
+from __future__ import annotations
+
+import math
+
+from henn.ir.graph import Graph
+from henn.ir.node import Node
+from henn.kernels.activation import defers_relin
+from henn.packing import matrices
+
+# One relinearization costs about as much as this many weighted terms of a fused linear layer
+# (Lattigo, N = 2^13, 5 primes, both cores: a key switch 7 ms, a term 8.8 us); a term on a product of
+# degree 2 costs half a term more.
+RELIN_TERMS = 800
+PASS_THROUGH = ("sumpool", "flatten")  # ops between the activation and the layer that keep degree 2
+
+
+def run(graph: Graph, options=None) -> Graph:
+    g = graph.copy()
+    if g.meta["packing"] != "batch" or g.meta.get("group", 1) != 1:
+        return g
+    for act in g.nodes:
+        if act.op != "poly" or not act.attrs["levels"] or not defers_relin(act.attrs):
+            continue
+        layer = _linear_reader(g, act)
+        if layer is not None and _saves(g, act, layer):
+            act.attrs["relin"] = False
+            layer.attrs["relin_outputs"] = True
+    return g
+
+
+def _linear_reader(g: Graph, act: Node) -> Node | None:
+    """The linear layer that alone reads the activation's output, through pools and flattens only."""
+    node = g.next_node(act)
+    while node is not None and node.op in PASS_THROUGH:
+        node = g.next_node(node)
+    return node if node is not None and node.op in ("conv2d", "linear") else None
+
+
+def _saves(g: Graph, act: Node, layer: Node) -> bool:
+    relin_now = math.prod(g.shape(act.output))
+    relin_later = math.prod(g.shape(layer.output))
+    terms = matrices.matrix(layer, g.shape(layer.inputs[0])).nnz
+    return (relin_now - relin_later) * RELIN_TERMS > 0.5 * terms
