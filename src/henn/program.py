@@ -5,10 +5,12 @@ its input, whether it rescales, plaintext recipes (NumPy arrays, encoded by the 
 level where they are used) and small attributes. Step kinds (`StepKind`, specified in `STEPS`):
 
     linear_batch  CSR rows (indptr, indices, data) + bias: out[j] = sum w * in[i] (batch packing);
-                  relin: relinearize the outputs (after the rescale), its inputs being products of degree 2
+                  relin: its inputs are unrescaled products of degree 2: relinearize the outputs, rescale them
+                  (then rescale as usual); the weights are encoded for the prime one level lower
     sum_batch     CSR rows of ciphertext sums (pools in batch packing)
     act           elementwise polynomial core (form, shift, inner, tcoef), see approximate_activations;
-                  relin False: its last product stays of degree 2 for a linear_batch to relinearize later
+                  relin False: its last product stays of degree 2 and unrescaled, at the step's level, for a
+                  linear_batch to relinearize and rescale
     taps          single packing, first layer: sum_t in[t] * weight[t] + bias, then a block sum
     bsgs          every linear transform by generalized diagonals (henn.packing.bsgs): entries
                   (k_in, k_out, giant, baby, vector), vectors, biases + bias_index, then `fold`
@@ -230,6 +232,8 @@ def degree_after(step: Step, degree: int) -> int:
     if step.kind == StepKind.LINEAR_BATCH and step.attrs["relin"]:
         if degree != 2:
             raise ProgramError(f"layer {step.name!r} relinearizes outputs of degree 1")
+        if step.level < 1 + step.rescale:  # it rescales the products it reads, then (maybe) its own
+            raise ProgramError(f"layer {step.name!r} at level {step.level} cannot rescale its inputs' products")
         return 1
     return degree
 

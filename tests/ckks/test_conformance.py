@@ -445,7 +445,7 @@ def case_linear_combinations(c, x, y):
 
 def case_linear_combinations_unrelinearized(c, x, y):
     """Lazy relinearization: sums of degree-2 products (one more polynomial in every term), a bias added,
-    rescaled, relinearized once per output; inputs of mixed degrees are refused."""
+    relinearized once per output and only then rescaled; inputs of mixed degrees are refused."""
     cx, cy = _fresh(c, x, y)
     xx, xy = c.ev.square(cx, relinearize=False), c.ev.multiply(cx, cy, relinearize=False)
     W = np.array([[0.5, -0.25], [0.0, 1.5]])
@@ -454,7 +454,7 @@ def case_linear_combinations_unrelinearized(c, x, y):
     assert all((m.level, m.scale, m.degree) == (c.top, c.scale * c.scale * q, 2) for m in outs)
     with pytest.raises(InputError, match="degrees"):
         c.ev.linear_combinations([xx, c.ev.relinearize(xy)], W)
-    rs = [c.ev.relinearize(c.ev.rescale(c.ev.add(m, 0.25))) for m in outs]
+    rs = [c.ev.rescale(c.ev.relinearize(c.ev.add(m, 0.25))) for m in outs]
     assert all((r.level, r.degree) == (c.top - 1, 1) for r in rs)
     c.check("mul", 1.5 * x * y + 0.25, c.dec(rs[1]))
     return 0.5 * x * x - 0.25 * x * y + 0.25, rs[0]

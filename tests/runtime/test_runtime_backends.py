@@ -109,3 +109,30 @@ def test_zoo_mnist_on_embedded_digits(backend):
     assert np.max(np.abs(enc - ref)) < 1e-2  # logits are O(10): the error is < 0.1 % of their range
     assert (enc.argmax(1) == ref.argmax(1)).all()
     assert (ref.argmax(1) == labels[:8]).mean() >= 0.75
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lazy_relinearization_keeps_the_eager_precision(backend, monkeypatch):
+    """Batch MNIST CNN at a 24-bit scale: the 800 squares left unrelinearized (and unrescaled) for the last
+    layer give logits as close to plaintext as relinearizing each square. Rescaling the products before
+    relinearizing them would have multiplied their rounding by s^2: 30x the error here."""
+    need(backend)
+    from henn import datasets
+    from henn.passes import pipeline
+
+    x = datasets.load_embedded_mnist()[0][:32]
+    name = "insecure_rtb_lazy_n12"
+    if name not in presets.names():
+        presets.register(name, ParametersLiteral(12, (35,) + (24,) * 5, (50,), 24))
+    errors = {}
+    for lazy in (True, False):
+        if not lazy:
+            monkeypatch.setattr(pipeline, "PASSES", tuple((n, (lambda g, o: g) if n == "lazy_relin" else f)
+                                                          for n, f in pipeline.PASSES))
+        model = str(ZOO / "mnist-cnn_square.onnx")
+        with henn.compile(model, backend=backend, mode="batch", params=presets.get(name)) as cm:
+            assert [s.attrs["relin"] for s in cm.program.steps if s.kind == "act"] == [True, not lazy]
+            enc, ref = cm.run(x), cm.reference(x)
+            assert (enc.argmax(1) == ref.argmax(1)).all()
+            errors[lazy] = np.max(np.abs(enc - ref))
+    assert errors[True] < 2 * errors[False] + 1e-3, errors

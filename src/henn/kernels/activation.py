@@ -3,8 +3,10 @@ identity u, square u^2, cubic u (u^2 + inner), quartic (u^2 + inner)^2 + tcoef u
 Additions of constants are free; the quartic's tcoef * u uses the level its branch has to spare
 and is encoded at the scale that lands it exactly on the scale of (u^2 + inner)^2.
 
-relin=False leaves the last product unrelinearized (degree 2) where nothing is added to it after
-(`defers_relin`): the linear layer after it relinearizes its outputs instead (lazy relinearization)."""
+relin=False leaves the last product as it comes, unrelinearized (degree 2) and unrescaled, where nothing
+is added to it after (`defers_relin`): the linear layer after it sums the products at their level,
+relinearizes its outputs and only then rescales them (lazy relinearization). Rescaling a product of
+degree 2 first would multiply its rounding error by s^2: 100x the error on MNIST's CNN."""
 
 from __future__ import annotations
 
@@ -24,13 +26,16 @@ def act_core(ev, x: Ciphertext, attrs: dict, *, relin: bool = True) -> Ciphertex
     u = ev.add(x, attrs["shift"]) if attrs["shift"] else x
     if form == "identity":
         return u
-    sq = ev.rescale(ev.square(u, relinearize=relin or form != "square"))
+    last = ev.rescale if relin else (lambda ct: ct)  # the last product: rescaled here, or by the layer after
     if form == "square":
-        return sq
+        return last(ev.square(u, relinearize=relin))
+    sq = ev.rescale(ev.square(u))
     v = ev.add(sq, attrs["inner"]) if attrs["inner"] else sq
     if form == "cubic":
-        return ev.rescale(ev.multiply(v, ev.drop_level(u, 1), relinearize=relin))
-    h = ev.rescale(ev.square(v, relinearize=relin or bool(attrs["tcoef"])))
+        return last(ev.multiply(v, ev.drop_level(u, 1), relinearize=relin))
+    if not relin:
+        return ev.square(v, relinearize=False)
+    h = ev.rescale(ev.square(v))
     if attrs["tcoef"]:
         q = ev.backend.prime(u.level)
         sigma = h.scale * q / u.scale

@@ -8,6 +8,12 @@ after the sums too). The price is a third polynomial in every weighted term of t
 pass defers only where the key switches saved outweigh it under RELIN_TERMS; everywhere else (single
 mode, grouped batch packing, whose rotations need degree 1) nothing changes.
 
+The products stay unrescaled as well: rescaling a product of degree 2 would multiply its rounding error
+by s^2 (100x the logit error on MNIST's CNN). So the activation's output and the pools after it keep
+the activation's input level (and the product's scale); the linear layer sums them there with weights
+at the scale of the prime one level below, relinearizes, then rescales twice (once if it does not
+rescale itself): its output has the level and scale it had before.
+
 Sets attrs `relin` False on the activation and `relin_outputs` True on the linear layer.
 """
 
@@ -38,7 +44,19 @@ def run(graph: Graph, options=None) -> Graph:
         if layer is not None and _saves(g, act, layer):
             act.attrs["relin"] = False
             layer.attrs["relin_outputs"] = True
+            _keep_unrescaled(g, act, layer)
     return g
+
+
+def _keep_unrescaled(g: Graph, act: Node, layer: Node) -> None:
+    """The activation's product and the pools after it sit one level higher, at the product's scale."""
+    delta = float(g.meta["params"].log_scale)
+    node = act
+    while node is not layer:
+        value = g.values[node.output]
+        value.level = g.values[act.inputs[0]].level
+        value.log_scale = (value.log_scale or 0.0) + delta
+        node = g.next_node(node)
 
 
 def _linear_reader(g: Graph, act: Node) -> Node | None:

@@ -176,17 +176,23 @@ class Executor:
         indptr, bias = a["indptr"], a["bias"]
         dense = self._dense_weights(i, step, len(value))
 
+        lazy = step.attrs["relin"]  # inputs: unrescaled products of degree 2 (henn.passes.lazy_relin)
+        # weights at the scale of the prime the layer itself rescales by, one below the inputs' level:
+        # relinearize, rescale the activation's product, rescale the layer's, and the scale is the eager path's
+        scale = float(self.backend.prime(step.level - 1)) if lazy else None
+
         def finish(ct, r):
             if bias[r]:
                 ct = self.ev.add(ct, float(bias[r]))
-            ct = self.ev.rescale(ct) if step.rescale else ct
-            return self.ev.relinearize(ct) if step.attrs["relin"] else ct  # at the lower level: cheaper
+            if lazy:
+                ct = self.ev.rescale(self.ev.relinearize(ct))
+            return self.ev.rescale(ct) if step.rescale else ct
 
         out: list[Ciphertext] = []
         n, per = len(indptr) - 1, self.LINEAR_ROWS_PER_CALL
         for lo in range(0, n, per):
             rows = range(lo, min(n, lo + per))
-            cts = dict(zip(rows, self.ev.linear_combinations(value, dense[rows.start : rows.stop])))
+            cts = dict(zip(rows, self.ev.linear_combinations(value, dense[rows.start : rows.stop], scale=scale)))
             for part in self.pool.map(lambda rng, cts=cts: [finish(cts[r], r) for r in rng], self._split(rows)):
                 out.extend(part)
         return out
