@@ -93,3 +93,13 @@ def test_overflowing_inputs_are_input_errors(zoo_square):
         x[0, 0, 3, 3] = value
         with pytest.raises(InputError):
             zoo_square.run(x)
+
+
+def test_a_large_batch_is_checked_in_chunks_and_names_its_image(zoo_square):
+    """A batch set is interpreted CHUNK_IMAGES at a time (bounded scratch); the refusal names the image
+    by its index in the whole batch."""
+    x = np.zeros((ranges.CHUNK_IMAGES + 5, 1, 28, 28))
+    zoo_square.check_input(x)
+    x[ranges.CHUNK_IMAGES + 3] = 255.0
+    with pytest.raises(InputError, match=f"image {ranges.CHUNK_IMAGES + 3}:"):
+        zoo_square.check_input(x)
