@@ -417,12 +417,12 @@ def test_values_keep_their_type(small):
 
 
 def test_go_collector_slack_follows_the_evaluation_size():
-    """GOGC: Go's default where an evaluation needs little of the memory, 5% where it needs most of it
-    (ResNet-20's 15 of 23 GiB), in between where the heap would otherwise outgrow half the memory."""
+    """GOGC: Go's default where an evaluation needs little of the memory, 5% where it needs much of it
+    (ResNet-20's 13 of 23 GiB), in between where the heap would otherwise outgrow a quarter of it."""
     from henn.ckks.backends.lattigo.bridge import GO_GC_PERCENT, GO_GC_PERCENT_MOST, gc_percent_for
 
     gib = 2**30
     assert gc_percent_for(1 * gib, 23 * gib) == GO_GC_PERCENT_MOST == 100
-    assert gc_percent_for(15 * gib, 23 * gib) == GO_GC_PERCENT == 5
-    assert gc_percent_for(8 * gib, 20 * gib) == 25  # (10 - 8) / 8
+    assert gc_percent_for(13 * gib, 23 * gib) == gc_percent_for(6 * gib, 23 * gib) == GO_GC_PERCENT == 5
+    assert gc_percent_for(4 * gib, 20 * gib) == 25  # (5 - 4) / 4
     assert gc_percent_for(0, 0) == GO_GC_PERCENT

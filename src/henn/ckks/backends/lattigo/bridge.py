@@ -93,11 +93,12 @@ GO_GC_PERCENT_MOST = 100  # Go's default: where an evaluation needs little of th
 
 
 def gc_percent_for(need: int, available: int) -> int:
-    """GOGC for an evaluation of `need` bytes: the heap may outgrow its live data by GOGC percent, so as
-    much slack as keeps the heap within half the memory available, from GO_GC_PERCENT (ResNet-20: 15 of
-    23 GiB) to Go's default (MNIST nets: < 1 GiB). At GOGC=5 a growing heap is collected every 5%: batch
+    """GOGC for an evaluation of `need` bytes (keys and ciphertexts): the heap may outgrow its live data by
+    GOGC percent, so as much slack as keeps it within a quarter of the memory available (the weight
+    plaintexts the executor caches come on top, sized to what is left), from GO_GC_PERCENT (ResNet-20: 13
+    of 23 GiB) to Go's default (MNIST nets: < 1 GiB). At GOGC=5 a growing heap is collected every 5%: batch
     CryptoNets encrypted its 784 input ciphertexts in 2.2 s instead of 0.8 s."""
-    room = available / 2 - need
+    room = available / 4 - need
     percent = int(100 * room / max(need, 1)) if room > 0 else 0
     return max(GO_GC_PERCENT, min(GO_GC_PERCENT_MOST, percent))
 
