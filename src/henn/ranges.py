@@ -18,6 +18,7 @@ reduction wraps values around, so an input that exceeds one is always refused (c
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 
@@ -54,7 +55,11 @@ def _in_chunks(graph: Graph, x: np.ndarray, hook) -> None:
     """interpret.run over x in chunks of CHUNK_IMAGES; hook(node, inp, out, first) gets each chunk's
     first image index."""
     for first in range(0, len(x), CHUNK_IMAGES):
-        interpret.run(graph, x[first : first + CHUNK_IMAGES], hook=lambda n, i, o, f=first: hook(n, i, o, f))
+        interpret.run(graph, x[first : first + CHUNK_IMAGES], hook=functools.partial(_at, hook, first))
+
+
+def _at(hook, first: int, node, inp, out) -> None:
+    hook(node, inp, out, first)
 
 
 def observed_peaks(graph: Graph, x: np.ndarray) -> dict[str, float]:

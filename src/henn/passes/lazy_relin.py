@@ -51,8 +51,8 @@ def run(graph: Graph, options=None) -> Graph:
 def _keep_unrescaled(g: Graph, act: Node, layer: Node) -> None:
     """The activation's product and the pools after it sit one level higher, at the product's scale."""
     delta = float(g.meta["params"].log_scale)
-    node = act
-    while node is not layer:
+    node: Node | None = act
+    while node is not None and node is not layer:
         value = g.values[node.output]
         value.level = g.values[act.inputs[0]].level
         value.log_scale = (value.log_scale or 0.0) + delta
