@@ -33,10 +33,8 @@ def act_core(ev, x: Ciphertext, attrs: dict, *, relin: bool = True) -> Ciphertex
     v = ev.add(sq, attrs["inner"]) if attrs["inner"] else sq
     if form == "cubic":
         return last(ev.multiply(v, ev.drop_level(u, 1), relinearize=relin))
-    if not relin:
-        return ev.square(v, relinearize=False)
-    h = ev.rescale(ev.square(v))
-    if attrs["tcoef"]:
+    h = last(ev.square(v, relinearize=relin))
+    if attrs["tcoef"]:  # never with relin=False (defers_relin)
         q = ev.backend.prime(u.level)
         sigma = h.scale * q / u.scale
         t = ev.rescale(ev.multiply(u, attrs["tcoef"], scale=sigma))

@@ -2,7 +2,7 @@
 
 In batch mode with one tensor element per ciphertext (G = 1), an activation's last product can stay
 of degree 2 (three polynomials): pools add such products, and the next linear layer sums them like
-any ciphertexts, then relinearizes its outputs after their rescale. CryptoNets' first square feeds
+any ciphertexts, then relinearizes its outputs (before any rescale, see below). CryptoNets' first square feeds
 845 products into a layer of 100 outputs: 100 key switches instead of 845 (paper 003 relinearizes
 after the sums too). The price is a third polynomial in every weighted term of that layer, so the
 pass defers only where the key switches saved outweigh it under RELIN_TERMS; everywhere else (single

@@ -171,7 +171,8 @@ class Executor:
 
     def _linear_batch(self, i: int, step: Step, value):
         """All rows of the layer through `linear_combinations` (one fused, internally parallel call
-        per block of rows where the backend has one), then bias and rescale on the pool."""
+        per block of rows where the backend has one), then bias and rescale on the pool; after a lazy
+        activation (attrs relin) the outputs are relinearized and rescaled once more first."""
         a = step.arrays
         indptr, bias = a["indptr"], a["bias"]
         dense = self._dense_weights(i, step, len(value))
