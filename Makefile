@@ -19,7 +19,7 @@ $(VENV)/.test-deps: $(BIN)/henn pyproject.toml
 	$(BIN)/pip install -q -e '.[test,train,tenseal,serve]'
 	touch $@
 
-$(BRIDGE): $(GO_SRC)
+$(BRIDGE): $(GO_SRC) $(wildcard src/henn/ckks/backends/lattigo/lattigo_patch/*.go) src/henn/ckks/backends/lattigo/patch_lattigo.py
 	$(BIN)/python -m henn.ckks.backends.lattigo.build
 
 setup: $(BIN)/henn
@@ -33,8 +33,9 @@ run: setup
 test: setup $(VENV)/.test-deps
 	$(BIN)/python -m pytest -q --timeout 1800
 
-# lint, format and types (config in pyproject.toml); gofmt and go vet on the bridge
-check: $(VENV)/.test-deps
+# lint, format and types (config in pyproject.toml); gofmt and go vet on the bridge (built first: it
+# makes the patched Lattigo module that go.mod points to)
+check: $(VENV)/.test-deps bridge
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

@@ -180,13 +180,18 @@ def test_precision_literal_is_secure_and_sized_to_the_library(ring):
 def test_special_primes_take_the_room_left_above_every_digit():
     from henn.ckks.selection import precision_literal
 
-    # Orion's MLP config on N = 2^13: chain 38 + 26 x 5 = 168 bits leaves 50, too few for a 61-bit prime
+    # Orion's MLP config on N = 2^13: chain 38 + 26 x 5 = 168 bits leaves 50, too few for a 61-bit prime;
+    # one of 49 bits (below 2^50, the IFMA transform's primes) exceeds the digit 38 by more than the margin
     lit = precision_literal(5, 13, 26, 12, "conjugate_invariant")
-    assert lit.log_q == (38,) + (26,) * 5 and lit.log_p == (50,)  # two of 25 would not exceed 38 + 26 + 5
+    assert lit.log_q == (38,) + (26,) * 5 and lit.log_p == (49,)  # two of 25 would not exceed 38 + 26 + 5
     # room for two: three key-switching digits instead of six, the largest (33 + 24) 5 bits below P
     lit = precision_literal(5, 13, 24, 9, "conjugate_invariant")
     assert lit.log_q == (33,) + (24,) * 5 and lit.log_p == (32, 32) and sum(lit.log_q) + 64 <= 218
     lit = precision_literal(5, 13, 22, 9, "conjugate_invariant")
     assert lit.log_p == (38, 38)  # three of 25 would fall short of the digit 31 + 22 + 22
     assert precision_literal(5, 13, 30, 12, "conjugate_invariant") is None  # 42 + 150 = 192 leaves 26 < 42 + 5
-    assert precision_literal(5, 13, 26, 12, "standard", (60, 1)).log_p == (50,)  # SEAL: one, sized the same way
+    assert precision_literal(5, 13, 26, 12, "standard", (60, 1)).log_p == (49,)  # SEAL: one, sized the same way
+    # room for a 57-bit prime: 49 bits exceed the digit 36 by the margin, so the fast size is taken
+    assert precision_literal(5, 13, 25, 11, "conjugate_invariant").log_p == (49,)
+    # a digit of 50 bits needs more than 49: the library's size is kept
+    assert precision_literal(1, 13, 30, 20, "standard").log_p[0] > 49

@@ -28,6 +28,9 @@ MAX_SLOTS = 1 << (max(security.MAX_LOG_QP_128) - 1)
 # bits by which the special modulus P exceeds the largest key-switching digit: the digits' error, divided
 # by P, then stays below a tenth of the rounding every key switch adds (3 digits x 3.2 x 2^-5 = 0.3 of its std)
 KEYSWITCH_MARGIN_BITS = 5
+# special primes stay below 2^50 where the same number of them fits: the Lattigo bridge's AVX-512 IFMA NTT
+# (go/ntt_ifma.go) transforms such primes about 5x faster than Lattigo's own; elsewhere the size costs nothing
+FAST_SPECIAL_PRIME_BITS = 49
 
 
 def fixed_literal(depth: int, slots: int | None = None, log_scale: int | None = None,
@@ -118,7 +121,7 @@ def precision_literal(depth: int, log_n: int, log_scale: int, integer_bits: int,
     such that P exceeds the largest key-switching digit (k special primes: q0 and the next k - 1 chain
     primes) by KEYSWITCH_MARGIN_BITS. More special primes mean fewer digits, so cheaper rotations and
     relinearizations; smaller ones fit where a 61-bit one would not (N = 2^13, depth 5, 26-bit scale:
-    one 50-bit special prime, where a 61-bit one would have needed the ring twice as large). None when
+    one 49-bit special prime, where a 61-bit one would have needed the ring twice as large). None when
     not even one special prime fits or the ring has too few primes of those sizes."""
     _check_request(depth, None, log_scale, ring)
     special_bits, most = special
@@ -127,16 +130,29 @@ def precision_literal(depth: int, log_n: int, log_scale: int, integer_bits: int,
         return None
     log_q = (first,) + (log_scale,) * depth
     room = security.max_log_qp(log_n) - sum(log_q)
-    sizes = {k: min(special_bits, room // k) for k in range(1, min(-(-len(log_q) // 2), most) + 1)}
-    fits = [k for k, bits in sizes.items() if k * bits >= largest_keyswitch_digit(log_q, k) + KEYSWITCH_MARGIN_BITS]
-    if not fits:
+    log_p = _special_primes(log_q, room, special_bits, most)
+    if log_p is None:
         return None
-    log_p = (sizes[max(fits)],) * max(fits)
     try:
         ntt_primes(log_q + log_p, log_n, ring=ring)
     except ValueError:  # e.g. too few 22-bit primes = 1 mod 4N
         return None
     return ParametersLiteral(log_n, log_q, log_p, log_scale, ring=ring)
+
+
+def _special_primes(log_q: tuple[int, ...], room: int, special_bits: int, most: int) -> tuple[int, ...] | None:
+    """The most special primes (up to half the chain, `most`, `special_bits` each) within `room` bits whose
+    product exceeds every key-switching digit by the margin; no larger than FAST_SPECIAL_PRIME_BITS when
+    that count fits at that size."""
+    def most_that_fit(cap: int) -> tuple[int, ...] | None:
+        sizes = {k: min(cap, room // k) for k in range(1, min(-(-len(log_q) // 2), most) + 1)}
+        fits = [k for k, bits in sizes.items()
+                if k * bits >= largest_keyswitch_digit(log_q, k) + KEYSWITCH_MARGIN_BITS]
+        return (sizes[max(fits)],) * max(fits) if fits else None
+
+    best = most_that_fit(special_bits)
+    fast = most_that_fit(min(special_bits, FAST_SPECIAL_PRIME_BITS))
+    return fast if best is not None and fast is not None and len(fast) == len(best) else best
 
 
 def largest_scale(depth: int, log_n: int, integer_bits: int, ring: str = "standard",

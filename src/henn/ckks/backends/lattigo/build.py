@@ -1,7 +1,8 @@
 """Build the Go bridge: `python -m henn.ckks.backends.lattigo.build [--force]`.
 
 Runs `go build -buildmode=c-shared -trimpath` in go/ and installs the result as
-_bridge/libhennlattigo.so. Needs Go >= 1.24 (Lattigo v6.2.0 requires it) and a C compiler
+_bridge/libhennlattigo.so. The bridge builds against Lattigo v6.2.0 with henn's NTT hook
+(patch_lattigo.py makes go/lattigo-v6.2.0-henn first). Needs Go >= 1.24 (Lattigo v6.2.0 requires it) and a C compiler
 (cgo); the first build downloads the pinned modules (go.sum) through the Go module proxy.
 
 - Rebuilds only when a Go source, go.mod or go.sum is newer than the library (or --force).
@@ -25,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from henn.ckks.backends.lattigo import patch_lattigo
 from henn.errors import BackendError
 
 log = logging.getLogger(__name__)
@@ -46,14 +48,15 @@ def go_binary() -> str | None:
 
 
 def sources() -> list[Path]:
-    """The files the library is built from (Go tests excluded)."""
-    return sorted(p for p in GO_DIR.iterdir()
-                  if (p.suffix == ".go" and not p.name.endswith("_test.go")) or p.name in ("go.mod", "go.sum"))
+    """The files the library is built from (Go tests excluded), the Lattigo patch included."""
+    own = [p for p in GO_DIR.iterdir()
+           if (p.suffix == ".go" and not p.name.endswith("_test.go")) or p.name in ("go.mod", "go.sum")]
+    return sorted(own + patch_lattigo.patch_sources())
 
 
 def is_stale() -> bool:
     """True when the library is missing or older than a Go source."""
-    if not LIBRARY.exists():
+    if not LIBRARY.exists() or not patch_lattigo.is_prepared():
         return True
     built = LIBRARY.stat().st_mtime
     return any(p.stat().st_mtime > built for p in sources())
@@ -92,6 +95,7 @@ def build(force: bool = False) -> Path:
     with _build_lock():
         if not force and not is_stale():  # another process may have built it while we waited
             return LIBRARY
+        patch_lattigo.prepare(go)
         LIBRARY.parent.mkdir(parents=True, exist_ok=True)
         # named *.so so that .gitignore covers it if the build is interrupted
         tmp = LIBRARY.parent / f".tmp-{os.getpid()}-{LIBRARY.name}"

@@ -16,3 +16,6 @@ require (
 	golang.org/x/sys v0.38.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
+
+// Lattigo v6.2.0 with henn's NTT hook, made by henn/ckks/backends/lattigo/patch_lattigo.py
+replace github.com/tuneinsight/lattigo/v6 => ./lattigo-v6.2.0-henn

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/tuneinsight/lattigo/v6/ring"
+)
+
+// lattigoNTT runs Lattigo's own transform of one prime (the accelerator switched off meanwhile).
+func lattigoNTT(forward, lazy bool, ringType ring.Type, s *ring.SubRing, p1, p2 []uint64) {
+	ring.SetNTTAccelerator(nil)
+	defer ring.SetNTTAccelerator(acceleratedNTT)
+	n, q, mred := s.N, s.Modulus, s.MRedConstant
+	switch {
+	case ringType == ring.Standard && forward && !lazy:
+		ring.NTTStandard(p1, p2, n, q, mred, s.BRedConstant, s.RootsForward)
+	case ringType == ring.Standard && forward:
+		ring.NTTStandardLazy(p1, p2, n, q, mred, s.RootsForward)
+	case ringType == ring.Standard && !lazy:
+		ring.INTTStandard(p1, p2, n, s.NInv, q, mred, s.RootsBackward)
+	case ringType == ring.Standard:
+		ring.INTTStandardLazy(p1, p2, n, s.NInv, q, mred, s.RootsBackward)
+	case forward && !lazy:
+		ring.NTTConjugateInvariant(p1, p2, n, q, mred, s.BRedConstant, s.RootsForward)
+	case forward:
+		ring.NTTConjugateInvariantLazy(p1, p2, n, q, mred, s.RootsForward)
+	case !lazy:
+		ring.INTTConjugateInvariant(p1, p2, n, s.NInv, q, mred, s.RootsBackward)
+	default:
+		ring.INTTConjugateInvariantLazy(p1, p2, n, s.NInv, q, mred, s.RootsBackward)
+	}
+}
+
+func rootsOf(s *ring.SubRing, forward bool) []uint64 {
+	if forward {
+		return s.RootsForward
+	}
+	return s.RootsBackward
+}
+
+func primesFor(t *testing.T, bitSize int, nthRoot uint64, k int) []uint64 {
+	g := ring.NewNTTFriendlyPrimesGenerator(uint64(bitSize), nthRoot)
+	primes, err := g.NextDownstreamPrimes(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return primes
+}
+
+// The IFMA transform gives Lattigo's values exactly (fully reduced; the lazy variants' values
+// modulo q), for both rings, both directions, degrees 2^6..2^14, primes of 30 to 49 bits, inputs
+// below q and below 2q (lazy producers), in place and out of place.
+func TestIFMANTTMatchesLattigo(t *testing.T) {
+	if !hasNTTAcceleration() {
+		t.Skip("this CPU has no AVX-512 IFMA: Lattigo's transform runs unchanged")
+	}
+	rng := rand.New(rand.NewSource(7))
+	for _, ringType := range []ring.Type{ring.Standard, ring.ConjugateInvariant} {
+		for _, logN := range []int{6, 7, 10, 13, 14} {
+			n := 1 << logN
+			nthRoot := uint64(2 * n)
+			if ringType == ring.ConjugateInvariant {
+				nthRoot = uint64(4 * n)
+			}
+			for _, bitSize := range []int{30, 40, 49} {
+				moduli := primesFor(t, bitSize, nthRoot, 2)
+				r, err := ring.NewRingFromType(n, moduli, ringType)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range r.SubRings {
+					q := s.Modulus
+					for _, bound := range []uint64{q, 2 * q} {
+						in := make([]uint64, n)
+						for i := range in {
+							in[i] = rng.Uint64() % bound
+						}
+						for _, forward := range []bool{true, false} {
+							for _, lazy := range []bool{false, true} {
+								want, got := make([]uint64, n), append([]uint64{}, in...)
+								lattigoNTT(forward, lazy, ringType, s, in, want)
+								nInv := s.NInv
+								if forward {
+									nInv = 0
+								}
+								if !acceleratedNTT(forward, ringType == ring.ConjugateInvariant, got, got, n, q, s.MRedConstant, nInv, rootsOf(s, forward)) {
+									t.Fatalf("ring %v n=%d q=%d: the accelerator declined", ringType, n, q)
+								}
+								for i := range want {
+									if got[i] >= q || (lazy && got[i] != want[i]%q) || (!lazy && got[i] != want[i]) {
+										t.Fatalf("ring %v n=%d q=%d (%d bits) forward=%v lazy=%v input<%dq: coefficient %d = %d, Lattigo %d",
+											ringType, n, q, bitSize, forward, lazy, bound/q, i, got[i], want[i])
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// Primes from 2^50 and inputs from 2q are left to Lattigo, with the output untouched.
+func TestIFMANTTDeclines(t *testing.T) {
+	if !hasNTTAcceleration() {
+		t.Skip("this CPU has no AVX-512 IFMA")
+	}
+	n := 1 << 10
+	for _, tc := range []struct {
+		bits  int
+		bound uint64
+	}{{50, 1}, {55, 1}, {40, 2}} {
+		g := ring.NewNTTFriendlyPrimesGenerator(uint64(tc.bits), uint64(2*n))
+		q, err := g.NextUpstreamPrime() // from 2^bits up
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := ring.NewRing(n, []uint64{q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := r.SubRings[0]
+		in := make([]uint64, n)
+		for i := range in {
+			in[i] = uint64(i) % s.Modulus
+		}
+		in[n-1] = tc.bound*s.Modulus + 1 // not below 2q in the input-bound case
+		out := make([]uint64, n)
+		if acceleratedNTT(true, false, in, out, n, s.Modulus, s.MRedConstant, 0, s.RootsForward) {
+			t.Fatalf("%d-bit prime, input bound %dq: accelerated, want declined", tc.bits, tc.bound)
+		}
+		for _, v := range out {
+			if v != 0 {
+				t.Fatal("a declined transform wrote its output")
+			}
+		}
+	}
+}
+
+// Times one 2^13 forward transform both ways (go test -run NTTSpeed -v): informative only.
+func TestIFMANTTSpeed(t *testing.T) {
+	if !hasNTTAcceleration() || testing.Short() {
+		t.Skip("no AVX-512 IFMA, or -short")
+	}
+	n := 1 << 13
+	r, err := ring.NewRing(n, primesFor(t, 36, uint64(2*n), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.SubRings[0]
+	a := make([]uint64, n)
+	for i := range a {
+		a[i] = uint64(i*7919) % s.Modulus
+	}
+	const reps = 2000
+	best := func(f func()) time.Duration {
+		b := time.Duration(1 << 62)
+		for k := 0; k < 5; k++ {
+			t0 := time.Now()
+			for i := 0; i < reps; i++ {
+				f()
+			}
+			if d := time.Since(t0) / reps; d < b {
+				b = d
+			}
+		}
+		return b
+	}
+	goNTT := best(func() { lattigoNTT(true, false, ring.Standard, s, a, a) })
+	ifma := best(func() { acceleratedNTT(true, false, a, a, n, s.Modulus, s.MRedConstant, 0, s.RootsForward) })
+	t.Logf("2^13 forward NTT: Lattigo %v, IFMA %v (%.1fx)", goNTT, ifma, float64(goNTT)/float64(ifma))
+}

@@ -1,0 +1,117 @@
+"""The patched Lattigo module the bridge builds against: v6.2.0 plus henn's NTT hook.
+
+go.mod replaces github.com/tuneinsight/lattigo/v6 with go/lattigo-v6.2.0-henn (not in git). This
+module makes that directory: it downloads the pinned release through the Go module proxy (its
+checksum checked by Go against the public sum database), copies it, adds
+lattigo_patch/ntt_accelerator.go to its ring package and one call at the top of each exported
+NTT function, so that the bridge can install its AVX-512 IFMA transform (go/ntt_ifma.go).
+Everything else is Lattigo's code, unchanged (Apache-2.0: its LICENSE is copied with it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+from henn.errors import BackendError
+
+log = logging.getLogger(__name__)
+
+MODULE = "github.com/tuneinsight/lattigo/v6"
+VERSION = "v6.2.0"
+PACKAGE_DIR = Path(__file__).resolve().parent
+PATCH_DIR = PACKAGE_DIR / "lattigo_patch"
+PATCHED_DIR = PACKAGE_DIR / "go" / f"lattigo-{VERSION}-henn"
+STAMP = PATCHED_DIR / ".henn-patch"
+DOWNLOAD_TIMEOUT_S = 600
+
+# exported function -> the hook call inserted as its first statement (argument names as Lattigo's)
+_HOOKS = {
+    "NTTStandard": "true, false, p1, p2, N, Q, MRedConstant, 0, roots",
+    "NTTStandardLazy": "true, false, p1, p2, N, Q, MRedConstant, 0, roots",
+    "INTTStandard": "false, false, p1, p2, N, Q, MRedConstant, NInv, roots",
+    "INTTStandardLazy": "false, false, p1, p2, N, Q, MRedConstant, NInv, roots",
+    "NTTConjugateInvariant": "true, true, p1, p2, N, Q, MRedConstant, 0, roots",
+    "NTTConjugateInvariantLazy": "true, true, p1, p2, N, Q, MRedConstant, 0, roots",
+    "INTTConjugateInvariant": "false, true, p1, p2, N, Q, MRedConstant, NInv, roots",
+    "INTTConjugateInvariantLazy": "false, true, p1, p2, N, Q, MRedConstant, NInv, roots",
+}
+
+
+def patch_sources() -> list[Path]:
+    """The files that define the patch (a change rebuilds the patched module and the bridge)."""
+    return sorted(PATCH_DIR.glob("*.go")) + [Path(__file__).resolve()]
+
+
+def _fingerprint() -> str:
+    digest = hashlib.sha256(VERSION.encode())
+    for path in patch_sources():
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def is_prepared() -> bool:
+    return STAMP.exists() and STAMP.read_text() == _fingerprint()
+
+
+def hook_ntt(source: str) -> str:
+    """ring/ntt.go with the accelerator call first in each exported NTT function."""
+    lines = source.splitlines(keepends=True)
+    out: list[str] = []
+    seen = set()
+    for line in lines:
+        out.append(line)
+        for name, args in _HOOKS.items():
+            if line.startswith(f"func {name}(") and line.rstrip().endswith("{"):
+                out.append(f"\tif accelerated({args}) {{\n\t\treturn\n\t}}\n")
+                seen.add(name)
+    missing = sorted(set(_HOOKS) - seen)
+    if missing:
+        raise BackendError(f"Lattigo {VERSION}'s ring/ntt.go lacks {missing}: the NTT patch needs {VERSION} exactly")
+    return "".join(out)
+
+
+def _download(go: str) -> Path:
+    """The pristine module's directory in Go's module cache (downloaded when missing)."""
+    with tempfile.TemporaryDirectory(prefix="henn-lattigo-dl-") as work:  # outside any go.mod
+        try:
+            proc = subprocess.run([go, "mod", "download", "-json", f"{MODULE}@{VERSION}"], cwd=work,
+                                  capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S,
+                                  env=dict(os.environ, GOFLAGS="-mod=mod"))
+        except subprocess.TimeoutExpired:
+            raise BackendError(f"downloading {MODULE}@{VERSION} took over {DOWNLOAD_TIMEOUT_S} s: check the access "
+                               "to the Go module proxy (GOPROXY) and retry") from None
+    if proc.returncode != 0:
+        raise BackendError(f"`go mod download {MODULE}@{VERSION}` failed:\n{proc.stderr.strip()[-2000:]}\n"
+                           "check the access to the Go module proxy (GOPROXY) and retry")
+    return Path(json.loads(proc.stdout)["Dir"])
+
+
+def prepare(go: str) -> Path:
+    """Make (or refresh) the patched module directory; the caller holds the build lock."""
+    if is_prepared():
+        return PATCHED_DIR
+    pristine = _download(go)
+    staging = PATCHED_DIR.with_name(PATCHED_DIR.name + f".tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(pristine, staging, ignore=shutil.ignore_patterns("*_test.go", "examples", ".github"))
+    for root, dirs, files in os.walk(staging):  # the module cache is read-only
+        for name in dirs + files:
+            path = Path(root) / name
+            path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    ntt = staging / "ring" / "ntt.go"
+    ntt.write_text(hook_ntt(ntt.read_text()))
+    for path in sorted(PATCH_DIR.glob("*.go")):
+        shutil.copyfile(path, staging / "ring" / path.name)
+    (staging / ".henn-patch").write_text(_fingerprint())
+    shutil.rmtree(PATCHED_DIR, ignore_errors=True)
+    os.replace(staging, PATCHED_DIR)
+    log.info("patched %s@%s into %s", MODULE, VERSION, PATCHED_DIR)
+    return PATCHED_DIR
