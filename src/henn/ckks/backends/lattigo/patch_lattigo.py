@@ -3,8 +3,9 @@
 go.mod replaces github.com/tuneinsight/lattigo/v6 with go/lattigo-v6.2.0-henn (not in git). This
 module makes that directory: it downloads the pinned release through the Go module proxy (its
 checksum checked by Go against the public sum database), copies it, adds
-lattigo_patch/ntt_accelerator.go to its ring package and one call at the top of each exported
-NTT function, so that the bridge can install its AVX-512 IFMA transform (go/ntt_ifma.go).
+lattigo_patch/accelerator.go to its ring package and calls to it (one at the top of each exported NTT
+function, one in the one-prime branch of the key-switching decomposition), so that the bridge can
+install its AVX-512 IFMA kernels (go/ntt_ifma.go, go/lift_ifma.go).
 Everything else is Lattigo's code, unchanged (Apache-2.0: its LICENSE is copied with it).
 """
 
@@ -78,6 +79,24 @@ def hook_ntt(source: str) -> str:
     return "".join(out)
 
 
+# DecomposeAndSplit's branch for a digit of one prime: every output prime is the centred input reduced
+_LIFT_ANCHOR = "\tif decompLvl < 0 {\n"
+_LIFT_CALL = """\t\tin, qIn := p0Q.Coeffs[lvlQStart][:N], ringQ.ModuliChain()[lvlQStart]
+\t\tif liftAccelerated(in, qIn, ringQ.ModuliChain(), p1Q.Coeffs[:levelQ+1]) &&
+\t\t\t(ringP == nil || liftAccelerated(in, qIn, ringP.ModuliChain(), p1P.Coeffs[:levelP+1])) {
+\t\t\treturn
+\t\t}
+"""
+
+
+def hook_lift(source: str) -> str:
+    """ring/basis_extension.go with the lift accelerator first in the one-prime digit branch."""
+    if source.count(_LIFT_ANCHOR) != 1:
+        raise BackendError(f"Lattigo {VERSION}'s ring/basis_extension.go has changed: the patch needs {VERSION} "
+                           "exactly")
+    return source.replace(_LIFT_ANCHOR, _LIFT_ANCHOR + _LIFT_CALL)
+
+
 def _download(go: str) -> Path:
     """The pristine module's directory in Go's module cache (downloaded when missing)."""
     with tempfile.TemporaryDirectory(prefix="henn-lattigo-dl-") as work:  # outside any go.mod
@@ -106,8 +125,9 @@ def prepare(go: str) -> Path:
         for name in dirs + files:
             path = Path(root) / name
             path.chmod(path.stat().st_mode | stat.S_IWUSR)
-    ntt = staging / "ring" / "ntt.go"
-    ntt.write_text(hook_ntt(ntt.read_text()))
+    for name, hook in (("ntt.go", hook_ntt), ("basis_extension.go", hook_lift)):
+        path = staging / "ring" / name
+        path.write_text(hook(path.read_text()))
     for path in sorted(PATCH_DIR.glob("*.go")):
         shutil.copyfile(path, staging / "ring" / path.name)
     (staging / ".henn-patch").write_text(_fingerprint())

@@ -173,3 +173,48 @@ func TestIFMANTTSpeed(t *testing.T) {
 	ifma := best(func() { acceleratedNTT(true, false, a, a, n, s.Modulus, s.MRedConstant, 0, s.RootsForward) })
 	t.Logf("2^13 forward NTT: Lattigo %v, IFMA %v (%.1fx)", goNTT, ifma, float64(goNTT)/float64(ifma))
 }
+
+// The IFMA lift gives Lattigo's decomposition of a one-prime digit exactly, into primes smaller
+// and larger than the digit's (the reference restates the branch's arithmetic in Go).
+func TestIFMALiftMatchesLattigo(t *testing.T) {
+	if !hasNTTAcceleration() {
+		t.Skip("this CPU has no AVX-512 IFMA")
+	}
+	rng := rand.New(rand.NewSource(11))
+	n := 1 << 12
+	moduli := append(primesFor(t, 36, uint64(2*n), 2), primesFor(t, 25, uint64(2*n), 3)...)
+	moduli = append(moduli, primesFor(t, 49, uint64(2*n), 1)...)
+	for _, qIn := range moduli {
+		in := make([]uint64, n)
+		for j := range in {
+			in[j] = rng.Uint64() % qIn
+		}
+		in[0], in[1], in[2] = 0, qIn>>1, qIn-1 // the edges of the centring
+		in[3] = qIn - moduli[len(moduli)-2]    // a negated value that one output prime divides
+		want, got := make([][]uint64, len(moduli)), make([][]uint64, len(moduli))
+		for i := range moduli {
+			want[i], got[i] = make([]uint64, n), make([]uint64, n)
+			for j, c := range in {
+				neg := c >= qIn>>1
+				if neg {
+					c = qIn - c
+				}
+				r := c % moduli[i]
+				if neg {
+					r = moduli[i] - r
+				}
+				want[i][j] = r
+			}
+		}
+		if !acceleratedLift(in, qIn, moduli, got) {
+			t.Fatal("the accelerator declined")
+		}
+		for i := range want {
+			for j := range want[i] {
+				if got[i][j] != want[i][j] {
+					t.Fatalf("q_in %d -> %d, coefficient %d (%d): %d, want %d", qIn, moduli[i], j, in[j], got[i][j], want[i][j])
+				}
+			}
+		}
+	}
+}
