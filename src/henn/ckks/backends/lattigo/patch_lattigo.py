@@ -3,9 +3,9 @@
 go.mod replaces github.com/tuneinsight/lattigo/v6 with go/lattigo-v6.2.0-henn (not in git). This
 module makes that directory: it downloads the pinned release through the Go module proxy (its
 checksum checked by Go against the public sum database), copies it, adds
-lattigo_patch/accelerator.go to its ring package and calls to it (one at the top of each exported NTT
-function, one in the one-prime branch of the key-switching decomposition), so that the bridge can
-install its AVX-512 IFMA kernels (go/ntt_ifma.go, go/lift_ifma.go).
+lattigo_patch/accelerator.go to its ring package and calls to it (at the top of each exported NTT
+function and of ModUpExact, in both branches of the key-switching decomposition), so that the bridge can
+install its AVX-512 IFMA kernels (go/ntt_ifma.go, go/extend_ifma.go).
 Everything else is Lattigo's code, unchanged (Apache-2.0: its LICENSE is copied with it).
 """
 
@@ -79,22 +79,42 @@ def hook_ntt(source: str) -> str:
     return "".join(out)
 
 
-# DecomposeAndSplit's branch for a digit of one prime: every output prime is the centred input reduced
-_LIFT_ANCHOR = "\tif decompLvl < 0 {\n"
-_LIFT_CALL = """\t\tin, qIn := p0Q.Coeffs[lvlQStart][:N], ringQ.ModuliChain()[lvlQStart]
+# (anchor, code inserted after it) in ring/basis_extension.go: the lift of a one-prime digit, the exact
+# basis extension (ModUpExact: ModUp and ModDown), the extension of a multi-prime digit
+_EXTENSION_HOOKS = (
+    ("\tif decompLvl < 0 {\n", """\t\tin, qIn := p0Q.Coeffs[lvlQStart][:N], ringQ.ModuliChain()[lvlQStart]
 \t\tif liftAccelerated(in, qIn, ringQ.ModuliChain(), p1Q.Coeffs[:levelQ+1]) &&
 \t\t\t(ringP == nil || liftAccelerated(in, qIn, ringP.ModuliChain(), p1P.Coeffs[:levelP+1])) {
 \t\t\treturn
 \t\t}
-"""
+"""),
+    ("func ModUpExact(p1, p2 [][]uint64, ringQ, ringP *Ring, MUC ModUpConstants) {\n",
+     """\tif extensionAccelerated(p1, nil, ringQ.ModuliChain()[:len(p1)], ringQ.MRedConstants(), MUC.qoverqiinvqi,
+\t\tp2, ringP.ModuliChain()[:len(p2)], ringP.MRedConstants(), MUC.qoverqimodp[:len(p2)], MUC.vtimesqmodp[:len(p2)]) {
+\t\treturn
+\t}
+"""),
+    ("\t\tQHalfModqi := make([]uint64, p0idxed-p0idxst)\n\t\ttmp := bignum.NewInt(0)\n"
+     "\t\tfor i, j := 0, p0idxst; j < p0idxed; i, j = i+1, j+1 {\n"
+     "\t\t\tQHalfModqi[i] = tmp.Mod(QHalf, bignum.NewInt(Q[j])).Uint64()\n\t\t}\n",
+     """\t\tif decomposeExtensionAccelerated(p0idxst, p0idxed, levelQ, levelP, p0Q, p1Q, p1P, Q, P, mredQ, mredP,
+\t\t\tQHalfModqi, MUC) {
+\t\t\tringQ.SubScalarBigint(p1Q, QHalf, p1Q)
+\t\t\tringP.SubScalarBigint(p1P, QHalf, p1P)
+\t\t\treturn
+\t\t}
+"""),
+)
 
 
-def hook_lift(source: str) -> str:
-    """ring/basis_extension.go with the lift accelerator first in the one-prime digit branch."""
-    if source.count(_LIFT_ANCHOR) != 1:
-        raise BackendError(f"Lattigo {VERSION}'s ring/basis_extension.go has changed: the patch needs {VERSION} "
-                           "exactly")
-    return source.replace(_LIFT_ANCHOR, _LIFT_ANCHOR + _LIFT_CALL)
+def hook_extension(source: str) -> str:
+    """ring/basis_extension.go with the accelerator calls in the key-switching decomposition and ModUpExact."""
+    for anchor, code in _EXTENSION_HOOKS:
+        if source.count(anchor) != 1:
+            raise BackendError(f"Lattigo {VERSION}'s ring/basis_extension.go has changed: the patch needs {VERSION} "
+                               "exactly")
+        source = source.replace(anchor, anchor + code)
+    return source
 
 
 def _download(go: str) -> Path:
@@ -125,7 +145,7 @@ def prepare(go: str) -> Path:
         for name in dirs + files:
             path = Path(root) / name
             path.chmod(path.stat().st_mode | stat.S_IWUSR)
-    for name, hook in (("ntt.go", hook_ntt), ("basis_extension.go", hook_lift)):
+    for name, hook in (("ntt.go", hook_ntt), ("basis_extension.go", hook_extension)):
         path = staging / "ring" / name
         path.write_text(hook(path.read_text()))
     for path in sorted(PATCH_DIR.glob("*.go")):

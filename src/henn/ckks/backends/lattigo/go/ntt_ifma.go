@@ -184,7 +184,7 @@ HENN_TGT static int henn_ntt(const uint64_t *in, uint64_t *out, size_t n, uint64
 
 static int henn_ntt_has_ifma(void) {
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma");
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512ifma");
 }
 #else
 static int henn_ntt(const uint64_t *in, uint64_t *out, size_t n, uint64_t q, const uint64_t *w,
@@ -232,7 +232,7 @@ type nttKey struct {
 // nttTables caches one table per (prime, degree, direction, ring, root): a handful per parameter set.
 var nttTables sync.Map
 
-// hasNTTAcceleration reports whether this CPU runs the IFMA transform.
+// hasNTTAcceleration reports whether this CPU runs the IFMA kernels (AVX-512 F, DQ and IFMA).
 func hasNTTAcceleration() bool { return C.henn_ntt_has_ifma() != 0 }
 
 func init() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math/rand"
 	"testing"
 	"time"
@@ -214,6 +215,84 @@ func TestIFMALiftMatchesLattigo(t *testing.T) {
 				if got[i][j] != want[i][j] {
 					t.Fatalf("q_in %d -> %d, coefficient %d (%d): %d, want %d", qIn, moduli[i], j, in[j], got[i][j], want[i][j])
 				}
+			}
+		}
+	}
+}
+
+// withoutAccelerators runs f with Lattigo's own basis extension and lift.
+func withoutAccelerators(f func()) {
+	ring.SetBasisExtensionAccelerator(nil)
+	ring.SetLiftAccelerator(nil)
+	defer ring.SetBasisExtensionAccelerator(acceleratedExtension)
+	defer ring.SetLiftAccelerator(acceleratedLift)
+	f()
+}
+
+func sameModulo(t *testing.T, what string, moduli []uint64, got, want [][]uint64) {
+	t.Helper()
+	for i := range want {
+		q := moduli[i]
+		for x := range want[i] {
+			if got[i][x]%q != want[i][x]%q {
+				t.Fatalf("%s: prime %d (%d), coefficient %d: %d, Lattigo %d", what, i, q, x, got[i][x], want[i][x])
+			}
+		}
+	}
+}
+
+func randomPoly(rng *rand.Rand, r *ring.Ring) ring.Poly {
+	p := r.NewPoly()
+	for i := range p.Coeffs {
+		q := r.ModuliChain()[i]
+		for x := range p.Coeffs[i] {
+			p.Coeffs[i][x] = rng.Uint64() % q
+		}
+	}
+	return p
+}
+
+// The IFMA basis extension gives Lattigo's values modulo every prime: ModUpExact both ways (Q to
+// P, P to Q) and the key-switching decomposition of every digit, one-prime and multi-prime digits.
+func TestIFMAExtensionMatchesLattigo(t *testing.T) {
+	if !hasNTTAcceleration() {
+		t.Skip("this CPU has no AVX-512 IFMA")
+	}
+	rng := rand.New(rand.NewSource(5))
+	n := 1 << 11
+	Q := append(primesFor(t, 42, uint64(2*n), 1), primesFor(t, 31, uint64(2*n), 6)...)
+	for _, nbP := range []int{1, 2, 3} {
+		P := primesFor(t, 44+nbP, uint64(2*n), nbP)
+		ringQ, err := ring.NewRing(n, Q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ringP, err := ring.NewRing(n, P)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dir := range []struct {
+			from, to *ring.Ring
+		}{{ringQ, ringP}, {ringP, ringQ}} {
+			muc := ring.GenModUpConstants(dir.from.ModuliChain(), dir.to.ModuliChain())
+			in := randomPoly(rng, dir.from)
+			want, got := dir.to.NewPoly(), dir.to.NewPoly()
+			withoutAccelerators(func() { ring.ModUpExact(in.Coeffs, want.Coeffs, dir.from, dir.to, muc) })
+			ring.ModUpExact(in.Coeffs, got.Coeffs, dir.from, dir.to, muc)
+			sameModulo(t, fmt.Sprintf("ModUpExact %d -> %d primes", dir.from.ModuliChain(), dir.to.ModuliChain()),
+				dir.to.ModuliChain(), got.Coeffs, want.Coeffs)
+		}
+		dec := ring.NewDecomposer(ringQ, ringP)
+		for _, levelQ := range []int{len(Q) - 1, len(Q) - 2} {
+			rq := ringQ.AtLevel(levelQ)
+			in := randomPoly(rng, rq)
+			for digit := 0; digit*nbP <= levelQ; digit++ {
+				wantQ, wantP, gotQ, gotP := rq.NewPoly(), ringP.NewPoly(), rq.NewPoly(), ringP.NewPoly()
+				withoutAccelerators(func() { dec.DecomposeAndSplit(levelQ, nbP-1, nbP, digit, in, wantQ, wantP) })
+				dec.DecomposeAndSplit(levelQ, nbP-1, nbP, digit, in, gotQ, gotP)
+				what := fmt.Sprintf("digit %d of %d primes (level %d)", digit, nbP, levelQ)
+				sameModulo(t, what, rq.ModuliChain(), gotQ.Coeffs, wantQ.Coeffs)
+				sameModulo(t, what, P, gotP.Coeffs, wantP.Coeffs)
 			}
 		}
 	}

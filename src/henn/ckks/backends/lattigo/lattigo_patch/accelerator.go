@@ -36,3 +36,47 @@ func SetLiftAccelerator(f LiftAccelerator) { liftAccelerator = f }
 func liftAccelerated(in []uint64, qIn uint64, moduli []uint64, out [][]uint64) bool {
 	return liftAccelerator != nil && liftAccelerator(in, qIn, moduli, out)
 }
+
+// BasisExtensionAccelerator writes Lattigo's exact basis extension: for every coefficient x,
+// y_i = [(in[i][x] + offsets[i]) * (Q/q_i)^-1]_{q_i}, v = floor(sum_i y_i / q_i) in float64 (as
+// Lattigo sums it) and out[j][x] = (sum_i y_i * (Q/q_i) - v * Q) mod moduliOut[j], fully reduced,
+// from Lattigo's constants: qOverQiInvQi[i] (Montgomery form mod q_i), qOverQiModP[j][i]
+// (Montgomery form mod moduliOut[j]) and vTimesQModP[j][v] (-vQ mod moduliOut[j]). offsets nil
+// means zeros. It returns false, having written nothing it is answerable for, where it declines.
+type BasisExtensionAccelerator func(in [][]uint64, offsets, moduliIn, mredIn, qOverQiInvQi []uint64,
+	out [][]uint64, moduliOut, mredOut []uint64, qOverQiModP, vTimesQModP [][]uint64) bool
+
+var basisExtensionAccelerator BasisExtensionAccelerator
+
+// SetBasisExtensionAccelerator installs f (nil restores Lattigo's own code), before any ring is used.
+func SetBasisExtensionAccelerator(f BasisExtensionAccelerator) { basisExtensionAccelerator = f }
+
+func extensionAccelerated(in [][]uint64, offsets, moduliIn, mredIn, qOverQiInvQi []uint64,
+	out [][]uint64, moduliOut, mredOut []uint64, qOverQiModP, vTimesQModP [][]uint64) bool {
+	return basisExtensionAccelerator != nil &&
+		basisExtensionAccelerator(in, offsets, moduliIn, mredIn, qOverQiInvQi, out, moduliOut, mredOut, qOverQiModP, vTimesQModP)
+}
+
+// decomposeExtensionAccelerated is DecomposeAndSplit's multi-prime branch through the accelerator:
+// the digit's primes [start, end) extended to the other primes of Q and to P, centred by qHalf.
+func decomposeExtensionAccelerated(start, end, levelQ, levelP int, p0Q, p1Q, p1P Poly, Q, P, mredQ, mredP,
+	qHalfModQi []uint64, MUC ModUpConstants) bool {
+	if basisExtensionAccelerator == nil {
+		return false
+	}
+	n := levelQ + 1 - (end - start) + levelP + 1
+	out, moduli, mred := make([][]uint64, 0, n), make([]uint64, 0, n), make([]uint64, 0, n)
+	qOverQiModP, vTimesQModP := make([][]uint64, 0, n), make([][]uint64, 0, n)
+	for j := 0; j < levelQ+1; j++ {
+		if j < start || j >= end {
+			out, moduli, mred = append(out, p1Q.Coeffs[j]), append(moduli, Q[j]), append(mred, mredQ[j])
+			qOverQiModP, vTimesQModP = append(qOverQiModP, MUC.qoverqimodp[j]), append(vTimesQModP, MUC.vtimesqmodp[j])
+		}
+	}
+	for j, u := 0, len(Q); j < levelP+1; j, u = j+1, u+1 {
+		out, moduli, mred = append(out, p1P.Coeffs[j]), append(moduli, P[j]), append(mred, mredP[j])
+		qOverQiModP, vTimesQModP = append(qOverQiModP, MUC.qoverqimodp[u]), append(vTimesQModP, MUC.vtimesqmodp[u])
+	}
+	return basisExtensionAccelerator(p0Q.Coeffs[start:end], qHalfModQi, Q[start:end], mredQ[start:end], MUC.qoverqiinvqi,
+		out, moduli, mred, qOverQiModP, vTimesQModP)
+}

@@ -1,0 +1,183 @@
+package main
+
+/*
+#include <stdint.h>
+#include <stddef.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+// out[j] = the centred lift of in[j] (mod qin) modulo q, Lattigo's way: c = in[j], negated to
+// qin - c when c >= qin/2; r = c mod q (Shoup's product by 1: ws = floor(2^52 / q), c < 2^52);
+// out = r, or q - r for a negated c (q itself when r = 0, as Lattigo writes it). n % 8 == 0.
+__attribute__((target("avx512f,avx512ifma")))
+static void henn_lift(const uint64_t *in, size_t n, uint64_t qin, uint64_t qs, uint64_t wss, uint64_t *out) {
+	const __m512i zero = _mm512_setzero_si512(), mask52 = _mm512_set1_epi64((1LL << 52) - 1);
+	const __m512i Qin = _mm512_set1_epi64((long long)qin), half = _mm512_set1_epi64((long long)(qin >> 1));
+	const __m512i q = _mm512_set1_epi64((long long)qs), ws = _mm512_set1_epi64((long long)wss);
+	for (size_t j = 0; j < n; j += 8) {
+		__m512i c = _mm512_loadu_si512((const void *)(in + j));
+		__mmask8 neg = _mm512_cmpge_epu64_mask(c, half);
+		c = _mm512_mask_sub_epi64(c, neg, Qin, c);
+		__m512i quot = _mm512_madd52hi_epu64(zero, c, ws);
+		__m512i r = _mm512_and_si512(_mm512_sub_epi64(c, _mm512_madd52lo_epu64(zero, quot, q)), mask52);
+		r = _mm512_min_epu64(r, _mm512_sub_epi64(r, q));
+		r = _mm512_mask_sub_epi64(r, neg, q, r);
+		_mm512_storeu_si512((void *)(out + j), r);
+	}
+}
+
+// Exact basis extension of 8 coefficients at a time (Lattigo's ModUpExact, fully reduced): k input
+// primes qin (k <= 15, see extendMaxPrimes; offsets added first), nout output primes. Constants in standard form with
+// their Shoup companions: sinv/sinvs[i] = (Q/q_i)^-1 mod q_i; c[j*k + i] = (Q/q_i) mod p_j;
+// r52/r52s[j] = 2^52 mod p_j; one/ones[j]: 1 and floor(2^52/p_j); vq[j*(k+1) + v] = -vQ mod p_j.
+// v = floor(sum_i y_i/q_i) summed in double in Lattigo's order, so it is Lattigo's v.
+__attribute__((target("avx512f,avx512dq,avx512ifma")))
+static void henn_extend(const uintptr_t *in, const uint64_t *offsets, const uint64_t *qin, const uint64_t *sinv,
+                        const uint64_t *sinvs, int k, const uintptr_t *out, const uint64_t *pout, const uint64_t *c,
+                        const uint64_t *r52, const uint64_t *r52s, const uint64_t *ones, const uint64_t *vq,
+                        int nout, size_t n) {
+	const __m512i zero = _mm512_setzero_si512(), mask52 = _mm512_set1_epi64((1LL << 52) - 1);
+	const __m512i one = _mm512_set1_epi64(1);
+	__m512i y[32];
+	for (size_t x = 0; x < n; x += 8) {
+		__m512d acc = _mm512_setzero_pd();
+		for (int i = 0; i < k; i++) {
+			const __m512i q = _mm512_set1_epi64((long long)qin[i]);
+			__m512i a = _mm512_add_epi64(_mm512_loadu_si512((const void *)((const uint64_t *)in[i] + x)),
+			                             _mm512_set1_epi64((long long)offsets[i]));
+			__m512i quot = _mm512_madd52hi_epu64(zero, a, _mm512_set1_epi64((long long)sinvs[i]));
+			__m512i r = _mm512_madd52lo_epu64(zero, a, _mm512_set1_epi64((long long)sinv[i]));
+			r = _mm512_and_si512(_mm512_sub_epi64(r, _mm512_madd52lo_epu64(zero, quot, q)), mask52);
+			r = _mm512_min_epu64(r, _mm512_sub_epi64(r, q));
+			y[i] = r;
+			acc = _mm512_add_pd(acc, _mm512_div_pd(_mm512_cvtepu64_pd(r), _mm512_set1_pd((double)qin[i])));
+		}
+		__m512i v = _mm512_cvttpd_epu64(acc);
+		for (int j = 0; j < nout; j++) {
+			const __m512i p = _mm512_set1_epi64((long long)pout[j]);
+			const uint64_t *cj = c + (size_t)j * k;
+			__m512i lo = zero, hi = zero;
+			for (int i = 0; i < k; i++) {
+				__m512i cc = _mm512_set1_epi64((long long)cj[i]);
+				lo = _mm512_madd52lo_epu64(lo, y[i], cc);
+				hi = _mm512_madd52hi_epu64(hi, y[i], cc);
+			}
+			hi = _mm512_add_epi64(hi, _mm512_srli_epi64(lo, 52));  // value = hi * 2^52 + lo, both < 2^52
+			lo = _mm512_and_si512(lo, mask52);
+			__m512i quot = _mm512_madd52hi_epu64(zero, hi, _mm512_set1_epi64((long long)r52s[j]));
+			__m512i a = _mm512_and_si512(_mm512_sub_epi64(_mm512_madd52lo_epu64(zero, hi, _mm512_set1_epi64((long long)r52[j])),
+			                                              _mm512_madd52lo_epu64(zero, quot, p)), mask52);
+			quot = _mm512_madd52hi_epu64(zero, lo, _mm512_set1_epi64((long long)ones[j]));
+			__m512i b = _mm512_and_si512(_mm512_sub_epi64(_mm512_madd52lo_epu64(zero, lo, one), _mm512_madd52lo_epu64(zero, quot, p)), mask52);
+			__m512i s = _mm512_add_epi64(a, b);  // < 4p
+			s = _mm512_min_epu64(s, _mm512_sub_epi64(s, _mm512_add_epi64(p, p)));
+			s = _mm512_min_epu64(s, _mm512_sub_epi64(s, p));
+			s = _mm512_add_epi64(s, _mm512_i64gather_epi64(v, (const void *)(vq + (size_t)j * (k + 1)), 8));
+			s = _mm512_min_epu64(s, _mm512_sub_epi64(s, p));
+			s = _mm512_min_epu64(s, _mm512_sub_epi64(s, p));
+			_mm512_storeu_si512((void *)((uint64_t *)out[j] + x), s);
+		}
+	}
+}
+#else
+static void henn_extend(const uintptr_t *in, const uint64_t *offsets, const uint64_t *qin, const uint64_t *sinv,
+                        const uint64_t *sinvs, int k, const uintptr_t *out, const uint64_t *pout, const uint64_t *c,
+                        const uint64_t *r52, const uint64_t *r52s, const uint64_t *ones, const uint64_t *vq,
+                        int nout, size_t n) {}
+static void henn_lift(const uint64_t *in, size_t n, uint64_t qin, uint64_t qs, uint64_t wss, uint64_t *out) {}
+#endif
+*/
+import "C"
+
+import (
+	"os"
+	"runtime"
+	"unsafe"
+
+	"github.com/tuneinsight/lattigo/v6/ring"
+)
+
+func init() {
+	// HENN_LATTIGO_NTT=go keeps Lattigo's own code here too. The extension kernel's double sum
+	// also needs AVX-512 DQ, which every IFMA CPU has.
+	if os.Getenv("HENN_LATTIGO_NTT") != "go" && hasNTTAcceleration() {
+		ring.SetLiftAccelerator(acceleratedLift)
+		ring.SetBasisExtensionAccelerator(acceleratedExtension)
+	}
+}
+
+// acceleratedLift is the ring.LiftAccelerator: 8 coefficients at a time for primes below 2^50.
+func acceleratedLift(in []uint64, qIn uint64, moduli []uint64, out [][]uint64) bool {
+	n := len(in)
+	if n == 0 || n%8 != 0 || qIn >= nttMaxModulus || len(moduli) < len(out) {
+		return false
+	}
+	for i := range out {
+		if moduli[i] >= nttMaxModulus || len(out[i]) < n {
+			return false
+		}
+	}
+	for i := range out {
+		C.henn_lift((*C.uint64_t)(unsafe.Pointer(&in[0])), C.size_t(n), C.uint64_t(qIn), C.uint64_t(moduli[i]),
+			C.uint64_t(shoup(1, moduli[i])), (*C.uint64_t)(unsafe.Pointer(&out[i][0])))
+	}
+	return true
+}
+
+// extendMaxPrimes: the high halves of k products below 2^100 sum below k * 2^48, which Shoup's
+// product (inputs below 2^52) takes for k <= 15; henn_extend's y[] holds up to 32.
+const extendMaxPrimes = 15
+
+// acceleratedExtension is the ring.BasisExtensionAccelerator for primes below 2^50 (see there).
+func acceleratedExtension(in [][]uint64, offsets, moduliIn, mredIn, qOverQiInvQi []uint64,
+	out [][]uint64, moduliOut, mredOut []uint64, qOverQiModP, vTimesQModP [][]uint64) bool {
+	k, nout := len(in), len(out)
+	if k == 0 || k > extendMaxPrimes || nout == 0 || len(moduliIn) < k || len(mredIn) < k || len(qOverQiInvQi) < k ||
+		len(moduliOut) < nout || len(mredOut) < nout || len(qOverQiModP) < nout || len(vTimesQModP) < nout ||
+		(offsets != nil && len(offsets) < k) {
+		return false
+	}
+	n := len(in[0])
+	if n == 0 || n%8 != 0 {
+		return false
+	}
+	pin := new(runtime.Pinner)
+	defer pin.Unpin()
+	inAddr, sinv, sinvs, offs := make([]uintptr, k), make([]uint64, k), make([]uint64, k), make([]uint64, k)
+	for i := 0; i < k; i++ {
+		q := moduliIn[i]
+		if q >= nttMaxModulus || len(in[i]) < n || (offsets != nil && offsets[i] >= q) {
+			return false
+		}
+		pin.Pin(&in[i][0])
+		inAddr[i] = uintptr(unsafe.Pointer(&in[i][0]))
+		sinv[i] = ring.MRed(qOverQiInvQi[i], 1, q, mredIn[i])
+		sinvs[i] = shoup(sinv[i], q)
+		if offsets != nil {
+			offs[i] = offsets[i]
+		}
+	}
+	outAddr, c, r52, r52s, ones := make([]uintptr, nout), make([]uint64, nout*k), make([]uint64, nout), make([]uint64, nout), make([]uint64, nout)
+	vq := make([]uint64, nout*(k+1))
+	for j := 0; j < nout; j++ {
+		p := moduliOut[j]
+		if p >= nttMaxModulus || len(out[j]) < n || len(qOverQiModP[j]) < k || len(vTimesQModP[j]) < k+1 {
+			return false
+		}
+		pin.Pin(&out[j][0])
+		outAddr[j] = uintptr(unsafe.Pointer(&out[j][0]))
+		for i := 0; i < k; i++ {
+			c[j*k+i] = ring.MRed(qOverQiModP[j][i], 1, p, mredOut[j])
+		}
+		r52[j] = (uint64(1) << 52) % p
+		r52s[j], ones[j] = shoup(r52[j], p), shoup(1, p)
+		copy(vq[j*(k+1):], vTimesQModP[j][:k+1])
+	}
+	C.henn_extend((*C.uintptr_t)(unsafe.Pointer(&inAddr[0])), (*C.uint64_t)(unsafe.Pointer(&offs[0])),
+		(*C.uint64_t)(unsafe.Pointer(&moduliIn[0])), (*C.uint64_t)(unsafe.Pointer(&sinv[0])), (*C.uint64_t)(unsafe.Pointer(&sinvs[0])),
+		C.int(k), (*C.uintptr_t)(unsafe.Pointer(&outAddr[0])), (*C.uint64_t)(unsafe.Pointer(&moduliOut[0])),
+		(*C.uint64_t)(unsafe.Pointer(&c[0])), (*C.uint64_t)(unsafe.Pointer(&r52[0])), (*C.uint64_t)(unsafe.Pointer(&r52s[0])),
+		(*C.uint64_t)(unsafe.Pointer(&ones[0])), (*C.uint64_t)(unsafe.Pointer(&vq[0])), C.int(nout), C.size_t(n))
+	return true
+}
