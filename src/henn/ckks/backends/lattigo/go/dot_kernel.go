@@ -69,6 +69,74 @@ static void henn_dot_prime(const uintptr_t *c0s, const uintptr_t *c1s, const uin
 	}
 }
 static int henn_dot_native(void) { return 1; }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HENN_DOT52_TILE 256
+#define HENN_DOT52_TERMS 4095  // 52-bit halves summed in 64-bit lanes: at most 4095 before a fold
+
+// Shoup's x * w mod q in [0, 2q) (x < 2^52, w < q < 2^50, ws = floor(w * 2^52 / q)).
+__attribute__((target("avx512f,avx512ifma")))
+static inline __m512i henn_dot52_shoup(__m512i x, uint64_t w, uint64_t ws, __m512i q) {
+	const __m512i zero = _mm512_setzero_si512();
+	__m512i quot = _mm512_madd52hi_epu64(zero, x, _mm512_set1_epi64((long long)ws));
+	__m512i r = _mm512_sub_epi64(_mm512_madd52lo_epu64(zero, x, _mm512_set1_epi64((long long)w)),
+	                             _mm512_madd52lo_epu64(zero, quot, q));
+	return _mm512_and_si512(r, _mm512_set1_epi64((1LL << 52) - 1));
+}
+
+// (hi * 2^52 + lo) mod q, fully reduced; k = {1's Shoup, 2^52 mod q and its Shoup, 2^104 mod q and its Shoup}.
+__attribute__((target("avx512f,avx512ifma")))
+static inline __m512i henn_dot52_fold(__m512i lo, __m512i hi, __m512i q, const uint64_t *k) {
+	const __m512i mask = _mm512_set1_epi64((1LL << 52) - 1);
+	hi = _mm512_add_epi64(hi, _mm512_srli_epi64(lo, 52));
+	lo = _mm512_and_si512(lo, mask);
+	__m512i r = _mm512_add_epi64(henn_dot52_shoup(lo, 1, k[0], q), henn_dot52_shoup(_mm512_and_si512(hi, mask), k[1], k[2], q));
+	r = _mm512_add_epi64(r, henn_dot52_shoup(_mm512_srli_epi64(hi, 52), k[3], k[4], q));  // < 6q
+	__m512i q2 = _mm512_add_epi64(q, q);
+	r = _mm512_min_epu64(r, _mm512_sub_epi64(r, _mm512_add_epi64(q2, q2)));
+	r = _mm512_min_epu64(r, _mm512_sub_epi64(r, q2));
+	return _mm512_min_epu64(r, _mm512_sub_epi64(r, q));
+}
+
+// henn_dot_prime for primes below 2^50 with AVX-512 IFMA: every limb below 2^52 (reduced limbs),
+// products summed as 52-bit halves in 64-bit lanes, folded modulo q every HENN_DOT52_TERMS terms.
+__attribute__((target("avx512f,avx512ifma")))
+static void henn_dot_prime52(const uintptr_t *c0s, const uintptr_t *c1s, const uintptr_t *ps, int nterms, size_t n,
+                             uint64_t qs, const uint64_t *k, uint64_t *dst0, uint64_t *dst1) {
+	__m512i L0[HENN_DOT52_TILE / 8], H0[HENN_DOT52_TILE / 8], L1[HENN_DOT52_TILE / 8], H1[HENN_DOT52_TILE / 8];
+	const __m512i q = _mm512_set1_epi64((long long)qs), zero = _mm512_setzero_si512();
+	for (size_t s = 0; s < n; s += HENN_DOT52_TILE) {
+		size_t w = (n - s < HENN_DOT52_TILE ? n - s : HENN_DOT52_TILE) / 8;
+		for (size_t v = 0; v < w; v++) L0[v] = H0[v] = L1[v] = H1[v] = zero;
+		for (int t = 0; t < nterms; t++) {
+			if (t > 0 && t % HENN_DOT52_TERMS == 0)
+				for (size_t v = 0; v < w; v++) {
+					L0[v] = henn_dot52_fold(L0[v], H0[v], q, k);
+					L1[v] = henn_dot52_fold(L1[v], H1[v], q, k);
+					H0[v] = H1[v] = zero;
+				}
+			const uint64_t *a = (const uint64_t *)c0s[t] + s, *b = (const uint64_t *)c1s[t] + s;
+			const uint64_t *p = (const uint64_t *)ps[t] + s;
+			for (size_t v = 0; v < w; v++) {
+				__m512i m = _mm512_loadu_si512((const void *)(p + 8 * v));
+				__m512i x = _mm512_loadu_si512((const void *)(a + 8 * v)), y = _mm512_loadu_si512((const void *)(b + 8 * v));
+				L0[v] = _mm512_madd52lo_epu64(L0[v], x, m);
+				H0[v] = _mm512_madd52hi_epu64(H0[v], x, m);
+				L1[v] = _mm512_madd52lo_epu64(L1[v], y, m);
+				H1[v] = _mm512_madd52hi_epu64(H1[v], y, m);
+			}
+		}
+		for (size_t v = 0; v < w; v++) {
+			_mm512_storeu_si512((void *)(dst0 + s + 8 * v), henn_dot52_fold(L0[v], H0[v], q, k));
+			_mm512_storeu_si512((void *)(dst1 + s + 8 * v), henn_dot52_fold(L1[v], H1[v], q, k));
+		}
+	}
+}
+#else
+static void henn_dot_prime52(const uintptr_t *c0s, const uintptr_t *c1s, const uintptr_t *ps, int nterms, size_t n,
+                             uint64_t qs, const uint64_t *k, uint64_t *dst0, uint64_t *dst1) {}
+#endif
 #else
 static void henn_dot_prime(const uintptr_t *c0s, const uintptr_t *c1s, const uintptr_t *ps, int nterms, size_t n,
                            uint64_t q, uint64_t r64, uint64_t u0, uint64_t u1, int chunk, uint64_t *dst0,
@@ -81,6 +149,8 @@ import "C"
 import (
 	"runtime"
 	"unsafe"
+
+	"github.com/tuneinsight/lattigo/v6/ring"
 )
 
 // hasNativeDot reports whether the C compiler has 128-bit integers for the dot product kernel
@@ -88,8 +158,18 @@ import (
 func hasNativeDot() bool { return C.henn_dot_native() != 0 }
 
 // dotPrimeNative computes one prime's limbs of sum_t (c0_t, c1_t) * p_t in C into dst0, dst1. c0,
-// c1 and p hold each term's limb addresses; the caller has pinned the limbs.
+// c1 and p hold each term's limb addresses; the caller has pinned the limbs. Primes below 2^50
+// take the AVX-512 IFMA kernel where the CPU has it (limbs are reduced, so below 2^52).
 func dotPrimeNative(c0, c1, p []uintptr, q, r64 uint64, bred [2]uint64, chunk int, dst0, dst1 []uint64) {
+	if q < nttMaxModulus && len(dst0)%8 == 0 && hasNTTAcceleration() {
+		r52 := (uint64(1) << 52) % q
+		r104 := ring.BRed(r52, r52, q, bred)
+		k := [5]uint64{shoup(1, q), r52, shoup(r52, q), r104, shoup(r104, q)}
+		C.henn_dot_prime52((*C.uintptr_t)(unsafe.Pointer(&c0[0])), (*C.uintptr_t)(unsafe.Pointer(&c1[0])),
+			(*C.uintptr_t)(unsafe.Pointer(&p[0])), C.int(len(p)), C.size_t(len(dst0)), C.uint64_t(q),
+			(*C.uint64_t)(unsafe.Pointer(&k[0])), (*C.uint64_t)(unsafe.Pointer(&dst0[0])), (*C.uint64_t)(unsafe.Pointer(&dst1[0])))
+		return
+	}
 	C.henn_dot_prime((*C.uintptr_t)(unsafe.Pointer(&c0[0])), (*C.uintptr_t)(unsafe.Pointer(&c1[0])),
 		(*C.uintptr_t)(unsafe.Pointer(&p[0])), C.int(len(p)), C.size_t(len(dst0)), C.uint64_t(q), C.uint64_t(r64),
 		C.uint64_t(bred[0]), C.uint64_t(bred[1]), C.int(chunk), (*C.uint64_t)(unsafe.Pointer(&dst0[0])),

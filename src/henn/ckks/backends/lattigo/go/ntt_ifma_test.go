@@ -2,9 +2,12 @@ package main
 
 import (
 	"fmt"
+	"math/bits"
 	"math/rand"
+	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/tuneinsight/lattigo/v6/ring"
 )
@@ -296,4 +299,51 @@ func TestIFMAExtensionMatchesLattigo(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The IFMA dot kernel folds its 52-bit sums every 4095 terms: 5,000 terms of full-size limbs
+// against 128-bit arithmetic, for primes just below 2^50 and of 30 bits.
+func TestIFMADotFoldsLongSums(t *testing.T) {
+	if !hasNTTAcceleration() {
+		t.Skip("this CPU has no AVX-512 IFMA")
+	}
+	rng := rand.New(rand.NewSource(13))
+	const terms, n = 5000, 16
+	for _, q := range []uint64{primesFor(t, 50, 64, 1)[0], primesFor(t, 30, 64, 1)[0]} {
+		limbs := func() ([][]uint64, []uintptr) {
+			ls, addr := make([][]uint64, terms), make([]uintptr, terms)
+			for i := range ls {
+				ls[i] = make([]uint64, n)
+				for x := range ls[i] {
+					ls[i][x] = q - 1 - rng.Uint64()%16 // near q: the largest sums
+				}
+				addr[i] = uintptr(unsafe.Pointer(&ls[i][0]))
+			}
+			return ls, addr
+		}
+		a, aAddr := limbs()
+		b, bAddr := limbs()
+		p, pAddr := limbs()
+		dst0, dst1 := make([]uint64, n), make([]uint64, n)
+		dotPrimeNative(aAddr, bAddr, pAddr, q, 0, ring.GenBRedConstant(q), 0, dst0, dst1)
+		for x := 0; x < n; x++ {
+			var w0, w1 uint64
+			for i := 0; i < terms; i++ {
+				w0 = (w0 + mulMod(a[i][x], p[i][x], q)) % q
+				w1 = (w1 + mulMod(b[i][x], p[i][x], q)) % q
+			}
+			if dst0[x] != w0 || dst1[x] != w1 {
+				t.Fatalf("q=%d coefficient %d: (%d, %d), want (%d, %d)", q, x, dst0[x], dst1[x], w0, w1)
+			}
+		}
+		runtime.KeepAlive(a)
+		runtime.KeepAlive(b)
+		runtime.KeepAlive(p)
+	}
+}
+
+func mulMod(a, b, q uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	_, r := bits.Div64(hi, lo, q)
+	return r
 }
