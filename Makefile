@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 BRIDGE := src/henn/ckks/backends/lattigo/_bridge/libhennlattigo.so
 GO_DIR := src/henn/ckks/backends/lattigo/go
-GO_SRC := $(wildcard $(GO_DIR)/*.go) $(GO_DIR)/go.mod
+GO_SRC := $(wildcard $(GO_DIR)/*.go $(GO_DIR)/*.h) $(GO_DIR)/go.mod
 
 .PHONY: setup bridge run test check clean
 

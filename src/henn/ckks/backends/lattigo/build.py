@@ -48,9 +48,9 @@ def go_binary() -> str | None:
 
 
 def sources() -> list[Path]:
-    """The files the library is built from (Go tests excluded), the Lattigo patch included."""
+    """The files the library is built from (Go and C headers, Go tests excluded), the Lattigo patch included."""
     own = [p for p in GO_DIR.iterdir()
-           if (p.suffix == ".go" and not p.name.endswith("_test.go")) or p.name in ("go.mod", "go.sum")]
+           if (p.suffix in (".go", ".h") and not p.name.endswith("_test.go")) or p.name in ("go.mod", "go.sum")]
     return sorted(own + patch_lattigo.patch_sources())
 
 

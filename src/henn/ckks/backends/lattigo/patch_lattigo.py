@@ -4,8 +4,9 @@ go.mod replaces github.com/tuneinsight/lattigo/v6 with go/lattigo-v6.2.0-henn (n
 module makes that directory: it downloads the pinned release through the Go module proxy (its
 checksum checked by Go against the public sum database), copies it, adds
 lattigo_patch/accelerator.go to its ring package and calls to it (at the top of each exported NTT
-function and of ModUpExact, in both branches of the key-switching decomposition), so that the bridge can
-install its AVX-512 IFMA kernels (go/ntt_ifma.go, go/extend_ifma.go).
+function and of ModUpExact, in both branches of the key-switching decomposition, in the lazy Montgomery
+products), so that the bridge can install its AVX-512 kernels (go/ntt_ifma.go, go/extend_ifma.go,
+go/montgomery_ifma.go).
 Everything else is Lattigo's code, unchanged (Apache-2.0: its LICENSE is copied with it).
 """
 
@@ -107,14 +108,31 @@ _EXTENSION_HOOKS = (
 )
 
 
-def hook_extension(source: str) -> str:
-    """ring/basis_extension.go with the accelerator calls in the key-switching decomposition and ModUpExact."""
-    for anchor, code in _EXTENSION_HOOKS:
+# (anchor, code inserted after it) in ring/vec_ops.go: the lazy Montgomery products of key switching
+_VEC_HOOKS = (
+    ("func mulcoeffsmontgomerylazyvec(p1, p2, p3 []uint64, modulus, mredconstant uint64) {\n",
+     "\tif mulCoeffsAccelerated(p1, p2, p3, modulus, mredconstant, false) {\n\t\treturn\n\t}\n"),
+    ("func mulcoeffsmontgomerylazythenaddlazyvec(p1, p2, p3 []uint64, modulus, mredconstant uint64) {\n",
+     "\tif mulCoeffsAccelerated(p1, p2, p3, modulus, mredconstant, true) {\n\t\treturn\n\t}\n"),
+)
+
+
+def _insert(source: str, name: str, hooks: tuple[tuple[str, str], ...]) -> str:
+    for anchor, code in hooks:
         if source.count(anchor) != 1:
-            raise BackendError(f"Lattigo {VERSION}'s ring/basis_extension.go has changed: the patch needs {VERSION} "
-                               "exactly")
+            raise BackendError(f"Lattigo {VERSION}'s ring/{name} has changed: the patch needs {VERSION} exactly")
         source = source.replace(anchor, anchor + code)
     return source
+
+
+def hook_vec(source: str) -> str:
+    """ring/vec_ops.go with the accelerator first in the lazy Montgomery products."""
+    return _insert(source, "vec_ops.go", _VEC_HOOKS)
+
+
+def hook_extension(source: str) -> str:
+    """ring/basis_extension.go with the accelerator calls in the key-switching decomposition and ModUpExact."""
+    return _insert(source, "basis_extension.go", _EXTENSION_HOOKS)
 
 
 def _download(go: str) -> Path:
@@ -145,7 +163,7 @@ def prepare(go: str) -> Path:
         for name in dirs + files:
             path = Path(root) / name
             path.chmod(path.stat().st_mode | stat.S_IWUSR)
-    for name, hook in (("ntt.go", hook_ntt), ("basis_extension.go", hook_extension)):
+    for name, hook in (("ntt.go", hook_ntt), ("basis_extension.go", hook_extension), ("vec_ops.go", hook_vec)):
         path = staging / "ring" / name
         path.write_text(hook(path.read_text()))
     for path in sorted(PATCH_DIR.glob("*.go")):

@@ -8,12 +8,12 @@ package main
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#define HENN_TGT __attribute__((target("avx512f,avx512ifma")))
+#define HENN_TGT __attribute__((target("avx512f,avx512dq,avx512ifma")))
 
 // Shoup's modular product y*w mod q in [0, 2q) with 52-bit IFMA: y < 2^52, w < q < 2^50 and
 // ws = floor(w * 2^52 / q). y*w/q - floor(y*ws/2^52) lies in [0, 2), so the product minus the
 // quotient's multiple of q is below 2q < 2^52 and exact in the low 52 bits.
-HENN_TGT static inline __m512i henn_mulshoup(__m512i y, __m512i w, __m512i ws, __m512i q) {
+HENN_TGT static inline __m512i henn_mulshoup52(__m512i y, __m512i w, __m512i ws, __m512i q) {
 	const __m512i zero = _mm512_setzero_si512();
 	__m512i quot = _mm512_madd52hi_epu64(zero, y, ws);
 	__m512i a = _mm512_madd52lo_epu64(zero, y, w);
@@ -22,9 +22,32 @@ HENN_TGT static inline __m512i henn_mulshoup(__m512i y, __m512i w, __m512i ws, _
 }
 
 // The same for one value.
-static inline uint64_t henn_mulshoup1(uint64_t y, uint64_t w, uint64_t ws, uint64_t q) {
+static inline uint64_t henn_mulshoup1_52(uint64_t y, uint64_t w, uint64_t ws, uint64_t q) {
 	uint64_t quot = (uint64_t)(((unsigned __int128)y * ws) >> 52);
 	return (y * w - quot * q) & ((1ULL << 52) - 1);
+}
+
+// The high 64 bits of a * b in 8 lanes, from four 32x32-bit products (AVX-512 has no 64-bit mulhi).
+HENN_TGT static inline __m512i henn_mulhi64(__m512i a, __m512i b) {
+	const __m512i lo32 = _mm512_set1_epi64(0xffffffffLL);
+	__m512i ah = _mm512_srli_epi64(a, 32), bh = _mm512_srli_epi64(b, 32);
+	__m512i ll = _mm512_mul_epu32(a, b), lh = _mm512_mul_epu32(a, bh);
+	__m512i hl = _mm512_mul_epu32(ah, b), hh = _mm512_mul_epu32(ah, bh);
+	__m512i mid = _mm512_add_epi64(_mm512_srli_epi64(ll, 32), _mm512_and_si512(lh, lo32));
+	mid = _mm512_add_epi64(mid, _mm512_and_si512(hl, lo32));  // below 3 * 2^32: no carry lost
+	return _mm512_add_epi64(_mm512_add_epi64(hh, _mm512_srli_epi64(lh, 32)),
+	                        _mm512_add_epi64(_mm512_srli_epi64(hl, 32), _mm512_srli_epi64(mid, 32)));
+}
+
+// Shoup's product for primes below 2^61 in 64-bit lanes: ws = floor(w * 2^64 / q), any y < 2^64;
+// the result, below 2q, is exact modulo 2^64.
+HENN_TGT static inline __m512i henn_mulshoup64(__m512i y, __m512i w, __m512i ws, __m512i q) {
+	return _mm512_sub_epi64(_mm512_mullo_epi64(y, w), _mm512_mullo_epi64(henn_mulhi64(y, ws), q));
+}
+
+static inline uint64_t henn_mulshoup1_64(uint64_t y, uint64_t w, uint64_t ws, uint64_t q) {
+	uint64_t quot = (uint64_t)(((unsigned __int128)y * ws) >> 64);
+	return y * w - quot * q;
 }
 
 // x mod c for x < 2c: x - c wraps above x when x < c, so the unsigned minimum picks the reduced one.
@@ -50,136 +73,29 @@ static const henn_lanes henn_lanes_t2 = {{0, 1, 4, 5, 8, 9, 12, 13}, {2, 3, 6, 7
 static const henn_lanes henn_lanes_t1 = {{0, 2, 4, 6, 8, 10, 12, 14}, {1, 3, 5, 7, 9, 11, 13, 15},
 	{0, 8, 1, 9, 2, 10, 3, 11}, {4, 12, 5, 13, 6, 14, 7, 15}, {0, 1, 2, 3, 4, 5, 6, 7}, 0xFF};
 
-// One Cooley-Tukey (forward) or Gentleman-Sande (inverse) stage of blocks with partner distance
-// t, m blocks, twiddles w[m + i] (Shoup constants ws), from in to out (may alias).
-// Forward keeps values below 4q (inputs below 4q), inverse below 2q (inputs below 2q): Harvey's
-// lazy butterflies, every intermediate below 2^52 since q < 2^50.
-HENN_TGT static void henn_stage(const uint64_t *in, uint64_t *out, size_t n, size_t t, const uint64_t *w,
-                                const uint64_t *ws, uint64_t qs, int forward) {
-	const __m512i q = _mm512_set1_epi64((long long)qs), q2 = _mm512_set1_epi64((long long)(2 * qs));
-	size_t m = n / (2 * t);
-	if (t >= 8) {
-		for (size_t i = 0; i < m; i++) {
-			const __m512i W = _mm512_set1_epi64((long long)w[m + i]), WS = _mm512_set1_epi64((long long)ws[m + i]);
-			const uint64_t *ix = in + 2 * i * t, *iy = ix + t;
-			uint64_t *ox = out + 2 * i * t, *oy = ox + t;
-			for (size_t k = 0; k < t; k += 8) {
-				__m512i X = _mm512_loadu_si512((const void *)(ix + k)), Y = _mm512_loadu_si512((const void *)(iy + k));
-				__m512i A, B;
-				if (forward) {
-					X = henn_csub(X, q2);
-					__m512i T = henn_mulshoup(Y, W, WS, q);
-					A = _mm512_add_epi64(X, T);
-					B = _mm512_sub_epi64(_mm512_add_epi64(X, q2), T);
-				} else {
-					A = henn_csub(_mm512_add_epi64(X, Y), q2);
-					B = henn_mulshoup(_mm512_sub_epi64(_mm512_add_epi64(X, q2), Y), W, WS, q);
-				}
-				_mm512_storeu_si512((void *)(ox + k), A);
-				_mm512_storeu_si512((void *)(oy + k), B);
-			}
-		}
-		return;
-	}
-	const henn_lanes *L = t == 4 ? &henn_lanes_t4 : t == 2 ? &henn_lanes_t2 : &henn_lanes_t1;
-	const __m512i px = _mm512_loadu_si512((const void *)L->x), py = _mm512_loadu_si512((const void *)L->y);
-	const __m512i plo = _mm512_loadu_si512((const void *)L->lo), phi = _mm512_loadu_si512((const void *)L->hi);
-	const __m512i pw = _mm512_loadu_si512((const void *)L->w);
-	const size_t roots_per_group = 16 / (2 * t);
-	for (size_t g = 0; g < n / 16; g++) {
-		__m512i a = _mm512_loadu_si512((const void *)(in + 16 * g)), b = _mm512_loadu_si512((const void *)(in + 16 * g + 8));
-		__m512i X = _mm512_permutex2var_epi64(a, px, b), Y = _mm512_permutex2var_epi64(a, py, b);
-		const uint64_t *wg = w + m + g * roots_per_group, *wsg = ws + m + g * roots_per_group;
-		__m512i W = _mm512_permutexvar_epi64(pw, _mm512_maskz_loadu_epi64(L->wmask, (const void *)wg));
-		__m512i WS = _mm512_permutexvar_epi64(pw, _mm512_maskz_loadu_epi64(L->wmask, (const void *)wsg));
-		__m512i A, B;
-		if (forward) {
-			X = henn_csub(X, q2);
-			__m512i T = henn_mulshoup(Y, W, WS, q);
-			A = _mm512_add_epi64(X, T);
-			B = _mm512_sub_epi64(_mm512_add_epi64(X, q2), T);
-		} else {
-			A = henn_csub(_mm512_add_epi64(X, Y), q2);
-			B = henn_mulshoup(_mm512_sub_epi64(_mm512_add_epi64(X, q2), Y), W, WS, q);
-		}
-		_mm512_storeu_si512((void *)(out + 16 * g), _mm512_permutex2var_epi64(A, plo, B));
-		_mm512_storeu_si512((void *)(out + 16 * g + 8), _mm512_permutex2var_epi64(A, phi, B));
-	}
-}
+#define HENN_CAT(a, b) a##b
+#define HENN_FN_(name, w) HENN_CAT(name, w)
 
-// The conjugate-invariant ring's extra stage, pairing coefficient j with n - j:
-// out[j] = in[j] + 2q - f*in[n-j] (j = 1..n-1), out[n/2] likewise with itself, out[0] = in[0].
-// Inputs below 2q give outputs below 4q.
-HENN_TGT static void henn_ci_fold(const uint64_t *in, uint64_t *out, size_t n, uint64_t fs, uint64_t fss, uint64_t qs) {
-	const __m512i q = _mm512_set1_epi64((long long)qs), q2 = _mm512_set1_epi64((long long)(2 * qs));
-	const __m512i F = _mm512_set1_epi64((long long)fs), FS = _mm512_set1_epi64((long long)fss);
-	const __m512i rev = _mm512_set_epi64(0, 1, 2, 3, 4, 5, 6, 7);
-	size_t j = 1;
-	for (; j + 7 < n - j - 7; j += 8) {  // X = in[j .. j+7], Y = in[n-j .. n-j-7]: disjoint blocks
-		__m512i X = _mm512_loadu_si512((const void *)(in + j));
-		__m512i Y = _mm512_permutexvar_epi64(rev, _mm512_loadu_si512((const void *)(in + n - j - 7)));
-		__m512i A = _mm512_sub_epi64(_mm512_add_epi64(X, q2), henn_mulshoup(Y, F, FS, q));
-		__m512i B = _mm512_sub_epi64(_mm512_add_epi64(Y, q2), henn_mulshoup(X, F, FS, q));
-		_mm512_storeu_si512((void *)(out + j), A);
-		_mm512_storeu_si512((void *)(out + n - j - 7), _mm512_permutexvar_epi64(rev, B));
-	}
-	for (; j < n / 2; j++) {
-		uint64_t x = in[j], y = in[n - j];
-		out[j] = x + 2 * qs - henn_mulshoup1(y, fs, fss, qs);
-		out[n - j] = y + 2 * qs - henn_mulshoup1(x, fs, fss, qs);
-	}
-	out[n / 2] = in[n / 2] + 2 * qs - henn_mulshoup1(in[n / 2], fs, fss, qs);
-	out[0] = in[0];
-}
+#define HENN_FN(name) HENN_FN_(name, _52)
+#define HENN_MULSHOUP henn_mulshoup52
+#define HENN_MULSHOUP1 henn_mulshoup1_52
+#include "ntt_kernels.h"
+#undef HENN_FN
+#undef HENN_MULSHOUP
+#undef HENN_MULSHOUP1
 
-// out = x * s mod q, fully reduced (x < 2^52): the inverse transform's 1/n.
-HENN_TGT static void henn_scale(uint64_t *a, size_t n, uint64_t s, uint64_t ss, uint64_t qs) {
-	const __m512i q = _mm512_set1_epi64((long long)qs), S = _mm512_set1_epi64((long long)s), SS = _mm512_set1_epi64((long long)ss);
-	for (size_t k = 0; k < n; k += 8) {
-		__m512i X = henn_mulshoup(_mm512_loadu_si512((const void *)(a + k)), S, SS, q);
-		_mm512_storeu_si512((void *)(a + k), henn_csub(X, q));
-	}
-}
+#define HENN_FN(name) HENN_FN_(name, _64)
+#define HENN_MULSHOUP henn_mulshoup64
+#define HENN_MULSHOUP1 henn_mulshoup1_64
+#include "ntt_kernels.h"
 
-// a mod q for a < 4q.
-HENN_TGT static void henn_reduce4(uint64_t *a, size_t n, uint64_t qs) {
-	const __m512i q = _mm512_set1_epi64((long long)qs), q2 = _mm512_set1_epi64((long long)(2 * qs));
-	for (size_t k = 0; k < n; k += 8) {
-		__m512i X = _mm512_loadu_si512((const void *)(a + k));
-		_mm512_storeu_si512((void *)(a + k), henn_csub(henn_csub(X, q2), q));
-	}
-}
-
-// The transform of one prime: w/ws hold the n stage twiddles (index m + i for block i of a stage
-// with m blocks), f/fs the conjugate-invariant stage's root (ci), s/ss the inverse's 1/n.
-// Returns 0 (out untouched) when an input is not below 2q.
-HENN_TGT static int henn_ntt(const uint64_t *in, uint64_t *out, size_t n, uint64_t q, const uint64_t *w,
-                             const uint64_t *ws, int forward, int ci, uint64_t f, uint64_t fs, uint64_t s, uint64_t ss) {
-	if (!henn_ntt_below(in, n, 2 * q)) return 0;
-	if (forward) {
-		const uint64_t *src = in;
-		if (ci) {
-			henn_ci_fold(in, out, n, f, fs, q);
-			src = out;
-		}
-		for (size_t t = n / 2; t >= 1; t /= 2) {
-			henn_stage(src, out, n, t, w, ws, q, 1);
-			src = out;
-		}
-		henn_reduce4(out, n, q);
-	} else {
-		const uint64_t *src = in;
-		for (size_t t = 1; t <= n / 2; t *= 2) {
-			henn_stage(src, out, n, t, w, ws, q, 0);
-			src = out;
-		}
-		if (ci) {
-			henn_ci_fold(out, out, n, f, fs, q);
-			out[0] = 2 * out[0];  // below 4q: henn_scale takes any input below 2^52
-		}
-		henn_scale(out, n, s, ss, q);
-	}
-	return 1;
+// The transform of one prime, 52-bit lanes (wide = 0, q < 2^50) or 64-bit lanes (q < 2^61), with
+// the twiddles' Shoup constants computed for that width. Returns 0 (out untouched) when an input
+// is not below 2q.
+static int henn_ntt(const uint64_t *in, uint64_t *out, size_t n, uint64_t q, const uint64_t *w,
+                    const uint64_t *ws, int forward, int ci, uint64_t f, uint64_t fs, uint64_t s, uint64_t ss, int wide) {
+	return wide ? henn_ntt_64(in, out, n, q, w, ws, forward, ci, f, fs, s, ss)
+	            : henn_ntt_52(in, out, n, q, w, ws, forward, ci, f, fs, s, ss);
 }
 
 static int henn_ntt_has_ifma(void) {
@@ -188,7 +104,7 @@ static int henn_ntt_has_ifma(void) {
 }
 #else
 static int henn_ntt(const uint64_t *in, uint64_t *out, size_t n, uint64_t q, const uint64_t *w,
-                    const uint64_t *ws, int forward, int ci, uint64_t f, uint64_t fs, uint64_t s, uint64_t ss) { return 0; }
+                    const uint64_t *ws, int forward, int ci, uint64_t f, uint64_t fs, uint64_t s, uint64_t ss, int wide) { return 0; }
 static int henn_ntt_has_ifma(void) { return 0; }
 #endif
 */
@@ -204,8 +120,13 @@ import (
 )
 
 // nttMaxModulus: Harvey's lazy butterflies keep values below 4q, which IFMA's 52-bit lanes hold
-// for primes below 2^50. Larger primes stay with Lattigo's transform.
+// for primes below 2^50 (the IFMA kernels of this package share this bound).
 const nttMaxModulus = uint64(1) << 50
+
+// nttMaxWideModulus: primes from 2^50 take the transform's 64-bit instance (four 32-bit products
+// per high half, about half the IFMA speed), up to 2^64/6 = 2^61.4 (henn_csub needs 6q < 2^64), so
+// Lattigo's 61-bit primes, which lie on both sides of 2^61. Larger primes stay with Lattigo's transform.
+const nttMaxWideModulus = ^uint64(0) / 6
 
 // nttMinDegree: below this the cgo call costs more than it saves (and the kernel wants n % 16 == 0).
 const nttMinDegree = 64
@@ -220,6 +141,7 @@ type nttTable struct {
 	q      uint64
 	ci     bool
 	fwd    bool
+	wide   bool     // 64-bit lanes: Shoup constants floor(w * 2^64 / q)
 	tables []uint64 // w and ws as one Go view of the C allocation
 }
 
@@ -248,6 +170,15 @@ func shoup(w, q uint64) uint64 {
 	return quo
 }
 
+// shoupFor is the Shoup constant for the kernel's lane width: floor(w * 2^64 / q) when wide.
+func shoupFor(w, q uint64, wide bool) uint64 {
+	if !wide {
+		return shoup(w, q)
+	}
+	quo, _ := bits.Div64(w, 0, q)
+	return quo
+}
+
 // newNTTTable converts Lattigo's Montgomery-form, bit-reversed roots into the kernel's layout.
 // The conjugate-invariant ring's stage with m blocks reads roots[2m + i]; the standard ring's roots[m + i].
 func newNTTTable(fwd, ci bool, n int, q, mred, nInv uint64, roots []uint64) *nttTable {
@@ -259,7 +190,7 @@ func newNTTTable(fwd, ci bool, n int, q, mred, nInv uint64, roots []uint64) *ntt
 		return nil
 	}
 	mem := C.malloc(C.size_t(2 * n * 8))
-	t := &nttTable{n: n, q: q, ci: ci, fwd: fwd}
+	t := &nttTable{n: n, q: q, ci: ci, fwd: fwd, wide: q >= nttMaxModulus}
 	t.tables = unsafe.Slice((*uint64)(mem), 2*n)
 	t.w = (*C.uint64_t)(mem)
 	t.ws = (*C.uint64_t)(unsafe.Pointer(&t.tables[n]))
@@ -272,21 +203,22 @@ func newNTTTable(fwd, ci bool, n int, q, mred, nInv uint64, roots []uint64) *ntt
 				src = 2*m + i
 			}
 			r := ring.MRed(roots[src], 1, q, mred)
-			w[m+i], ws[m+i] = r, shoup(r, q)
+			w[m+i], ws[m+i] = r, shoupFor(r, q, t.wide)
 		}
 	}
 	t.f = ring.MRed(roots[1], 1, q, mred)
-	t.fs = shoup(t.f, q)
+	t.fs = shoupFor(t.f, q, t.wide)
 	if !fwd {
 		t.s = ring.MRed(nInv, 1, q, mred)
-		t.ss = shoup(t.s, q)
+		t.ss = shoupFor(t.s, q, t.wide)
 	}
 	return t
 }
 
-// acceleratedNTT is the ring.NTTAccelerator: the AVX-512 IFMA transform for primes below 2^50.
+// acceleratedNTT is the ring.NTTAccelerator: the AVX-512 transform, IFMA for primes below 2^50 and
+// 64-bit lanes for primes below 2^61.
 func acceleratedNTT(forward, ci bool, p1, p2 []uint64, n int, q, mred, nInv uint64, roots []uint64) bool {
-	if q >= nttMaxModulus || n < nttMinDegree || n&(n-1) != 0 || len(p1) < n || len(p2) < n || len(roots) < 2 {
+	if q >= nttMaxWideModulus || n < nttMinDegree || n&(n-1) != 0 || len(p1) < n || len(p2) < n || len(roots) < 2 {
 		return false
 	}
 	key := nttKey{q: q, root1: roots[1], n: n, fwd: forward, ci: ci}
@@ -306,7 +238,7 @@ func acceleratedNTT(forward, ci bool, p1, p2 []uint64, n int, q, mred, nInv uint
 		return false // a table built for another 1/n
 	}
 	ok := C.henn_ntt((*C.uint64_t)(unsafe.Pointer(&p1[0])), (*C.uint64_t)(unsafe.Pointer(&p2[0])), C.size_t(n), C.uint64_t(q),
-		t.w, t.ws, cbool(forward), cbool(ci), C.uint64_t(t.f), C.uint64_t(t.fs), C.uint64_t(t.s), C.uint64_t(t.ss))
+		t.w, t.ws, cbool(forward), cbool(ci), C.uint64_t(t.f), C.uint64_t(t.fs), C.uint64_t(t.s), C.uint64_t(t.ss), cbool(t.wide))
 	return ok != 0
 }
 

@@ -54,7 +54,8 @@ func primesFor(t *testing.T, bitSize int, nthRoot uint64, k int) []uint64 {
 }
 
 // The IFMA transform gives Lattigo's values exactly (fully reduced; the lazy variants' values
-// modulo q), for both rings, both directions, degrees 2^6..2^14, primes of 30 to 49 bits, inputs
+// modulo q), for both rings, both directions, degrees 2^6..2^14, primes of 30 to 49 bits (IFMA)
+// and of 55 to 61 bits (64-bit lanes, 61 bits: above 2^61), inputs
 // below q and below 2q (lazy producers), in place and out of place.
 func TestIFMANTTMatchesLattigo(t *testing.T) {
 	if !hasNTTAcceleration() {
@@ -68,9 +69,17 @@ func TestIFMANTTMatchesLattigo(t *testing.T) {
 			if ringType == ring.ConjugateInvariant {
 				nthRoot = uint64(4 * n)
 			}
-			for _, bitSize := range []int{30, 40, 49} {
+			for _, bitSize := range []int{30, 40, 49, 55, 60, 61} {
+				var r *ring.Ring
+				var err error
 				moduli := primesFor(t, bitSize, nthRoot, 2)
-				r, err := ring.NewRingFromType(n, moduli, ringType)
+				if bitSize == 61 { // Lattigo's 61-bit primes include some above 2^61
+					g := ring.NewNTTFriendlyPrimesGenerator(61, nthRoot)
+					if moduli, err = g.NextUpstreamPrimes(2); err != nil {
+						t.Fatal(err)
+					}
+				}
+				r, err = ring.NewRingFromType(n, moduli, ringType)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -107,7 +116,7 @@ func TestIFMANTTMatchesLattigo(t *testing.T) {
 	}
 }
 
-// Primes from 2^50 and inputs from 2q are left to Lattigo, with the output untouched.
+// Primes from 2^61.4 and inputs from 2q are left to Lattigo, with the output untouched.
 func TestIFMANTTDeclines(t *testing.T) {
 	if !hasNTTAcceleration() {
 		t.Skip("this CPU has no AVX-512 IFMA")
@@ -116,7 +125,7 @@ func TestIFMANTTDeclines(t *testing.T) {
 	for _, tc := range []struct {
 		bits  int
 		bound uint64
-	}{{50, 1}, {55, 1}, {40, 2}} {
+	}{{62, 1}, {63, 1}, {40, 2}, {55, 2}} {
 		g := ring.NewNTTFriendlyPrimesGenerator(uint64(tc.bits), uint64(2*n))
 		q, err := g.NextUpstreamPrime() // from 2^bits up
 		if err != nil {
@@ -144,38 +153,41 @@ func TestIFMANTTDeclines(t *testing.T) {
 	}
 }
 
-// Times one 2^13 forward transform both ways (go test -run NTTSpeed -v): informative only.
+// Times one 2^13 forward transform both ways, for a 36-bit (IFMA) and a 60-bit prime (64-bit
+// lanes) (go test -run NTTSpeed -v): informative only.
 func TestIFMANTTSpeed(t *testing.T) {
 	if !hasNTTAcceleration() || testing.Short() {
 		t.Skip("no AVX-512 IFMA, or -short")
 	}
 	n := 1 << 13
-	r, err := ring.NewRing(n, primesFor(t, 36, uint64(2*n), 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := r.SubRings[0]
-	a := make([]uint64, n)
-	for i := range a {
-		a[i] = uint64(i*7919) % s.Modulus
-	}
-	const reps = 2000
-	best := func(f func()) time.Duration {
-		b := time.Duration(1 << 62)
-		for k := 0; k < 5; k++ {
-			t0 := time.Now()
-			for i := 0; i < reps; i++ {
-				f()
-			}
-			if d := time.Since(t0) / reps; d < b {
-				b = d
-			}
+	for _, bitSize := range []int{36, 60} {
+		r, err := ring.NewRing(n, primesFor(t, bitSize, uint64(2*n), 1))
+		if err != nil {
+			t.Fatal(err)
 		}
-		return b
+		s := r.SubRings[0]
+		a := make([]uint64, n)
+		for i := range a {
+			a[i] = uint64(i*7919) % s.Modulus
+		}
+		const reps = 1000
+		best := func(f func()) time.Duration {
+			b := time.Duration(1 << 62)
+			for k := 0; k < 5; k++ {
+				t0 := time.Now()
+				for i := 0; i < reps; i++ {
+					f()
+				}
+				if d := time.Since(t0) / reps; d < b {
+					b = d
+				}
+			}
+			return b
+		}
+		goNTT := best(func() { lattigoNTT(true, false, ring.Standard, s, a, a) })
+		fast := best(func() { acceleratedNTT(true, false, a, a, n, s.Modulus, s.MRedConstant, 0, s.RootsForward) })
+		t.Logf("2^13 forward NTT, %d-bit prime: Lattigo %v, henn %v (%.1fx)", bitSize, goNTT, fast, float64(goNTT)/float64(fast))
 	}
-	goNTT := best(func() { lattigoNTT(true, false, ring.Standard, s, a, a) })
-	ifma := best(func() { acceleratedNTT(true, false, a, a, n, s.Modulus, s.MRedConstant, 0, s.RootsForward) })
-	t.Logf("2^13 forward NTT: Lattigo %v, IFMA %v (%.1fx)", goNTT, ifma, float64(goNTT)/float64(ifma))
 }
 
 // The IFMA lift gives Lattigo's decomposition of a one-prime digit exactly, into primes smaller
@@ -346,4 +358,45 @@ func mulMod(a, b, q uint64) uint64 {
 	hi, lo := bits.Mul64(a, b)
 	_, r := bits.Div64(hi, lo, q)
 	return r
+}
+
+// The IFMA lazy Montgomery products are congruent to Lattigo's and as small (below 2q each), with
+// and without accumulation, including blocks that fall back to the scalar formula.
+func TestIFMAMulCoeffsMatchesLattigo(t *testing.T) {
+	if !hasNTTAcceleration() {
+		t.Skip("this CPU has no AVX-512 IFMA")
+	}
+	rng := rand.New(rand.NewSource(17))
+	n := 1 << 12
+	for _, bitSize := range []int{30, 45, 49} {
+		q := primesFor(t, bitSize, uint64(2*n), 1)[0]
+		mred := ring.GenMRedConstant(q)
+		x, y, z0 := make([]uint64, n), make([]uint64, n), make([]uint64, n)
+		for j := range x {
+			x[j], y[j], z0[j] = rng.Uint64()%(2*q), rng.Uint64()%q, rng.Uint64()%q
+		}
+		x[8] = 1<<52 + 5 // a block past the 52-bit lanes
+		y[17] = q        // and one past y < q
+		for _, add := range []bool{false, true} {
+			z := append([]uint64{}, z0...)
+			if !acceleratedMulCoeffs(x, y, z, q, mred, add) {
+				t.Fatal("declined")
+			}
+			for j := range z {
+				want := ring.MRedLazy(x[j], y[j], q, mred)
+				got := z[j]
+				if add {
+					want += z0[j]
+					if got < z0[j] || got-z0[j] > 2*q {
+						t.Fatalf("q %d, coefficient %d: product %d out of [0, 2q]", q, j, got-z0[j])
+					}
+				} else if got > 2*q {
+					t.Fatalf("q %d, coefficient %d: product %d out of [0, 2q]", q, j, got)
+				}
+				if got%q != want%q {
+					t.Fatalf("q %d add=%v coefficient %d: %d, Lattigo %d (mod q: %d, %d)", q, add, j, got, want, got%q, want%q)
+				}
+			}
+		}
+	}
 }

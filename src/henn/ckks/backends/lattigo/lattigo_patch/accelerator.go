@@ -80,3 +80,17 @@ func decomposeExtensionAccelerated(start, end, levelQ, levelP int, p0Q, p1Q, p1P
 	return basisExtensionAccelerator(p0Q.Coeffs[start:end], qHalfModQi, Q[start:end], mredQ[start:end], MUC.qoverqiinvqi,
 		out, moduli, mred, qOverQiModP, vTimesQModP)
 }
+
+// MulCoeffsAccelerator writes p3[j] (+)= x*y*2^-64 mod q for x = p1[j], y = p2[j] (Lattigo's lazy
+// Montgomery products: each product below 2q, congruent to Lattigo's; add accumulates onto p3).
+// It returns false, having written nothing, where it declines.
+type MulCoeffsAccelerator func(p1, p2, p3 []uint64, q, mredConstant uint64, add bool) bool
+
+var mulCoeffsAccelerator MulCoeffsAccelerator
+
+// SetMulCoeffsAccelerator installs f (nil restores Lattigo's own code), before any ring is used.
+func SetMulCoeffsAccelerator(f MulCoeffsAccelerator) { mulCoeffsAccelerator = f }
+
+func mulCoeffsAccelerated(p1, p2, p3 []uint64, q, mredConstant uint64, add bool) bool {
+	return mulCoeffsAccelerator != nil && mulCoeffsAccelerator(p1, p2, p3, q, mredConstant, add)
+}
