@@ -71,38 +71,24 @@ static void henn_dot_prime(const uintptr_t *c0s, const uintptr_t *c1s, const uin
 static int henn_dot_native(void) { return 1; }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "ifma.h"
 #define HENN_DOT52_TILE 256
 #define HENN_DOT52_TERMS 4095  // 52-bit halves summed in 64-bit lanes: at most 4095 before a fold
 
-// Shoup's x * w mod q in [0, 2q) (x < 2^52, w < q < 2^50, ws = floor(w * 2^52 / q)).
-__attribute__((target("avx512f,avx512ifma")))
-static inline __m512i henn_dot52_shoup(__m512i x, uint64_t w, uint64_t ws, __m512i q) {
-	const __m512i zero = _mm512_setzero_si512();
-	__m512i quot = _mm512_madd52hi_epu64(zero, x, _mm512_set1_epi64((long long)ws));
-	__m512i r = _mm512_sub_epi64(_mm512_madd52lo_epu64(zero, x, _mm512_set1_epi64((long long)w)),
-	                             _mm512_madd52lo_epu64(zero, quot, q));
-	return _mm512_and_si512(r, _mm512_set1_epi64((1LL << 52) - 1));
-}
-
 // (hi * 2^52 + lo) mod q, fully reduced; k = {1's Shoup, 2^52 mod q and its Shoup, 2^104 mod q and its Shoup}.
-__attribute__((target("avx512f,avx512ifma")))
-static inline __m512i henn_dot52_fold(__m512i lo, __m512i hi, __m512i q, const uint64_t *k) {
+HENN_TGT static inline __m512i henn_dot52_fold(__m512i lo, __m512i hi, __m512i q, const uint64_t *k) {
 	const __m512i mask = _mm512_set1_epi64((1LL << 52) - 1);
 	hi = _mm512_add_epi64(hi, _mm512_srli_epi64(lo, 52));
 	lo = _mm512_and_si512(lo, mask);
-	__m512i r = _mm512_add_epi64(henn_dot52_shoup(lo, 1, k[0], q), henn_dot52_shoup(_mm512_and_si512(hi, mask), k[1], k[2], q));
-	r = _mm512_add_epi64(r, henn_dot52_shoup(_mm512_srli_epi64(hi, 52), k[3], k[4], q));  // < 6q
+	__m512i r = _mm512_add_epi64(henn_mulshoup52s(lo, 1, k[0], q), henn_mulshoup52s(_mm512_and_si512(hi, mask), k[1], k[2], q));
+	r = _mm512_add_epi64(r, henn_mulshoup52s(_mm512_srli_epi64(hi, 52), k[3], k[4], q));  // < 6q
 	__m512i q2 = _mm512_add_epi64(q, q);
-	r = _mm512_min_epu64(r, _mm512_sub_epi64(r, _mm512_add_epi64(q2, q2)));
-	r = _mm512_min_epu64(r, _mm512_sub_epi64(r, q2));
-	return _mm512_min_epu64(r, _mm512_sub_epi64(r, q));
+	return henn_csub(henn_csub(henn_csub(r, _mm512_add_epi64(q2, q2)), q2), q);
 }
 
 // henn_dot_prime for primes below 2^50 with AVX-512 IFMA: every limb below 2^52 (reduced limbs),
 // products summed as 52-bit halves in 64-bit lanes, folded modulo q every HENN_DOT52_TERMS terms.
-__attribute__((target("avx512f,avx512ifma")))
-static void henn_dot_prime52(const uintptr_t *c0s, const uintptr_t *c1s, const uintptr_t *ps, int nterms, size_t n,
+HENN_TGT static void henn_dot_prime52(const uintptr_t *c0s, const uintptr_t *c1s, const uintptr_t *ps, int nterms, size_t n,
                              uint64_t qs, const uint64_t *k, uint64_t *dst0, uint64_t *dst1) {
 	__m512i L0[HENN_DOT52_TILE / 8], H0[HENN_DOT52_TILE / 8], L1[HENN_DOT52_TILE / 8], H1[HENN_DOT52_TILE / 8];
 	const __m512i q = _mm512_set1_epi64((long long)qs), zero = _mm512_setzero_si512();

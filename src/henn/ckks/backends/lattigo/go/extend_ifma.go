@@ -5,25 +5,20 @@ package main
 #include <stddef.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "ifma.h"
 
 // out[j] = the centred lift of in[j] (mod qin) modulo q, Lattigo's way: c = in[j], negated to
 // qin - c when c >= qin/2; r = c mod q (Shoup's product by 1: ws = floor(2^52 / q), c < 2^52);
 // out = r, or q - r for a negated c (q itself when r = 0, as Lattigo writes it). n % 8 == 0.
-__attribute__((target("avx512f,avx512ifma")))
-static void henn_lift(const uint64_t *in, size_t n, uint64_t qin, uint64_t qs, uint64_t wss, uint64_t *out) {
-	const __m512i zero = _mm512_setzero_si512(), mask52 = _mm512_set1_epi64((1LL << 52) - 1);
+HENN_TGT static void henn_lift(const uint64_t *in, size_t n, uint64_t qin, uint64_t qs, uint64_t wss, uint64_t *out) {
 	const __m512i Qin = _mm512_set1_epi64((long long)qin), half = _mm512_set1_epi64((long long)(qin >> 1));
-	const __m512i q = _mm512_set1_epi64((long long)qs), ws = _mm512_set1_epi64((long long)wss);
+	const __m512i q = _mm512_set1_epi64((long long)qs);
 	for (size_t j = 0; j < n; j += 8) {
 		__m512i c = _mm512_loadu_si512((const void *)(in + j));
 		__mmask8 neg = _mm512_cmpge_epu64_mask(c, half);
 		c = _mm512_mask_sub_epi64(c, neg, Qin, c);
-		__m512i quot = _mm512_madd52hi_epu64(zero, c, ws);
-		__m512i r = _mm512_and_si512(_mm512_sub_epi64(c, _mm512_madd52lo_epu64(zero, quot, q)), mask52);
-		r = _mm512_min_epu64(r, _mm512_sub_epi64(r, q));
-		r = _mm512_mask_sub_epi64(r, neg, q, r);
-		_mm512_storeu_si512((void *)(out + j), r);
+		__m512i r = henn_csub(henn_mulshoup52s(c, 1, wss, q), q);
+		_mm512_storeu_si512((void *)(out + j), _mm512_mask_sub_epi64(r, neg, q, r));
 	}
 }
 
@@ -32,13 +27,11 @@ static void henn_lift(const uint64_t *in, size_t n, uint64_t qin, uint64_t qs, u
 // their Shoup companions: sinv/sinvs[i] = (Q/q_i)^-1 mod q_i; c[j*k + i] = (Q/q_i) mod p_j;
 // r52/r52s[j] = 2^52 mod p_j; one/ones[j]: 1 and floor(2^52/p_j); vq[j*(k+1) + v] = -vQ mod p_j.
 // v = floor(sum_i y_i/q_i) summed in double in Lattigo's order, so it is Lattigo's v.
-__attribute__((target("avx512f,avx512dq,avx512ifma")))
-static void henn_extend(const uintptr_t *in, const uint64_t *offsets, const uint64_t *qin, const uint64_t *sinv,
-                        const uint64_t *sinvs, int k, const uintptr_t *out, const uint64_t *pout, const uint64_t *c,
-                        const uint64_t *r52, const uint64_t *r52s, const uint64_t *ones, const uint64_t *vq,
-                        int nout, size_t n) {
+HENN_TGT static void henn_extend(const uintptr_t *in, const uint64_t *offsets, const uint64_t *qin, const uint64_t *sinv,
+                                 const uint64_t *sinvs, int k, const uintptr_t *out, const uint64_t *pout, const uint64_t *c,
+                                 const uint64_t *r52, const uint64_t *r52s, const uint64_t *ones, const uint64_t *vq,
+                                 int nout, size_t n) {
 	const __m512i zero = _mm512_setzero_si512(), mask52 = _mm512_set1_epi64((1LL << 52) - 1);
-	const __m512i one = _mm512_set1_epi64(1);
 	__m512i y[32];
 	for (size_t x = 0; x < n; x += 8) {
 		__m512d acc = _mm512_setzero_pd();
@@ -46,12 +39,8 @@ static void henn_extend(const uintptr_t *in, const uint64_t *offsets, const uint
 			const __m512i q = _mm512_set1_epi64((long long)qin[i]);
 			__m512i a = _mm512_add_epi64(_mm512_loadu_si512((const void *)((const uint64_t *)in[i] + x)),
 			                             _mm512_set1_epi64((long long)offsets[i]));
-			__m512i quot = _mm512_madd52hi_epu64(zero, a, _mm512_set1_epi64((long long)sinvs[i]));
-			__m512i r = _mm512_madd52lo_epu64(zero, a, _mm512_set1_epi64((long long)sinv[i]));
-			r = _mm512_and_si512(_mm512_sub_epi64(r, _mm512_madd52lo_epu64(zero, quot, q)), mask52);
-			r = _mm512_min_epu64(r, _mm512_sub_epi64(r, q));
-			y[i] = r;
-			acc = _mm512_add_pd(acc, _mm512_div_pd(_mm512_cvtepu64_pd(r), _mm512_set1_pd((double)qin[i])));
+			y[i] = henn_csub(henn_mulshoup52s(a, sinv[i], sinvs[i], q), q);
+			acc = _mm512_add_pd(acc, _mm512_div_pd(_mm512_cvtepu64_pd(y[i]), _mm512_set1_pd((double)qin[i])));
 		}
 		__m512i v = _mm512_cvttpd_epu64(acc);
 		for (int j = 0; j < nout; j++) {
@@ -65,18 +54,10 @@ static void henn_extend(const uintptr_t *in, const uint64_t *offsets, const uint
 			}
 			hi = _mm512_add_epi64(hi, _mm512_srli_epi64(lo, 52));  // value = hi * 2^52 + lo, both < 2^52
 			lo = _mm512_and_si512(lo, mask52);
-			__m512i quot = _mm512_madd52hi_epu64(zero, hi, _mm512_set1_epi64((long long)r52s[j]));
-			__m512i a = _mm512_and_si512(_mm512_sub_epi64(_mm512_madd52lo_epu64(zero, hi, _mm512_set1_epi64((long long)r52[j])),
-			                                              _mm512_madd52lo_epu64(zero, quot, p)), mask52);
-			quot = _mm512_madd52hi_epu64(zero, lo, _mm512_set1_epi64((long long)ones[j]));
-			__m512i b = _mm512_and_si512(_mm512_sub_epi64(_mm512_madd52lo_epu64(zero, lo, one), _mm512_madd52lo_epu64(zero, quot, p)), mask52);
-			__m512i s = _mm512_add_epi64(a, b);  // < 4p
-			s = _mm512_min_epu64(s, _mm512_sub_epi64(s, _mm512_add_epi64(p, p)));
-			s = _mm512_min_epu64(s, _mm512_sub_epi64(s, p));
+			__m512i s = _mm512_add_epi64(henn_mulshoup52s(hi, r52[j], r52s[j], p), henn_mulshoup52s(lo, 1, ones[j], p));
+			s = henn_csub(henn_csub(s, _mm512_add_epi64(p, p)), p);  // < 4p, then < p
 			s = _mm512_add_epi64(s, _mm512_i64gather_epi64(v, (const void *)(vq + (size_t)j * (k + 1)), 8));
-			s = _mm512_min_epu64(s, _mm512_sub_epi64(s, p));
-			s = _mm512_min_epu64(s, _mm512_sub_epi64(s, p));
-			_mm512_storeu_si512((void *)((uint64_t *)out[j] + x), s);
+			_mm512_storeu_si512((void *)((uint64_t *)out[j] + x), henn_csub(s, p));
 		}
 	}
 }

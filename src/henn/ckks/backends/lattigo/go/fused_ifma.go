@@ -5,13 +5,9 @@ package main
 #include <stdint.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "ifma.h"
 
-// 1 when the CPU (and the OS) run AVX-512 IFMA: GCC's check includes the OS's XSAVE support.
-static int henn_lc_has_ifma(void) {
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma");
-}
+static int henn_lc_has_ifma(void) { return henn_has_avx512_ifma(); }
 
 // (hi, lo)[x] += sum_t src_t[off + x] * mult[t] for the 64 coefficients x of one tile, with
 // 52-bit multiply-accumulate: every src value and multiplier must be < 2^52 (limbs of primes

@@ -12,18 +12,16 @@ static inline uint64_t henn_mred_lazy(uint64_t x, uint64_t y, uint64_t q, uint64
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "ifma.h"
 
 // z[j] (+)= x*y*2^-64 mod q, each product below 2q, for q < 2^50: a Montgomery product with
 // R = 2^52 in IFMA (m = lo * q^-1 mod 2^52; hi - hi52(m*q) + q lies in (0, 2q) for x*y < q*2^52),
 // then Shoup's product by c = 2^-12 mod q (cs its constant). Blocks of 8 with x >= 2^52 or y >= q
 // take Lattigo's scalar formula instead. n % 8 == 0.
-__attribute__((target("avx512f,avx512ifma")))
-static void henn_mulcoeffs(const uint64_t *x, const uint64_t *y, uint64_t *z, size_t n, uint64_t qs, uint64_t qinv52,
+HENN_TGT static void henn_mulcoeffs(const uint64_t *x, const uint64_t *y, uint64_t *z, size_t n, uint64_t qs, uint64_t qinv52,
                            uint64_t qinv64, uint64_t c, uint64_t cs, int add) {
 	const __m512i zero = _mm512_setzero_si512(), q = _mm512_set1_epi64((long long)qs);
-	const __m512i qi = _mm512_set1_epi64((long long)qinv52), C = _mm512_set1_epi64((long long)c);
-	const __m512i CS = _mm512_set1_epi64((long long)cs), mask52 = _mm512_set1_epi64((1LL << 52) - 1);
+	const __m512i qi = _mm512_set1_epi64((long long)qinv52);
 	const __m512i lim = _mm512_set1_epi64(1LL << 52);
 	for (size_t j = 0; j < n; j += 8) {
 		__m512i X = _mm512_loadu_si512((const void *)(x + j)), Y = _mm512_loadu_si512((const void *)(y + j));
@@ -37,8 +35,7 @@ static void henn_mulcoeffs(const uint64_t *x, const uint64_t *y, uint64_t *z, si
 		__m512i lo = _mm512_madd52lo_epu64(zero, X, Y), hi = _mm512_madd52hi_epu64(zero, X, Y);
 		__m512i m = _mm512_madd52lo_epu64(zero, lo, qi);
 		__m512i t = _mm512_add_epi64(_mm512_sub_epi64(hi, _mm512_madd52hi_epu64(zero, m, q)), q);
-		__m512i quot = _mm512_madd52hi_epu64(zero, t, CS);
-		__m512i r = _mm512_and_si512(_mm512_sub_epi64(_mm512_madd52lo_epu64(zero, t, C), _mm512_madd52lo_epu64(zero, quot, q)), mask52);
+		__m512i r = henn_mulshoup52s(t, c, cs, q);
 		if (add) r = _mm512_add_epi64(r, _mm512_loadu_si512((const void *)(z + j)));
 		_mm512_storeu_si512((void *)(z + j), r);
 	}
