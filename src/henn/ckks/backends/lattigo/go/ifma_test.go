@@ -37,6 +37,13 @@ func lattigoNTT(forward, lazy bool, ringType ring.Type, s *ring.SubRing, p1, p2 
 	}
 }
 
+// skipWithoutIFMA skips a kernel test on CPUs without AVX-512 IFMA, where Lattigo's own code runs.
+func skipWithoutIFMA(t *testing.T) {
+	if !hasNTTAcceleration() {
+		t.Skip("this CPU has no AVX-512 IFMA: Lattigo's own code runs unchanged")
+	}
+}
+
 func rootsOf(s *ring.SubRing, forward bool) []uint64 {
 	if forward {
 		return s.RootsForward
@@ -58,9 +65,7 @@ func primesFor(t *testing.T, bitSize int, nthRoot uint64, k int) []uint64 {
 // and of 55 to 61 bits (64-bit lanes, 61 bits: above 2^61), inputs
 // below q and below 2q (lazy producers), in place and out of place.
 func TestIFMANTTMatchesLattigo(t *testing.T) {
-	if !hasNTTAcceleration() {
-		t.Skip("this CPU has no AVX-512 IFMA: Lattigo's transform runs unchanged")
-	}
+	skipWithoutIFMA(t)
 	rng := rand.New(rand.NewSource(7))
 	for _, ringType := range []ring.Type{ring.Standard, ring.ConjugateInvariant} {
 		for _, logN := range []int{6, 7, 10, 13, 14} {
@@ -118,9 +123,7 @@ func TestIFMANTTMatchesLattigo(t *testing.T) {
 
 // Primes from 2^61.4 and inputs from 2q are left to Lattigo, with the output untouched.
 func TestIFMANTTDeclines(t *testing.T) {
-	if !hasNTTAcceleration() {
-		t.Skip("this CPU has no AVX-512 IFMA")
-	}
+	skipWithoutIFMA(t)
 	n := 1 << 10
 	for _, tc := range []struct {
 		bits  int
@@ -193,9 +196,7 @@ func TestIFMANTTSpeed(t *testing.T) {
 // The IFMA lift gives Lattigo's decomposition of a one-prime digit exactly, into primes smaller
 // and larger than the digit's (the reference restates the branch's arithmetic in Go).
 func TestIFMALiftMatchesLattigo(t *testing.T) {
-	if !hasNTTAcceleration() {
-		t.Skip("this CPU has no AVX-512 IFMA")
-	}
+	skipWithoutIFMA(t)
 	rng := rand.New(rand.NewSource(11))
 	n := 1 << 12
 	moduli := append(primesFor(t, 36, uint64(2*n), 2), primesFor(t, 25, uint64(2*n), 3)...)
@@ -270,9 +271,7 @@ func randomPoly(rng *rand.Rand, r *ring.Ring) ring.Poly {
 // The IFMA basis extension gives Lattigo's values modulo every prime: ModUpExact both ways (Q to
 // P, P to Q) and the key-switching decomposition of every digit, one-prime and multi-prime digits.
 func TestIFMAExtensionMatchesLattigo(t *testing.T) {
-	if !hasNTTAcceleration() {
-		t.Skip("this CPU has no AVX-512 IFMA")
-	}
+	skipWithoutIFMA(t)
 	rng := rand.New(rand.NewSource(5))
 	n := 1 << 11
 	Q := append(primesFor(t, 42, uint64(2*n), 1), primesFor(t, 31, uint64(2*n), 6)...)
@@ -316,9 +315,7 @@ func TestIFMAExtensionMatchesLattigo(t *testing.T) {
 // The IFMA dot kernel folds its 52-bit sums every 4095 terms: 5,000 terms of full-size limbs
 // against 128-bit arithmetic, for primes just below 2^50 and of 30 bits.
 func TestIFMADotFoldsLongSums(t *testing.T) {
-	if !hasNTTAcceleration() {
-		t.Skip("this CPU has no AVX-512 IFMA")
-	}
+	skipWithoutIFMA(t)
 	rng := rand.New(rand.NewSource(13))
 	const terms, n = 5000, 16
 	for _, q := range []uint64{primesFor(t, 50, 64, 1)[0], primesFor(t, 30, 64, 1)[0]} {
@@ -363,9 +360,7 @@ func mulMod(a, b, q uint64) uint64 {
 // The IFMA lazy Montgomery products are congruent to Lattigo's and as small (below 2q each), with
 // and without accumulation, including blocks that fall back to the scalar formula.
 func TestIFMAMulCoeffsMatchesLattigo(t *testing.T) {
-	if !hasNTTAcceleration() {
-		t.Skip("this CPU has no AVX-512 IFMA")
-	}
+	skipWithoutIFMA(t)
 	rng := rand.New(rand.NewSource(17))
 	n := 1 << 12
 	for _, bitSize := range []int{30, 45, 49} {

@@ -4,10 +4,24 @@
 // for 64-bit AVX-512 DQ arithmetic (primes < 2^61). Harvey's lazy butterflies keep every value
 // below 4q, and henn_csub's unsigned-minimum trick needs x + 2q < 2^64: both hold in each range.
 
+// Harvey's lazy butterflies: forward (Cooley-Tukey) A, B = X + WY, X - WY with X, Y below 4q and
+// A, B below 4q; inverse (Gentleman-Sande) A, B = X + Y, (X - Y)W with everything below 2q.
+HENN_TGT static inline void HENN_FN(henn_butterfly)(__m512i X, __m512i Y, __m512i W, __m512i WS, __m512i q, __m512i q2,
+                                                    int forward, __m512i *A, __m512i *B) {
+	if (forward) {
+		X = henn_csub(X, q2);
+		__m512i T = HENN_MULSHOUP(Y, W, WS, q);
+		*A = _mm512_add_epi64(X, T);
+		*B = _mm512_sub_epi64(_mm512_add_epi64(X, q2), T);
+	} else {
+		*A = henn_csub(_mm512_add_epi64(X, Y), q2);
+		*B = HENN_MULSHOUP(_mm512_sub_epi64(_mm512_add_epi64(X, q2), Y), W, WS, q);
+	}
+}
+
 // One Cooley-Tukey (forward) or Gentleman-Sande (inverse) stage of blocks with partner distance
 // t, m blocks, twiddles w[m + i] (Shoup constants ws), from in to out (may alias).
-// Forward keeps values below 4q (inputs below 4q), inverse below 2q (inputs below 2q): Harvey's
-// lazy butterflies, every intermediate below 2^52 since q < 2^50.
+// Forward keeps values below 4q (inputs below 4q), inverse below 2q (inputs below 2q).
 HENN_TGT static void HENN_FN(henn_stage)(const uint64_t *in, uint64_t *out, size_t n, size_t t, const uint64_t *w,
                                 const uint64_t *ws, uint64_t qs, int forward) {
 	const __m512i q = _mm512_set1_epi64((long long)qs), q2 = _mm512_set1_epi64((long long)(2 * qs));
@@ -20,15 +34,7 @@ HENN_TGT static void HENN_FN(henn_stage)(const uint64_t *in, uint64_t *out, size
 			for (size_t k = 0; k < t; k += 8) {
 				__m512i X = _mm512_loadu_si512((const void *)(ix + k)), Y = _mm512_loadu_si512((const void *)(iy + k));
 				__m512i A, B;
-				if (forward) {
-					X = henn_csub(X, q2);
-					__m512i T = HENN_MULSHOUP(Y, W, WS, q);
-					A = _mm512_add_epi64(X, T);
-					B = _mm512_sub_epi64(_mm512_add_epi64(X, q2), T);
-				} else {
-					A = henn_csub(_mm512_add_epi64(X, Y), q2);
-					B = HENN_MULSHOUP(_mm512_sub_epi64(_mm512_add_epi64(X, q2), Y), W, WS, q);
-				}
+				HENN_FN(henn_butterfly)(X, Y, W, WS, q, q2, forward, &A, &B);
 				_mm512_storeu_si512((void *)(ox + k), A);
 				_mm512_storeu_si512((void *)(oy + k), B);
 			}
@@ -47,15 +53,7 @@ HENN_TGT static void HENN_FN(henn_stage)(const uint64_t *in, uint64_t *out, size
 		__m512i W = _mm512_permutexvar_epi64(pw, _mm512_maskz_loadu_epi64(L->wmask, (const void *)wg));
 		__m512i WS = _mm512_permutexvar_epi64(pw, _mm512_maskz_loadu_epi64(L->wmask, (const void *)wsg));
 		__m512i A, B;
-		if (forward) {
-			X = henn_csub(X, q2);
-			__m512i T = HENN_MULSHOUP(Y, W, WS, q);
-			A = _mm512_add_epi64(X, T);
-			B = _mm512_sub_epi64(_mm512_add_epi64(X, q2), T);
-		} else {
-			A = henn_csub(_mm512_add_epi64(X, Y), q2);
-			B = HENN_MULSHOUP(_mm512_sub_epi64(_mm512_add_epi64(X, q2), Y), W, WS, q);
-		}
+		HENN_FN(henn_butterfly)(X, Y, W, WS, q, q2, forward, &A, &B);
 		_mm512_storeu_si512((void *)(out + 16 * g), _mm512_permutex2var_epi64(A, plo, B));
 		_mm512_storeu_si512((void *)(out + 16 * g + 8), _mm512_permutex2var_epi64(A, phi, B));
 	}
