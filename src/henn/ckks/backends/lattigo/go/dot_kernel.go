@@ -86,12 +86,14 @@ HENN_TGT static inline __m512i henn_dot52_fold(__m512i lo, __m512i hi, __m512i q
 	return henn_csub(henn_csub(henn_csub(r, _mm512_add_epi64(q2, q2)), q2), q);
 }
 
-// henn_dot_prime for primes below 2^50 with AVX-512 IFMA: every limb below 2^52 (reduced limbs),
-// products summed as 52-bit halves in 64-bit lanes, folded modulo q every HENN_DOT52_TERMS terms.
-HENN_TGT static void henn_dot_prime52(const uintptr_t *c0s, const uintptr_t *c1s, const uintptr_t *ps, int nterms, size_t n,
+// henn_dot_prime for primes below 2^50 with AVX-512 IFMA: products summed as 52-bit halves in
+// 64-bit lanes, folded modulo q every HENN_DOT52_TERMS terms. Every limb must be below 2^52 (reduced
+// limbs are): it returns 0 when one was not (its results then void; dst must not alias an input).
+HENN_TGT static int henn_dot_prime52(const uintptr_t *c0s, const uintptr_t *c1s, const uintptr_t *ps, int nterms, size_t n,
                              uint64_t qs, const uint64_t *k, uint64_t *dst0, uint64_t *dst1) {
 	__m512i L0[HENN_DOT52_TILE / 8], H0[HENN_DOT52_TILE / 8], L1[HENN_DOT52_TILE / 8], H1[HENN_DOT52_TILE / 8];
 	const __m512i q = _mm512_set1_epi64((long long)qs), zero = _mm512_setzero_si512();
+	__m512i seen = zero;  // the OR of every limb: bits from 52 up mean a limb the lanes would truncate
 	for (size_t s = 0; s < n; s += HENN_DOT52_TILE) {
 		size_t w = (n - s < HENN_DOT52_TILE ? n - s : HENN_DOT52_TILE) / 8;
 		for (size_t v = 0; v < w; v++) L0[v] = H0[v] = L1[v] = H1[v] = zero;
@@ -107,6 +109,7 @@ HENN_TGT static void henn_dot_prime52(const uintptr_t *c0s, const uintptr_t *c1s
 			for (size_t v = 0; v < w; v++) {
 				__m512i m = _mm512_loadu_si512((const void *)(p + 8 * v));
 				__m512i x = _mm512_loadu_si512((const void *)(a + 8 * v)), y = _mm512_loadu_si512((const void *)(b + 8 * v));
+				seen = _mm512_or_si512(seen, _mm512_or_si512(m, _mm512_or_si512(x, y)));
 				L0[v] = _mm512_madd52lo_epu64(L0[v], x, m);
 				H0[v] = _mm512_madd52hi_epu64(H0[v], x, m);
 				L1[v] = _mm512_madd52lo_epu64(L1[v], y, m);
@@ -118,10 +121,11 @@ HENN_TGT static void henn_dot_prime52(const uintptr_t *c0s, const uintptr_t *c1s
 			_mm512_storeu_si512((void *)(dst1 + s + 8 * v), henn_dot52_fold(L1[v], H1[v], q, k));
 		}
 	}
+	return _mm512_test_epi64_mask(seen, _mm512_set1_epi64(~((1LL << 52) - 1))) == 0;
 }
 #else
-static void henn_dot_prime52(const uintptr_t *c0s, const uintptr_t *c1s, const uintptr_t *ps, int nterms, size_t n,
-                             uint64_t qs, const uint64_t *k, uint64_t *dst0, uint64_t *dst1) {}
+static int henn_dot_prime52(const uintptr_t *c0s, const uintptr_t *c1s, const uintptr_t *ps, int nterms, size_t n,
+                            uint64_t qs, const uint64_t *k, uint64_t *dst0, uint64_t *dst1) { return 0; }
 #endif
 #else
 static void henn_dot_prime(const uintptr_t *c0s, const uintptr_t *c1s, const uintptr_t *ps, int nterms, size_t n,
@@ -145,16 +149,17 @@ func hasNativeDot() bool { return C.henn_dot_native() != 0 }
 
 // dotPrimeNative computes one prime's limbs of sum_t (c0_t, c1_t) * p_t in C into dst0, dst1. c0,
 // c1 and p hold each term's limb addresses; the caller has pinned the limbs. Primes below 2^50
-// take the AVX-512 IFMA kernel where the CPU has it (limbs are reduced, so below 2^52).
+// take the AVX-512 IFMA kernel where the CPU has it (reduced limbs are below 2^52; it checks).
 func dotPrimeNative(c0, c1, p []uintptr, q, r64 uint64, bred [2]uint64, chunk int, dst0, dst1 []uint64) {
 	if q < nttMaxModulus && len(dst0)%8 == 0 && hasNTTAcceleration() {
 		r52 := (uint64(1) << 52) % q
 		r104 := ring.BRed(r52, r52, q, bred)
 		k := [5]uint64{shoup(1, q), r52, shoup(r52, q), r104, shoup(r104, q)}
-		C.henn_dot_prime52((*C.uintptr_t)(unsafe.Pointer(&c0[0])), (*C.uintptr_t)(unsafe.Pointer(&c1[0])),
+		if C.henn_dot_prime52((*C.uintptr_t)(unsafe.Pointer(&c0[0])), (*C.uintptr_t)(unsafe.Pointer(&c1[0])),
 			(*C.uintptr_t)(unsafe.Pointer(&p[0])), C.int(len(p)), C.size_t(len(dst0)), C.uint64_t(q),
-			(*C.uint64_t)(unsafe.Pointer(&k[0])), (*C.uint64_t)(unsafe.Pointer(&dst0[0])), (*C.uint64_t)(unsafe.Pointer(&dst1[0])))
-		return
+			(*C.uint64_t)(unsafe.Pointer(&k[0])), (*C.uint64_t)(unsafe.Pointer(&dst0[0])), (*C.uint64_t)(unsafe.Pointer(&dst1[0]))) != 0 {
+			return
+		} // a limb from 2^52 (not reduced): the 128-bit kernel below recomputes everything
 	}
 	C.henn_dot_prime((*C.uintptr_t)(unsafe.Pointer(&c0[0])), (*C.uintptr_t)(unsafe.Pointer(&c1[0])),
 		(*C.uintptr_t)(unsafe.Pointer(&p[0])), C.int(len(p)), C.size_t(len(dst0)), C.uint64_t(q), C.uint64_t(r64),

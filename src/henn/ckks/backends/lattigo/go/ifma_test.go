@@ -313,7 +313,8 @@ func TestIFMAExtensionMatchesLattigo(t *testing.T) {
 }
 
 // The IFMA dot kernel folds its 52-bit sums every 4095 terms: 5,000 terms of full-size limbs
-// against 128-bit arithmetic, for primes just below 2^50 and of 30 bits.
+// against 128-bit arithmetic, for primes just below 2^50 and of 30 bits; a limb from 2^52 sends
+// the whole product to the 128-bit kernel.
 func TestIFMADotFoldsLongSums(t *testing.T) {
 	skipWithoutIFMA(t)
 	rng := rand.New(rand.NewSource(13))
@@ -334,7 +335,8 @@ func TestIFMADotFoldsLongSums(t *testing.T) {
 		b, bAddr := limbs()
 		p, pAddr := limbs()
 		dst0, dst1 := make([]uint64, n), make([]uint64, n)
-		dotPrimeNative(aAddr, bAddr, pAddr, q, 0, ring.GenBRedConstant(q), 0, dst0, dst1)
+		bred := ring.GenBRedConstant(q)
+		dotPrimeNative(aAddr, bAddr, pAddr, q, pow64Mod(q, bred), bred, productChunk(q), dst0, dst1)
 		for x := 0; x < n; x++ {
 			var w0, w1 uint64
 			for i := 0; i < terms; i++ {
@@ -344,6 +346,15 @@ func TestIFMADotFoldsLongSums(t *testing.T) {
 			if dst0[x] != w0 || dst1[x] != w1 {
 				t.Fatalf("q=%d coefficient %d: (%d, %d), want (%d, %d)", q, x, dst0[x], dst1[x], w0, w1)
 			}
+		}
+		a[3][5] = 1<<52 + 1 // a limb the 52-bit lanes would truncate: the 128-bit kernel takes over
+		dotPrimeNative(aAddr, bAddr, pAddr, q, pow64Mod(q, bred), bred, productChunk(q), dst0, dst1)
+		var w0 uint64
+		for i := 0; i < terms; i++ {
+			w0 = (w0 + mulMod(a[i][5], p[i][5], q)) % q
+		}
+		if dst0[5] != w0 {
+			t.Fatalf("q=%d, an unreduced limb: %d, want %d", q, dst0[5], w0)
 		}
 		runtime.KeepAlive(a)
 		runtime.KeepAlive(b)
