@@ -26,19 +26,21 @@ HENN_TGT static void henn_lift(const uint64_t *in, size_t n, uint64_t qin, uint6
 // primes qin (k <= 15, see extendMaxPrimes; offsets added first), nout output primes. Constants in standard form with
 // their Shoup companions: sinv/sinvs[i] = (Q/q_i)^-1 mod q_i; c[j*k + i] = (Q/q_i) mod p_j;
 // r52/r52s[j] = 2^52 mod p_j; one/ones[j]: 1 and floor(2^52/p_j); vq[j*(k+1) + v] = -vQ mod p_j.
-// v = floor(sum_i y_i/q_i) summed in double in Lattigo's order, so it is Lattigo's v.
-HENN_TGT static void henn_extend(const uintptr_t *in, const uint64_t *offsets, const uint64_t *qin, const uint64_t *sinv,
+// v = floor(sum_i y_i/q_i) summed in double in Lattigo's order, so it is Lattigo's v. Returns 0 when
+// an input (plus its offset) was not below 2^52: the outputs are then void.
+HENN_TGT static int henn_extend(const uintptr_t *in, const uint64_t *offsets, const uint64_t *qin, const uint64_t *sinv,
                                  const uint64_t *sinvs, int k, const uintptr_t *out, const uint64_t *pout, const uint64_t *c,
                                  const uint64_t *r52, const uint64_t *r52s, const uint64_t *ones, const uint64_t *vq,
                                  int nout, size_t n) {
 	const __m512i zero = _mm512_setzero_si512(), mask52 = _mm512_set1_epi64((1LL << 52) - 1);
-	__m512i y[32];
+	__m512i y[32], seen = zero;  // the OR of the inputs: bits from 52 up void the results
 	for (size_t x = 0; x < n; x += 8) {
 		__m512d acc = _mm512_setzero_pd();
 		for (int i = 0; i < k; i++) {
 			const __m512i q = _mm512_set1_epi64((long long)qin[i]);
 			__m512i a = _mm512_add_epi64(_mm512_loadu_si512((const void *)((const uint64_t *)in[i] + x)),
 			                             _mm512_set1_epi64((long long)offsets[i]));
+			seen = _mm512_or_si512(seen, a);
 			y[i] = henn_csub(henn_mulshoup52s(a, sinv[i], sinvs[i], q), q);
 			acc = _mm512_add_pd(acc, _mm512_div_pd(_mm512_cvtepu64_pd(y[i]), _mm512_set1_pd((double)qin[i])));
 		}
@@ -60,12 +62,13 @@ HENN_TGT static void henn_extend(const uintptr_t *in, const uint64_t *offsets, c
 			_mm512_storeu_si512((void *)((uint64_t *)out[j] + x), henn_csub(s, p));
 		}
 	}
+	return _mm512_test_epi64_mask(seen, _mm512_set1_epi64(~((1LL << 52) - 1))) == 0;
 }
 #else
-static void henn_extend(const uintptr_t *in, const uint64_t *offsets, const uint64_t *qin, const uint64_t *sinv,
-                        const uint64_t *sinvs, int k, const uintptr_t *out, const uint64_t *pout, const uint64_t *c,
-                        const uint64_t *r52, const uint64_t *r52s, const uint64_t *ones, const uint64_t *vq,
-                        int nout, size_t n) {}
+static int henn_extend(const uintptr_t *in, const uint64_t *offsets, const uint64_t *qin, const uint64_t *sinv,
+                       const uint64_t *sinvs, int k, const uintptr_t *out, const uint64_t *pout, const uint64_t *c,
+                       const uint64_t *r52, const uint64_t *r52s, const uint64_t *ones, const uint64_t *vq,
+                       int nout, size_t n) { return 0; }
 static void henn_lift(const uint64_t *in, size_t n, uint64_t qin, uint64_t qs, uint64_t wss, uint64_t *out) {}
 #endif
 */
@@ -155,10 +158,9 @@ func acceleratedExtension(in [][]uint64, offsets, moduliIn, mredIn, qOverQiInvQi
 		r52s[j], ones[j] = shoup(r52[j], p), shoup(1, p)
 		copy(vq[j*(k+1):], vTimesQModP[j][:k+1])
 	}
-	C.henn_extend((*C.uintptr_t)(unsafe.Pointer(&inAddr[0])), (*C.uint64_t)(unsafe.Pointer(&offs[0])),
+	return C.henn_extend((*C.uintptr_t)(unsafe.Pointer(&inAddr[0])), (*C.uint64_t)(unsafe.Pointer(&offs[0])),
 		(*C.uint64_t)(unsafe.Pointer(&moduliIn[0])), (*C.uint64_t)(unsafe.Pointer(&sinv[0])), (*C.uint64_t)(unsafe.Pointer(&sinvs[0])),
 		C.int(k), (*C.uintptr_t)(unsafe.Pointer(&outAddr[0])), (*C.uint64_t)(unsafe.Pointer(&moduliOut[0])),
 		(*C.uint64_t)(unsafe.Pointer(&c[0])), (*C.uint64_t)(unsafe.Pointer(&r52[0])), (*C.uint64_t)(unsafe.Pointer(&r52s[0])),
-		(*C.uint64_t)(unsafe.Pointer(&ones[0])), (*C.uint64_t)(unsafe.Pointer(&vq[0])), C.int(nout), C.size_t(n))
-	return true
+		(*C.uint64_t)(unsafe.Pointer(&ones[0])), (*C.uint64_t)(unsafe.Pointer(&vq[0])), C.int(nout), C.size_t(n)) != 0
 }
