@@ -1,7 +1,7 @@
 """Build the Go bridge: `python -m henn.ckks.backends.lattigo.build [--force]`.
 
 Runs `go build -buildmode=c-shared -trimpath` in go/ and installs the result as
-_bridge/libhennlattigo.so. The bridge builds against Lattigo v6.2.0 with henn's NTT hook
+_bridge/libhennlattigo.so, against Lattigo v6.2.0 with henn's hooks for its AVX-512 kernels
 (patch_lattigo.py makes go/lattigo-v6.2.0-henn first). Needs Go >= 1.24 (Lattigo v6.2.0 requires it) and a C compiler
 (cgo); the first build downloads the pinned modules (go.sum) through the Go module proxy.
 

@@ -34,17 +34,23 @@ PATCHED_DIR = PACKAGE_DIR / "go" / f"lattigo-{VERSION}-henn"
 STAMP = PATCHED_DIR / ".henn-patch"
 DOWNLOAD_TIMEOUT_S = 600
 
-# exported function -> the hook call inserted as its first statement (argument names as Lattigo's)
-_HOOKS = {
-    "NTTStandard": "true, false, p1, p2, N, Q, MRedConstant, 0, roots",
-    "NTTStandardLazy": "true, false, p1, p2, N, Q, MRedConstant, 0, roots",
-    "INTTStandard": "false, false, p1, p2, N, Q, MRedConstant, NInv, roots",
-    "INTTStandardLazy": "false, false, p1, p2, N, Q, MRedConstant, NInv, roots",
-    "NTTConjugateInvariant": "true, true, p1, p2, N, Q, MRedConstant, 0, roots",
-    "NTTConjugateInvariantLazy": "true, true, p1, p2, N, Q, MRedConstant, 0, roots",
-    "INTTConjugateInvariant": "false, true, p1, p2, N, Q, MRedConstant, NInv, roots",
-    "INTTConjugateInvariantLazy": "false, true, p1, p2, N, Q, MRedConstant, NInv, roots",
-}
+# the hook call opening each exported NTT function of ring/ntt.go: (signature, forward, ring, 1/n argument)
+_NTT_FUNCTIONS = (
+    ("NTTStandard(p1, p2 []uint64, N int, Q, MRedConstant uint64, BRedConstant [2]uint64, roots []uint64)",
+     "true, false", "0"),
+    ("NTTStandardLazy(p1, p2 []uint64, N int, Q, MRedConstant uint64, roots []uint64)", "true, false", "0"),
+    ("INTTStandard(p1, p2 []uint64, N int, NInv, Q, MRedConstant uint64, roots []uint64)", "false, false", "NInv"),
+    ("INTTStandardLazy(p1, p2 []uint64, N int, NInv, Q, MRedConstant uint64, roots []uint64)", "false, false", "NInv"),
+    ("NTTConjugateInvariant(p1, p2 []uint64, N int, Q, MRedConstant uint64, BRedConstant [2]uint64, roots []uint64)",
+     "true, true", "0"),
+    ("NTTConjugateInvariantLazy(p1, p2 []uint64, N int, Q, MRedConstant uint64, roots []uint64)", "true, true", "0"),
+    ("INTTConjugateInvariant(p1, p2 []uint64, N int, NInv, Q, MRedConstant uint64, roots []uint64)",
+     "false, true", "NInv"),
+    ("INTTConjugateInvariantLazy(p1, p2 []uint64, N int, NInv, Q, MRedConstant uint64, roots []uint64)",
+     "false, true", "NInv"),
+)
+_NTT_HOOKS = tuple((f"func {sig} {{\n", f"\tif accelerated({kind}, p1, p2, N, Q, MRedConstant, {ninv}, roots) {{\n"
+                    "\t\treturn\n\t}\n") for sig, kind, ninv in _NTT_FUNCTIONS)
 
 
 def patch_sources() -> list[Path]:
@@ -61,23 +67,6 @@ def _fingerprint() -> str:
 
 def is_prepared() -> bool:
     return STAMP.exists() and STAMP.read_text() == _fingerprint()
-
-
-def hook_ntt(source: str) -> str:
-    """ring/ntt.go with the accelerator call first in each exported NTT function."""
-    lines = source.splitlines(keepends=True)
-    out: list[str] = []
-    seen = set()
-    for line in lines:
-        out.append(line)
-        for name, args in _HOOKS.items():
-            if line.startswith(f"func {name}(") and line.rstrip().endswith("{"):
-                out.append(f"\tif accelerated({args}) {{\n\t\treturn\n\t}}\n")
-                seen.add(name)
-    missing = sorted(set(_HOOKS) - seen)
-    if missing:
-        raise BackendError(f"Lattigo {VERSION}'s ring/ntt.go lacks {missing}: the NTT patch needs {VERSION} exactly")
-    return "".join(out)
 
 
 # (anchor, code inserted after it) in ring/basis_extension.go: the lift of a one-prime digit, the exact
@@ -118,6 +107,7 @@ _VEC_HOOKS = (
 
 
 def _insert(source: str, name: str, hooks: tuple[tuple[str, str], ...]) -> str:
+    """Lattigo's ring/`name` with each hook's code after its anchor, which must occur exactly once."""
     for anchor, code in hooks:
         if source.count(anchor) != 1:
             raise BackendError(f"Lattigo {VERSION}'s ring/{name} has changed: the patch needs {VERSION} exactly")
@@ -125,14 +115,8 @@ def _insert(source: str, name: str, hooks: tuple[tuple[str, str], ...]) -> str:
     return source
 
 
-def hook_vec(source: str) -> str:
-    """ring/vec_ops.go with the accelerator first in the lazy Montgomery products."""
-    return _insert(source, "vec_ops.go", _VEC_HOOKS)
-
-
-def hook_extension(source: str) -> str:
-    """ring/basis_extension.go with the accelerator calls in the key-switching decomposition and ModUpExact."""
-    return _insert(source, "basis_extension.go", _EXTENSION_HOOKS)
+# the hooks of each file of Lattigo's ring package
+_HOOKS = {"ntt.go": _NTT_HOOKS, "basis_extension.go": _EXTENSION_HOOKS, "vec_ops.go": _VEC_HOOKS}
 
 
 def _download(go: str) -> Path:
@@ -163,9 +147,9 @@ def prepare(go: str) -> Path:
         for name in dirs + files:
             path = Path(root) / name
             path.chmod(path.stat().st_mode | stat.S_IWUSR)
-    for name, hook in (("ntt.go", hook_ntt), ("basis_extension.go", hook_extension), ("vec_ops.go", hook_vec)):
+    for name, hooks in _HOOKS.items():
         path = staging / "ring" / name
-        path.write_text(hook(path.read_text()))
+        path.write_text(_insert(path.read_text(), name, hooks))
     for path in sorted(PATCH_DIR.glob("*.go")):
         shutil.copyfile(path, staging / "ring" / path.name)
     (staging / ".henn-patch").write_text(_fingerprint())

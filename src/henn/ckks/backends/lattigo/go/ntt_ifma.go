@@ -84,15 +84,10 @@ const nttMinDegree = 64
 // nttTable holds one prime's twiddles for the C kernel, in standard (not Montgomery) form with
 // their Shoup constants: w[m+i] is block i's root in a stage of m blocks. C memory: never moved.
 type nttTable struct {
-	w, ws  *C.uint64_t
-	f, fs  uint64 // the conjugate-invariant stage's root
-	s, ss  uint64 // 1/n (inverse only)
-	n      int
-	q      uint64
-	ci     bool
-	fwd    bool
-	wide   bool     // 64-bit lanes: Shoup constants floor(w * 2^64 / q)
-	tables []uint64 // w and ws as one Go view of the C allocation
+	w, ws *C.uint64_t
+	f, fs uint64 // the conjugate-invariant stage's root
+	s, ss uint64 // 1/n (inverse only)
+	wide  bool   // 64-bit lanes: Shoup constants floor(w * 2^64 / q)
 }
 
 type nttKey struct {
@@ -101,7 +96,8 @@ type nttKey struct {
 	fwd, ci  bool
 }
 
-// nttTables caches one table per (prime, degree, direction, ring, root): a handful per parameter set.
+// nttTables caches one table per (prime, degree, direction, ring, root), which fix 1/n too: a handful
+// per parameter set.
 var nttTables sync.Map
 
 // hasNTTAcceleration reports whether this CPU runs the IFMA kernels (AVX-512 F, DQ and IFMA).
@@ -140,11 +136,9 @@ func newNTTTable(fwd, ci bool, n int, q, mred, nInv uint64, roots []uint64) *ntt
 		return nil
 	}
 	mem := C.malloc(C.size_t(2 * n * 8))
-	t := &nttTable{n: n, q: q, ci: ci, fwd: fwd, wide: q >= nttMaxModulus}
-	t.tables = unsafe.Slice((*uint64)(mem), 2*n)
-	t.w = (*C.uint64_t)(mem)
-	t.ws = (*C.uint64_t)(unsafe.Pointer(&t.tables[n]))
-	w, ws := t.tables[:n], t.tables[n:]
+	both := unsafe.Slice((*uint64)(mem), 2*n) // w and ws as one Go view of the C allocation
+	t := &nttTable{w: (*C.uint64_t)(mem), ws: (*C.uint64_t)(unsafe.Pointer(&both[n])), wide: q >= nttMaxModulus}
+	w, ws := both[:n], both[n:]
 	w[0], ws[0] = 0, 0
 	for m := 1; m < n; m <<= 1 {
 		for i := 0; i < m; i++ {
@@ -183,9 +177,6 @@ func acceleratedNTT(forward, ci bool, p1, p2 []uint64, n int, q, mred, nInv uint
 			C.free(unsafe.Pointer(t.w))
 			t = v.(*nttTable)
 		}
-	}
-	if !forward && ring.MRed(nInv, 1, q, mred) != t.s {
-		return false // a table built for another 1/n
 	}
 	ok := C.henn_ntt((*C.uint64_t)(unsafe.Pointer(&p1[0])), (*C.uint64_t)(unsafe.Pointer(&p2[0])), C.size_t(n), C.uint64_t(q),
 		t.w, t.ws, cbool(forward), cbool(ci), C.uint64_t(t.f), C.uint64_t(t.fs), C.uint64_t(t.s), C.uint64_t(t.ss), cbool(t.wide))
