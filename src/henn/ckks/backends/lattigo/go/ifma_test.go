@@ -6,7 +6,6 @@ import (
 	"math/rand"
 	"runtime"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/tuneinsight/lattigo/v6/ring"
@@ -51,7 +50,7 @@ func rootsOf(s *ring.SubRing, forward bool) []uint64 {
 	return s.RootsBackward
 }
 
-func primesFor(t *testing.T, bitSize int, nthRoot uint64, k int) []uint64 {
+func primesFor(t testing.TB, bitSize int, nthRoot uint64, k int) []uint64 {
 	g := ring.NewNTTFriendlyPrimesGenerator(uint64(bitSize), nthRoot)
 	primes, err := g.NextDownstreamPrimes(k)
 	if err != nil {
@@ -156,40 +155,33 @@ func TestIFMANTTDeclines(t *testing.T) {
 	}
 }
 
-// Times one 2^13 forward transform both ways, for a 36-bit (IFMA) and a 60-bit prime (64-bit
-// lanes) (go test -run NTTSpeed -v): informative only.
-func TestIFMANTTSpeed(t *testing.T) {
-	if !hasNTTAcceleration() || testing.Short() {
-		t.Skip("no AVX-512 IFMA, or -short")
+// One 2^13-point forward transform, Lattigo's and henn's, for a 36-bit (IFMA) and a 60-bit prime
+// (64-bit lanes): go test -run '^$' -bench NTT (docs/benchmarks.md, "AVX-512 kernels under Lattigo").
+func BenchmarkNTT(b *testing.B) {
+	if !hasNTTAcceleration() {
+		b.Skip("this CPU has no AVX-512 IFMA")
 	}
 	n := 1 << 13
 	for _, bitSize := range []int{36, 60} {
-		r, err := ring.NewRing(n, primesFor(t, bitSize, uint64(2*n), 1))
+		r, err := ring.NewRing(n, primesFor(b, bitSize, uint64(2*n), 1))
 		if err != nil {
-			t.Fatal(err)
+			b.Fatal(err)
 		}
 		s := r.SubRings[0]
 		a := make([]uint64, n)
 		for i := range a {
 			a[i] = uint64(i*7919) % s.Modulus
 		}
-		const reps = 1000
-		best := func(f func()) time.Duration {
-			b := time.Duration(1 << 62)
-			for k := 0; k < 5; k++ {
-				t0 := time.Now()
-				for i := 0; i < reps; i++ {
-					f()
-				}
-				if d := time.Since(t0) / reps; d < b {
-					b = d
-				}
+		b.Run(fmt.Sprintf("%dbit/lattigo", bitSize), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				lattigoNTT(true, false, ring.Standard, s, a, a)
 			}
-			return b
-		}
-		goNTT := best(func() { lattigoNTT(true, false, ring.Standard, s, a, a) })
-		fast := best(func() { acceleratedNTT(true, false, a, a, n, s.Modulus, s.MRedConstant, 0, s.RootsForward) })
-		t.Logf("2^13 forward NTT, %d-bit prime: Lattigo %v, henn %v (%.1fx)", bitSize, goNTT, fast, float64(goNTT)/float64(fast))
+		})
+		b.Run(fmt.Sprintf("%dbit/henn", bitSize), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				acceleratedNTT(true, false, a, a, n, s.Modulus, s.MRedConstant, 0, s.RootsForward)
+			}
+		})
 	}
 }
 
