@@ -37,6 +37,8 @@ def test_compile_and_three_way_check(compiled, rng):
     assert np.max(np.abs(enc - ref)) < 1e-4 and enc.shape == (2, 10)
     assert {"encode", "encrypt", "evaluate", "decrypt", "total"} <= set(compiled.timings)
     assert compiled.timings["images"] == 2 and compiled.timings["encrypted"]
+    per_set = compiled.timings["evaluate_per_set"]  # single mode: one set per image, and they add up
+    assert len(per_set) == 2 and sum(per_set) == pytest.approx(compiled.timings["evaluate"])
 
 
 def test_bad_images(compiled, rng):

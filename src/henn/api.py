@@ -152,15 +152,18 @@ class CompiledModel:
         client.reset_timings()
         server.seconds["evaluate"] = 0.0
         kinds0 = server.seconds_by_kind()
-        outs = []
+        outs, per_set = [], []
         t0 = time.perf_counter()
         for r in tqdm(client.batches(len(x)), disable=not progress, unit="set" if self.mode == "batch" else "img",
                       desc="henn"):
+            before = server.seconds["evaluate"]
             cts = server.evaluate(client.encrypt(x[r.start:r.stop]), consume=True)  # frees the input early
+            per_set.append(server.seconds["evaluate"] - before)
             outs.append(client.decrypt(cts, len(r)))
         steps = {k: t - kinds0.get(k, 0.0) for k, t in server.seconds_by_kind().items()}
         self.timings = {"images": len(x), "encode": client.seconds["encode"], "encrypt": client.seconds["encrypt"],
-                        "evaluate": server.seconds["evaluate"], "decrypt": client.seconds["decrypt"],
+                        "evaluate": server.seconds["evaluate"], "evaluate_per_set": per_set,
+                        "decrypt": client.seconds["decrypt"],
                         "total": time.perf_counter() - t0, "keygen": client.seconds["keygen"],
                         "prepare": server.seconds["prepare"], "encrypted": bool(encrypted),
                         "steps": steps, "bootstrap": steps.get("bootstrap", 0.0)}
