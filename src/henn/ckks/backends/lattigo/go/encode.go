@@ -18,9 +18,17 @@ import (
 
 // encodeScratch holds one encode's rounded coefficient magnitudes and signs (N each).
 type encodeScratch struct {
-	mag []uint64
-	neg []bool
-	big []bool // |value * scale| >= 2^64: left to Lattigo's big-integer path
+	mag  []uint64
+	neg  []bool
+	big  []bool  // |value * scale| >= 2^64: left to Lattigo's big-integer path
+	negs []uint8 // quantizeRows: the negative lanes of each 8 coefficients
+}
+
+func (s *encodeScratch) negMasks(count int) []uint8 {
+	if len(s.negs) < count {
+		s.negs = make([]uint8, count)
+	}
+	return s.negs[:count]
 }
 
 var encodePools sync.Map // ring degree N -> *sync.Pool of *encodeScratch
@@ -80,20 +88,34 @@ func embedSlots(params ckks.Parameters, ecd *ckks.Encoder, values []complex128, 
 	defer scratchPool.Put(s)
 	// coefficient layout of Complex128ToFixedPointCRT: real parts, then (standard ring) imaginary parts, then zeros
 	n := slots
-	scale := md.Scale.Float64()
-	for i, v := range values {
-		s.quantize(i, real(v), scale)
-	}
 	if params.RingType() == ring.Standard {
-		for i, v := range values {
-			s.quantize(slots+i, imag(v), scale)
-		}
 		n = 2 * slots
 	}
+	scale := md.Scale.Float64()
 	rings := []*ring.Ring{params.RingQ().AtLevel(q.Level())}
 	polys := []ring.Poly{q}
 	if p != nil && p.Level() > -1 {
 		rings, polys = append(rings, params.RingP().AtLevel(p.Level())), append(polys, *p)
+	}
+	if !quantizeRows(values, n, scale, rings, polys, s) {
+		s.quantizeAndReduce(values, n, scale, rings, polys)
+	}
+	for k, r := range rings {
+		rlwe.NTTSparseAndMontgomery(r, md, polys[k])
+	}
+	return nil
+}
+
+// quantizeAndReduce is the Go path of quantizeRows, for every value.
+func (s *encodeScratch) quantizeAndReduce(values []complex128, n int, scale float64, rings []*ring.Ring, polys []ring.Poly) {
+	slots := len(values)
+	for i, v := range values {
+		s.quantize(i, real(v), scale)
+	}
+	if n > slots {
+		for i, v := range values {
+			s.quantize(slots+i, imag(v), scale)
+		}
 	}
 	for k, r := range rings {
 		s.reduce(r, n, polys[k].Coeffs)
@@ -106,9 +128,7 @@ func embedSlots(params ckks.Parameters, ecd *ckks.Encoder, values []complex128, 
 				ckks.SingleFloat64ToFixedPointCRT(r, i, v, scale, polys[k].Coeffs)
 			}
 		}
-		rlwe.NTTSparseAndMontgomery(r, md, polys[k])
 	}
-	return nil
 }
 
 // quantize rounds |value * scale| to the nearest integer (ties away from zero, as Lattigo does).

@@ -53,6 +53,12 @@ HENN_TGT static inline __m512i henn_csub(__m512i x, __m512i c) {
 	return _mm512_min_epu64(x, _mm512_sub_epi64(x, c));
 }
 
+// x mod q, fully reduced, for any x < 2^64 and q < 2^61.4: Shoup's product by 1 with r64 =
+// floor(2^64 / q) leaves x - floor(x * r64 / 2^64) * q in [0, 2q).
+HENN_TGT static inline __m512i henn_reduce64(__m512i x, __m512i q, __m512i r64) {
+	return henn_csub(henn_mulshoup64(x, _mm512_set1_epi64(1), r64, q), q);
+}
+
 // The same Shoup product (52-bit lanes) with broadcast scalars.
 HENN_TGT static inline __m512i henn_mulshoup52s(__m512i y, uint64_t w, uint64_t ws, __m512i q) {
 	return henn_mulshoup52(y, _mm512_set1_epi64((long long)w), _mm512_set1_epi64((long long)ws), q);

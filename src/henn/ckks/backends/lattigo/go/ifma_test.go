@@ -62,7 +62,8 @@ func primesFor(t testing.TB, bitSize int, nthRoot uint64, k int) []uint64 {
 // The IFMA transform gives Lattigo's values exactly (fully reduced; the lazy variants' values
 // modulo q), for both rings, both directions, degrees 2^6..2^14, primes of 30 to 49 bits (IFMA)
 // and of 55 to 61 bits (64-bit lanes, 61 bits: above 2^61), inputs
-// below q and below 2q (lazy producers), in place and out of place.
+// below q and below 2q (lazy producers), below 4q (what Lattigo's key switching hands the forward
+// transform) and any 64-bit value (a rescale's, an unreduced encoding's), in place and out of place.
 func TestIFMANTTMatchesLattigo(t *testing.T) {
 	skipWithoutIFMA(t)
 	rng := rand.New(rand.NewSource(7))
@@ -89,15 +90,26 @@ func TestIFMANTTMatchesLattigo(t *testing.T) {
 				}
 				for _, s := range r.SubRings {
 					q := s.Modulus
-					for _, bound := range []uint64{q, 2 * q} {
+					for _, bound := range []uint64{q, 2 * q, 4 * q, 0} { // 0: any 64-bit input
 						in := make([]uint64, n)
 						for i := range in {
-							in[i] = rng.Uint64() % bound
+							in[i] = rng.Uint64()
+							if bound != 0 {
+								in[i] %= bound
+							}
+						}
+						reduced := make([]uint64, n)
+						for i := range in {
+							reduced[i] = in[i] % q
 						}
 						for _, forward := range []bool{true, false} {
 							for _, lazy := range []bool{false, true} {
 								want, got := make([]uint64, n), append([]uint64{}, in...)
-								lattigoNTT(forward, lazy, ringType, s, in, want)
+								if bound == 4*q || bound == 0 { // the transform of the value itself: Lattigo's takes less
+									lattigoNTT(forward, lazy, ringType, s, reduced, want)
+								} else {
+									lattigoNTT(forward, lazy, ringType, s, in, want)
+								}
 								nInv := s.NInv
 								if forward {
 									nInv = 0
@@ -120,14 +132,14 @@ func TestIFMANTTMatchesLattigo(t *testing.T) {
 	}
 }
 
-// Primes from 2^61.4 and inputs from 2q are left to Lattigo, with the output untouched.
+// Primes from 2^61.4 are left to Lattigo, with the output untouched.
 func TestIFMANTTDeclines(t *testing.T) {
 	skipWithoutIFMA(t)
 	n := 1 << 10
 	for _, tc := range []struct {
-		bits  int
-		bound uint64
-	}{{62, 1}, {63, 1}, {40, 2}, {55, 2}} {
+		bits    int
+		forward bool
+	}{{62, true}, {63, true}, {62, false}} {
 		g := ring.NewNTTFriendlyPrimesGenerator(uint64(tc.bits), uint64(2*n))
 		q, err := g.NextUpstreamPrime() // from 2^bits up
 		if err != nil {
@@ -142,10 +154,13 @@ func TestIFMANTTDeclines(t *testing.T) {
 		for i := range in {
 			in[i] = uint64(i) % s.Modulus
 		}
-		in[n-1] = tc.bound*s.Modulus + 1 // not below 2q in the input-bound case
 		out := make([]uint64, n)
-		if acceleratedNTT(true, false, in, out, n, s.Modulus, s.MRedConstant, 0, s.RootsForward) {
-			t.Fatalf("%d-bit prime, input bound %dq: accelerated, want declined", tc.bits, tc.bound)
+		nInv := uint64(0)
+		if !tc.forward {
+			nInv = s.NInv
+		}
+		if acceleratedNTT(tc.forward, false, in, out, n, s.Modulus, s.MRedConstant, nInv, rootsOf(s, tc.forward)) {
+			t.Fatalf("%d-bit prime, forward %v: accelerated, want declined", tc.bits, tc.forward)
 		}
 		for _, v := range out {
 			if v != 0 {

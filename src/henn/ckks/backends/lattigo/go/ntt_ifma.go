@@ -43,18 +43,19 @@ static const henn_lanes henn_lanes_t1 = {{0, 2, 4, 6, 8, 10, 12, 14}, {1, 3, 5, 
 #include "ntt_kernels.h"
 
 // The transform of one prime, 52-bit lanes (wide = 0, q < 2^50) or 64-bit lanes (q < 2^61), with
-// the twiddles' Shoup constants computed for that width. Returns 0 (out untouched) when an input
-// is not below 2q.
-static int henn_ntt(const uint64_t *in, uint64_t *out, size_t n, uint64_t q, const uint64_t *w,
-                    const uint64_t *ws, int forward, int ci, uint64_t f, uint64_t fs, uint64_t s, uint64_t ss, int wide) {
-	return wide ? henn_ntt_64(in, out, n, q, w, ws, forward, ci, f, fs, s, ss)
-	            : henn_ntt_52(in, out, n, q, w, ws, forward, ci, f, fs, s, ss);
+// the twiddles' Shoup constants computed for that width; any input below 2^64.
+static void henn_ntt(const uint64_t *in, uint64_t *out, size_t n, uint64_t q, const uint64_t *w,
+                     const uint64_t *ws, int forward, int ci, uint64_t f, uint64_t fs, uint64_t s, uint64_t ss,
+                     uint64_t r64, int wide) {
+	if (wide) henn_ntt_64(in, out, n, q, w, ws, forward, ci, f, fs, s, ss, r64);
+	else henn_ntt_52(in, out, n, q, w, ws, forward, ci, f, fs, s, ss, r64);
 }
 
 static int henn_ntt_has_ifma(void) { return henn_has_avx512_ifma(); }
 #else
-static int henn_ntt(const uint64_t *in, uint64_t *out, size_t n, uint64_t q, const uint64_t *w,
-                    const uint64_t *ws, int forward, int ci, uint64_t f, uint64_t fs, uint64_t s, uint64_t ss, int wide) { return 0; }
+static void henn_ntt(const uint64_t *in, uint64_t *out, size_t n, uint64_t q, const uint64_t *w,
+                     const uint64_t *ws, int forward, int ci, uint64_t f, uint64_t fs, uint64_t s, uint64_t ss,
+                     uint64_t r64, int wide) {}
 static int henn_ntt_has_ifma(void) { return 0; }
 #endif
 */
@@ -87,6 +88,7 @@ type nttTable struct {
 	w, ws *C.uint64_t
 	f, fs uint64 // the conjugate-invariant stage's root
 	s, ss uint64 // 1/n (inverse only)
+	r64   uint64 // floor(2^64 / q): inputs from 2q (4q) are reduced first
 	wide  bool   // 64-bit lanes: Shoup constants floor(w * 2^64 / q)
 }
 
@@ -150,6 +152,7 @@ func newNTTTable(fwd, ci bool, n int, q, mred, nInv uint64, roots []uint64) *ntt
 			w[m+i], ws[m+i] = r, shoupFor(r, q, t.wide)
 		}
 	}
+	t.r64, _ = bits.Div64(1, 0, q)
 	t.f = ring.MRed(roots[1], 1, q, mred)
 	t.fs = shoupFor(t.f, q, t.wide)
 	if !fwd {
@@ -178,9 +181,10 @@ func acceleratedNTT(forward, ci bool, p1, p2 []uint64, n int, q, mred, nInv uint
 			t = v.(*nttTable)
 		}
 	}
-	ok := C.henn_ntt((*C.uint64_t)(unsafe.Pointer(&p1[0])), (*C.uint64_t)(unsafe.Pointer(&p2[0])), C.size_t(n), C.uint64_t(q),
-		t.w, t.ws, cbool(forward), cbool(ci), C.uint64_t(t.f), C.uint64_t(t.fs), C.uint64_t(t.s), C.uint64_t(t.ss), cbool(t.wide))
-	return ok != 0
+	C.henn_ntt((*C.uint64_t)(unsafe.Pointer(&p1[0])), (*C.uint64_t)(unsafe.Pointer(&p2[0])), C.size_t(n), C.uint64_t(q),
+		t.w, t.ws, cbool(forward), cbool(ci), C.uint64_t(t.f), C.uint64_t(t.fs), C.uint64_t(t.s), C.uint64_t(t.ss),
+		C.uint64_t(t.r64), cbool(t.wide))
+	return true
 }
 
 func cbool(b bool) C.int {

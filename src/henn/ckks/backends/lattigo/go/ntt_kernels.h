@@ -104,10 +104,19 @@ HENN_TGT static void HENN_FN(henn_reduce4)(uint64_t *a, size_t n, uint64_t qs) {
 
 // The transform of one prime: w/ws hold the n stage twiddles (index m + i for block i of a stage
 // with m blocks), f/fs the conjugate-invariant stage's root (ci), s/ss the inverse's 1/n.
-// Returns 0 (out untouched) when an input is not below 2q.
-HENN_TGT static int HENN_FN(henn_ntt)(const uint64_t *in, uint64_t *out, size_t n, uint64_t q, const uint64_t *w,
-                             const uint64_t *ws, int forward, int ci, uint64_t f, uint64_t fs, uint64_t s, uint64_t ss) {
-	if (!henn_ntt_below(in, n, 2 * q)) return 0;
+// Inputs below 4q go straight in for the standard ring's forward transform (its butterflies take
+// them: Lattigo's key switching hands its NTT values up to 3q), below 2q otherwise (the
+// conjugate-invariant fold adds 2q); larger ones (a rescale's values of another prime, unreduced
+// encodings) are first reduced into out (r64 = floor(2^64 / q)).
+HENN_TGT static void HENN_FN(henn_ntt)(const uint64_t *in, uint64_t *out, size_t n, uint64_t q, const uint64_t *w,
+                             const uint64_t *ws, int forward, int ci, uint64_t f, uint64_t fs, uint64_t s, uint64_t ss,
+                             uint64_t r64) {
+	if (!henn_ntt_below(in, n, (forward && !ci ? 4 : 2) * q)) {
+		const __m512i Q = _mm512_set1_epi64((long long)q), R = _mm512_set1_epi64((long long)r64);
+		for (size_t k = 0; k < n; k += 8)
+			_mm512_storeu_si512((void *)(out + k), henn_reduce64(_mm512_loadu_si512((const void *)(in + k)), Q, R));
+		in = out;
+	}
 	if (forward) {
 		const uint64_t *src = in;
 		if (ci) {
@@ -131,6 +140,5 @@ HENN_TGT static int HENN_FN(henn_ntt)(const uint64_t *in, uint64_t *out, size_t 
 		}
 		HENN_FN(henn_scale)(out, n, s, ss, q);
 	}
-	return 1;
 }
 
