@@ -73,10 +73,12 @@ def prepare_job(net: str, args, workdir: Path) -> Path:
     else:
         x, y = datasets.load_mnist(args.data_dir, "test")
         cal = datasets.load_mnist(args.data_dir, "train")[0][: args.calibration]
-    if net in BATCH_NETS:  # batch mode's images: as many as one ciphertext set holds, where there are that many
+    if net in BATCH_NETS and args.batch_images:  # batch mode's images: as many as one ciphertext set holds, where
+        # there are that many, and at least the single-mode images, on which both modes are scored
         last = len(x) - (args.calibration if args.data_dir is None else 0)
-        np.save(job / "batch_images.npy", x[: min(args.batch_images, last)])
-        np.save(job / "batch_labels.npy", y[: min(args.batch_images, last)])
+        count = min(max(args.batch_images, args.images + 1), last)
+        np.save(job / "batch_images.npy", x[:count])
+        np.save(job / "batch_labels.npy", y[:count])
     x, y = x[: args.images + 1], y[: args.images + 1]  # the first image is the warm-up
     model = zoo_model(net)
     ref = interpret.run(load_model(str(model), (1, 28, 28)), x)
@@ -234,7 +236,8 @@ def main() -> None:
     ap.add_argument("--nets", nargs="+", choices=NETS, default=list(NETS))
     ap.add_argument("--images", type=int, default=100, help="test images per network (after one warm-up image)")
     ap.add_argument("--calibration", type=int, default=500, help="training images for ranges and parameters")
-    ap.add_argument("--batch-images", type=int, default=8192, help="batch mode: images in the timed set(s)")
+    ap.add_argument("--batch-images", type=int, default=8192,
+                    help="batch mode: images in the timed set(s), at least --images + 1 (0: no batch mode)")
     ap.add_argument("--data-dir", type=Path, default=None, help="folder with mnist/ (default: embedded digits)")
     ap.add_argument("--threads", type=int, default=2, help="henn's worker threads")
     ap.add_argument("--orion-python", default=None, help="an interpreter with orion-fhe 1.0.2 (default: skip Orion)")
@@ -243,6 +246,8 @@ def main() -> None:
     ap.add_argument("--worker", choices=("henn-single", "henn-batch", "tenseal"), help=argparse.SUPPRESS)
     ap.add_argument("--job", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.batch_images < 0 or args.images < 1:
+        ap.error("--images must be at least 1 and --batch-images at least 0")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if args.worker:  # one system on one network, in this process
         job = args.job
@@ -255,7 +260,7 @@ def main() -> None:
             job = prepare_job(net, args, Path(tmp))
             me = [sys.executable, __file__, "--job", str(job)]
             runs = [("henn", [*me, "--worker", "henn-single"], "henn-single.json")]
-            if net in BATCH_NETS:
+            if net in BATCH_NETS and args.batch_images:
                 runs.append(("henn", [*me, "--worker", "henn-batch"], "henn-batch.json"))
             if PEERS.get(net) == "tenseal":
                 runs.append(("tenseal", [*me, "--worker", "tenseal"], "tenseal.json"))

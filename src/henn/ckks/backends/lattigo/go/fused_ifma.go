@@ -62,8 +62,9 @@ import (
 // ifmaMaxTerms: terms per henn_lc_macc52 call (its 64-bit sums of 52-bit halves).
 const ifmaMaxTerms = 4096
 
-// ifmaMaxModulus: the 52-bit multiply-accumulate needs limbs and multipliers below 2^52.
-const ifmaMaxModulus = uint64(1) << 52
+// ifmaMaxModulus: the 52-bit multiply-accumulate needs limbs and multipliers below 2^52. Primes
+// below 2^51 keep even a lazily reduced limb (below 2q) within that; larger ones take the Go path.
+const ifmaMaxModulus = uint64(1) << 51
 
 // hasIFMA reports whether this CPU runs the AVX-512 IFMA kernel (asked each time: no globals;
 // the check is a few instructions once GCC's CPU model is initialised).
