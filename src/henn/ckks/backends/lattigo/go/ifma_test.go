@@ -275,50 +275,75 @@ func randomPoly(rng *rand.Rand, r *ring.Ring) ring.Poly {
 	return p
 }
 
-// The IFMA basis extension gives Lattigo's values modulo every prime: ModUpExact both ways (Q to
-// P, P to Q) and the key-switching decomposition of every digit, one-prime and multi-prime digits.
+// The basis extension kernels give Lattigo's values modulo every prime: ModUpExact both ways (Q to
+// P, P to Q), reduced and unreduced inputs, and the key-switching decomposition of every digit,
+// one-prime and multi-prime digits; 52-bit lanes (primes below 2^50) and 64-bit lanes (a 60-bit q0,
+// 61-bit special primes on both sides of 2^61, more than 15 inputs).
 func TestIFMAExtensionMatchesLattigo(t *testing.T) {
 	skipWithoutIFMA(t)
 	rng := rand.New(rand.NewSource(5))
 	n := 1 << 11
-	Q := append(primesFor(t, 42, uint64(2*n), 1), primesFor(t, 31, uint64(2*n), 6)...)
-	for _, nbP := range []int{1, 2, 3} {
-		P := primesFor(t, 44+nbP, uint64(2*n), nbP)
-		ringQ, err := ring.NewRing(n, Q)
+	upstream61 := func(k int) []uint64 { // Lattigo's 61-bit special primes lie on both sides of 2^61
+		g := ring.NewNTTFriendlyPrimesGenerator(61, uint64(2*n))
+		primes, err := g.NextUpstreamPrimes(k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ringP, err := ring.NewRing(n, P)
-		if err != nil {
-			t.Fatal(err)
+		return primes
+	}
+	for _, set := range []struct {
+		name string
+		Q    []uint64
+		P    func(nbP int) []uint64
+	}{
+		{"52-bit lanes", append(primesFor(t, 42, uint64(2*n), 1), primesFor(t, 31, uint64(2*n), 6)...),
+			func(nbP int) []uint64 { return primesFor(t, 44+nbP, uint64(2*n), nbP) }},
+		{"64-bit lanes (boot-n16's sizes)", append(primesFor(t, 60, uint64(2*n), 1), primesFor(t, 40, uint64(2*n), 6)...), upstream61},
+		{"64-bit lanes, 20 inputs", primesFor(t, 31, uint64(2*n), 20), upstream61},
+	} {
+		for _, nbP := range []int{1, 2, 3} {
+			testExtension(t, rng, set.name, n, set.Q, set.P(nbP), nbP)
 		}
-		for _, dir := range []struct {
-			from, to *ring.Ring
-		}{{ringQ, ringP}, {ringP, ringQ}} {
-			muc := ring.GenModUpConstants(dir.from.ModuliChain(), dir.to.ModuliChain())
-			in := randomPoly(rng, dir.from)
-			want, got := dir.to.NewPoly(), dir.to.NewPoly()
-			withoutAccelerators(func() { ring.ModUpExact(in.Coeffs, want.Coeffs, dir.from, dir.to, muc) })
-			ring.ModUpExact(in.Coeffs, got.Coeffs, dir.from, dir.to, muc)
-			sameModulo(t, fmt.Sprintf("ModUpExact %d -> %d primes", dir.from.ModuliChain(), dir.to.ModuliChain()),
-				dir.to.ModuliChain(), got.Coeffs, want.Coeffs)
-			in.Coeffs[0][9] = 1<<52 + 3 // beyond the 52-bit lanes: the kernel declines, Lattigo computes
-			withoutAccelerators(func() { ring.ModUpExact(in.Coeffs, want.Coeffs, dir.from, dir.to, muc) })
-			ring.ModUpExact(in.Coeffs, got.Coeffs, dir.from, dir.to, muc)
-			sameModulo(t, "ModUpExact of an unreduced input", dir.to.ModuliChain(), got.Coeffs, want.Coeffs)
-		}
-		dec := ring.NewDecomposer(ringQ, ringP)
-		for _, levelQ := range []int{len(Q) - 1, len(Q) - 2} {
-			rq := ringQ.AtLevel(levelQ)
-			in := randomPoly(rng, rq)
-			for digit := 0; digit*nbP <= levelQ; digit++ {
-				wantQ, wantP, gotQ, gotP := rq.NewPoly(), ringP.NewPoly(), rq.NewPoly(), ringP.NewPoly()
-				withoutAccelerators(func() { dec.DecomposeAndSplit(levelQ, nbP-1, nbP, digit, in, wantQ, wantP) })
-				dec.DecomposeAndSplit(levelQ, nbP-1, nbP, digit, in, gotQ, gotP)
-				what := fmt.Sprintf("digit %d of %d primes (level %d)", digit, nbP, levelQ)
-				sameModulo(t, what, rq.ModuliChain(), gotQ.Coeffs, wantQ.Coeffs)
-				sameModulo(t, what, P, gotP.Coeffs, wantP.Coeffs)
-			}
+	}
+}
+
+func testExtension(t *testing.T, rng *rand.Rand, name string, n int, Q, P []uint64, nbP int) {
+	ringQ, err := ring.NewRing(n, Q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ringP, err := ring.NewRing(n, P)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []struct {
+		from, to *ring.Ring
+	}{{ringQ, ringP}, {ringP, ringQ}} {
+		muc := ring.GenModUpConstants(dir.from.ModuliChain(), dir.to.ModuliChain())
+		in := randomPoly(rng, dir.from)
+		want, got := dir.to.NewPoly(), dir.to.NewPoly()
+		withoutAccelerators(func() { ring.ModUpExact(in.Coeffs, want.Coeffs, dir.from, dir.to, muc) })
+		ring.ModUpExact(in.Coeffs, got.Coeffs, dir.from, dir.to, muc)
+		what := fmt.Sprintf("%s: ModUpExact %d -> %d primes", name, dir.from.ModuliChain(), dir.to.ModuliChain())
+		sameModulo(t, what, dir.to.ModuliChain(), got.Coeffs, want.Coeffs)
+		// unreduced inputs: beyond the 52-bit lanes (the 64-bit kernel takes over), and up to 2q
+		in.Coeffs[0][9] = 1<<52 + 3
+		in.Coeffs[0][10] = 2*dir.from.ModuliChain()[0] - 1
+		withoutAccelerators(func() { ring.ModUpExact(in.Coeffs, want.Coeffs, dir.from, dir.to, muc) })
+		ring.ModUpExact(in.Coeffs, got.Coeffs, dir.from, dir.to, muc)
+		sameModulo(t, what+", unreduced input", dir.to.ModuliChain(), got.Coeffs, want.Coeffs)
+	}
+	dec := ring.NewDecomposer(ringQ, ringP)
+	for _, levelQ := range []int{len(Q) - 1, len(Q) - 2} {
+		rq := ringQ.AtLevel(levelQ)
+		in := randomPoly(rng, rq)
+		for digit := 0; digit*nbP <= levelQ; digit++ {
+			wantQ, wantP, gotQ, gotP := rq.NewPoly(), ringP.NewPoly(), rq.NewPoly(), ringP.NewPoly()
+			withoutAccelerators(func() { dec.DecomposeAndSplit(levelQ, nbP-1, nbP, digit, in, wantQ, wantP) })
+			dec.DecomposeAndSplit(levelQ, nbP-1, nbP, digit, in, gotQ, gotP)
+			what := fmt.Sprintf("%s: digit %d of %d primes (level %d)", name, digit, nbP, levelQ)
+			sameModulo(t, what, rq.ModuliChain(), gotQ.Coeffs, wantQ.Coeffs)
+			sameModulo(t, what, P, gotP.Coeffs, wantP.Coeffs)
 		}
 	}
 }
