@@ -22,6 +22,26 @@ HENN_TGT static void henn_lift(const uint64_t *in, size_t n, uint64_t qin, uint6
 	}
 }
 
+// Lattigo's reconstructRNS for 8 coefficients from x: y[i] = (in_i + offset_i) * (Q/q_i)^-1 mod q_i
+// by Shoup's product in 52-bit lanes (wide = 0: inputs below 2^52, sinvs = floor(sinv * 2^52 / q_i))
+// or 64-bit lanes (wide = 1: any input, sinvs = floor(sinv * 2^64 / q_i)); returns v = floor(sum_i
+// y_i / q_i), summed in double in Lattigo's order, so it is Lattigo's v. seen collects the OR of the inputs.
+HENN_TGT static inline __m512i henn_reconstruct(const uintptr_t *in, size_t x, const uint64_t *offsets, const uint64_t *qin,
+                                                const uint64_t *sinv, const uint64_t *sinvs, int k, int wide, __m512i *y,
+                                                __m512i *seen) {
+	__m512d acc = _mm512_setzero_pd();
+	for (int i = 0; i < k; i++) {
+		const __m512i q = _mm512_set1_epi64((long long)qin[i]);
+		__m512i a = _mm512_add_epi64(_mm512_loadu_si512((const void *)((const uint64_t *)in[i] + x)),
+		                             _mm512_set1_epi64((long long)offsets[i]));
+		*seen = _mm512_or_si512(*seen, a);
+		__m512i w = _mm512_set1_epi64((long long)sinv[i]), ws = _mm512_set1_epi64((long long)sinvs[i]);
+		y[i] = henn_csub(wide ? henn_mulshoup64(a, w, ws, q) : henn_mulshoup52(a, w, ws, q), q);
+		acc = _mm512_add_pd(acc, _mm512_div_pd(_mm512_cvtepu64_pd(y[i]), _mm512_set1_pd((double)qin[i])));
+	}
+	return _mm512_cvttpd_epu64(acc);
+}
+
 // Exact basis extension of 8 coefficients at a time (Lattigo's ModUpExact, fully reduced): k input
 // primes qin (k <= 15, see extendMaxPrimes; offsets added first), nout output primes. Constants in standard form with
 // their Shoup companions: sinv/sinvs[i] = (Q/q_i)^-1 mod q_i; c[j*k + i] = (Q/q_i) mod p_j;
@@ -35,16 +55,7 @@ HENN_TGT static int henn_extend(const uintptr_t *in, const uint64_t *offsets, co
 	const __m512i zero = _mm512_setzero_si512(), mask52 = _mm512_set1_epi64((1LL << 52) - 1);
 	__m512i y[32], seen = zero;  // the OR of the inputs: bits from 52 up void the results
 	for (size_t x = 0; x < n; x += 8) {
-		__m512d acc = _mm512_setzero_pd();
-		for (int i = 0; i < k; i++) {
-			const __m512i q = _mm512_set1_epi64((long long)qin[i]);
-			__m512i a = _mm512_add_epi64(_mm512_loadu_si512((const void *)((const uint64_t *)in[i] + x)),
-			                             _mm512_set1_epi64((long long)offsets[i]));
-			seen = _mm512_or_si512(seen, a);
-			y[i] = henn_csub(henn_mulshoup52s(a, sinv[i], sinvs[i], q), q);
-			acc = _mm512_add_pd(acc, _mm512_div_pd(_mm512_cvtepu64_pd(y[i]), _mm512_set1_pd((double)qin[i])));
-		}
-		__m512i v = _mm512_cvttpd_epu64(acc);
+		__m512i v = henn_reconstruct(in, x, offsets, qin, sinv, sinvs, k, 0, y, &seen);
 		for (int j = 0; j < nout; j++) {
 			const __m512i p = _mm512_set1_epi64((long long)pout[j]);
 			const uint64_t *cj = c + (size_t)j * k;
@@ -72,17 +83,9 @@ HENN_TGT static int henn_extend(const uintptr_t *in, const uint64_t *offsets, co
 HENN_TGT static void henn_extend64(const uintptr_t *in, const uint64_t *offsets, const uint64_t *qin, const uint64_t *sinv,
                                    const uint64_t *sinvs, int k, const uintptr_t *out, const uint64_t *pout,
                                    const uint64_t *c, const uint64_t *cs, const uint64_t *vq, int nout, size_t n) {
-	__m512i y[32];
+	__m512i y[32], seen = _mm512_setzero_si512();
 	for (size_t x = 0; x < n; x += 8) {
-		__m512d acc = _mm512_setzero_pd();
-		for (int i = 0; i < k; i++) {
-			const __m512i q = _mm512_set1_epi64((long long)qin[i]);
-			__m512i a = _mm512_add_epi64(_mm512_loadu_si512((const void *)((const uint64_t *)in[i] + x)),
-			                             _mm512_set1_epi64((long long)offsets[i]));
-			y[i] = henn_csub(henn_mulshoup64(a, _mm512_set1_epi64((long long)sinv[i]), _mm512_set1_epi64((long long)sinvs[i]), q), q);
-			acc = _mm512_add_pd(acc, _mm512_div_pd(_mm512_cvtepu64_pd(y[i]), _mm512_set1_pd((double)qin[i])));
-		}
-		__m512i v = _mm512_cvttpd_epu64(acc);
+		__m512i v = henn_reconstruct(in, x, offsets, qin, sinv, sinvs, k, 1, y, &seen);
 		for (int j = 0; j < nout; j++) {
 			const __m512i p = _mm512_set1_epi64((long long)pout[j]), p2 = _mm512_add_epi64(p, p);
 			const uint64_t *cj = c + (size_t)j * k, *csj = cs + (size_t)j * k;
