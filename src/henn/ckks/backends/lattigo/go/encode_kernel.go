@@ -54,7 +54,6 @@ static void henn_signed_row(const uint64_t *mag, const uint8_t *negs, size_t n, 
 import "C"
 
 import (
-	"math/bits"
 	"os"
 	"unsafe"
 
@@ -82,7 +81,7 @@ func quantizeRows(values []complex128, n int, scale float64, rings []*ring.Ring,
 	for k, r := range rings {
 		for j, q := range r.ModuliChain()[:r.Level()+1] {
 			row := polys[k].Coeffs[j]
-			r64, _ := bits.Div64(1, 0, q)
+			r64 := shoupFor(1, q, true) // floor(2^64 / q), henn_reduce64's constant
 			C.henn_signed_row((*C.uint64_t)(unsafe.Pointer(&s.mag[0])), (*C.uint8_t)(unsafe.Pointer(&negs[0])),
 				C.size_t(n), C.uint64_t(q), C.uint64_t(r64), (*C.uint64_t)(unsafe.Pointer(&row[0])))
 			clear(row[n:])

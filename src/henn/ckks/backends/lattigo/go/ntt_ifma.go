@@ -152,7 +152,7 @@ func newNTTTable(fwd, ci bool, n int, q, mred, nInv uint64, roots []uint64) *ntt
 			w[m+i], ws[m+i] = r, shoupFor(r, q, t.wide)
 		}
 	}
-	t.r64, _ = bits.Div64(1, 0, q)
+	t.r64 = shoupFor(1, q, true) // floor(2^64 / q)
 	t.f = ring.MRed(roots[1], 1, q, mred)
 	t.fs = shoupFor(t.f, q, t.wide)
 	if !fwd {
