@@ -17,6 +17,7 @@ import math
 import os
 import pickle
 import types
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -30,6 +31,7 @@ from henn.errors import (BackendError, InputError, LevelError, MissingKeyError, 
                          SerializationError, UnsupportedOperation)
 
 BACKENDS = ["plain", "seal", "lattigo"]
+THREAD_SAFE = {"plain", "lattigo"}  # their evaluators may be called from several threads at once
 PROFILES = {"short": "insecure_short_d4", "n14": "n14-d5", "short-real": "insecure_short_d4_real",
             "n14-real": "n14-d5-real"}
 REAL_SLOT_BACKENDS = set(with_capability("real_slot_ring"))  # the others refuse the real-slot ring
@@ -546,6 +548,44 @@ def test_rotate_hoisted_equals_rotations(ctx):
     assert ctx.ev.rotate_hoisted(cx, []) == {}
 
 
+def test_rotate_sum_equals_rotations(ctx):
+    """sum_i rotate(ct_i, step_i): unrotated parts, repeated and negative steps, parts from two threads."""
+    xs = vectors(ctx, "complex", 16, 9)
+    steps = [0, 1, 5, -3, 1, ctx.slots // 2, 0, 2, 5]
+    cts = [ctx.enc(x) for x in xs]
+    acc = ctx.ev.rotate_sum()
+    with ThreadPoolExecutor(2 if ctx.name in THREAD_SAFE else 1) as pool:
+        list(pool.map(acc.add, cts, steps))
+    got = acc.result()
+    assert (got.level, got.scale, got.degree) == (cts[0].level, cts[0].scale, 1)
+    ctx.check("rotate", sum(np.roll(x, -st) for x, st in zip(xs, steps)), ctx.dec(got))
+    separate = ctx.ev.add_many(ctx.ev.rotate(c, st) for c, st in zip(cts, steps))
+    ctx.check("rotate", ctx.dec(separate), ctx.dec(got))
+    low = ctx.ev.rotate_sum()  # one level down, one part
+    low.add(ctx.ev.drop_level(cts[1]), -3)
+    ctx.check("rotate", np.roll(xs[1], 3), ctx.dec(low.result()))
+
+
+def test_rotate_sum_refuses_bad_parts_and_keeps_the_sum(ctx):
+    ev = ctx.ev
+    (x,) = vectors(ctx, "real", 17, 1)
+    cx = ctx.enc(x)
+    acc = ev.rotate_sum()
+    with pytest.raises(InputError, match="empty"):
+        acc.result()
+    acc.add(cx, 1)
+    for bad, err, match in [(ev.drop_level(cx), LevelError, "levels"), (ctx.enc(x, scale=ctx.scale / 2), ScaleError,
+                            "scale"), (ev.multiply(cx, cx, relinearize=False), InputError, "relinearize")]:
+        with pytest.raises(err, match=match):
+            acc.add(bad, 1)
+    with pytest.raises(MissingKeyError, match=r"\b7\b"):
+        acc.add(cx, 7)
+    ctx.check("rotate", np.roll(x, -1), ctx.dec(acc.result()))  # the refused parts changed nothing
+    for again in (lambda: acc.result(), lambda: acc.add(cx, 1)):
+        with pytest.raises(InputError, match="rotate_sum"):
+            again()
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_chain_to_level_zero(ctx, kind):
     """Multiply down to level 0 (ct*ct, square, ct*pt, ct*scalar in turn); then depth is used up."""
@@ -708,7 +748,7 @@ def test_deserialize_rejects_other_parameters(ctx):
 
 # ---- errors: raised before the library is called -----------------------------------------------------
 RAW_METHODS = sorted({m for m in Backend.__abstractmethods__ if m.startswith("_") and m != "_open"}
-                     | {"_rotate_hoisted", "_add_scalar", "_mul_scalar", "_linear_combination",
+                     | {"_rotate_hoisted", "_rotate_sum", "_add_scalar", "_mul_scalar", "_linear_combination",
                         "_linear_combinations"})
 
 
@@ -784,6 +824,7 @@ ERROR_CASES = {
     "missing_rotation_key": (MissingKeyError, r"\b7\b", lambda c, v: c.ev.rotate(v.ct, 7)),
     "missing_rotation_key_negative": (MissingKeyError, r"-2\b", lambda c, v: c.ev.rotate(v.ct, -2)),
     "missing_rotation_key_hoisted": (MissingKeyError, r"\b4\b", lambda c, v: c.ev.rotate_hoisted(v.ct, [1, 4])),
+    "missing_rotation_key_sum": (MissingKeyError, r"\b7\b", lambda c, v: c.ev.rotate_sum().add(v.ct, 7)),
     "missing_galois_keys": (MissingKeyError, r"\b1\b", lambda c, v: v.no_galois.rotate(v.ct, 1)),
     "missing_relin_key": (MissingKeyError, "relinearization", lambda c, v: v.no_relin.multiply(v.ct, v.ct)),
     "missing_relin_key_square": (MissingKeyError, "relinearization", lambda c, v: v.no_relin.square(v.ct)),
@@ -845,6 +886,8 @@ ERROR_CASES = {
     "pickle_secret_key": (TypeError, "secret", lambda c, v: pickle.dumps(c.sk)),
     "rotate_degree2": (InputError, "relinearize", lambda c, v: c.ev.rotate(v.deg2, 1)),
     "rotate_hoisted_degree2": (InputError, "relinearize", lambda c, v: c.ev.rotate_hoisted(v.deg2, [1])),
+    "rotate_sum_degree2": (InputError, "relinearize", lambda c, v: c.ev.rotate_sum().add(v.deg2, 1)),
+    "rotate_sum_foreign": (InputError, FOREIGN, lambda c, v: c.ev.rotate_sum().add(v.f_ct, 1)),
     "conjugate_degree2": (InputError, "relinearize", lambda c, v: c.ev.conjugate(v.deg2)),
     "multiply_degree2": (InputError, "relinearize", lambda c, v: c.ev.multiply(v.deg2, v.ct)),
     "add_degree_mismatch": (InputError, "degree", lambda c, v: c.ev.add(v.deg2, v.sq)),

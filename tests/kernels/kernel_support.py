@@ -33,3 +33,14 @@ class Recorder(Evaluator):
         steps = list(steps)
         self.used |= {s % self.backend.slots for s in steps}
         return super().rotate_hoisted(a, steps)
+
+    def rotate_sum(self):
+        acc = super().rotate_sum()
+        add = acc.add
+
+        def recorded(a, steps):
+            self.used.add(steps % self.backend.slots)
+            add(a, steps)
+
+        acc.add = recorded
+        return acc

@@ -15,6 +15,7 @@ Conventions shared by every backend:
 from __future__ import annotations
 
 import math
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, ClassVar
@@ -28,6 +29,24 @@ from henn.ckks.values import (BootstrapKeys, Ciphertext, EvaluationKeys, GaloisK
 from henn.errors import InputError, LevelError, SerializationError, UnsupportedOperation
 
 Values = float | complex | np.ndarray | list
+
+
+class RotatedParts:
+    """A sum of rotations kept as a library ciphertext: each part rotated on its own and added (under a lock:
+    parts may arrive from several threads). Backends with a lazier way override Backend._rotate_sum."""
+
+    def __init__(self, backend: Backend, gk: Any):
+        self._backend, self._gk = backend, gk
+        self._lock = threading.Lock()
+        self._acc: Any = None
+
+    def add(self, a: Any, step: int) -> None:
+        r = self._backend._rotate(a, step, self._gk) if step else a
+        with self._lock:
+            self._acc = r if self._acc is None else self._backend._add(self._acc, r)
+
+    def result(self) -> Any:
+        return self._acc
 
 
 class Backend(ABC):
@@ -161,6 +180,10 @@ class Backend(ABC):
             term = self._mul_scalar(ct, complex(w), level, scale)
             acc = term if acc is None else self._add(acc, term)
         return acc if acc is not None else self._mul_scalar(cts[0], 0j, level, scale)
+
+    def _rotate_sum(self, gk: Any) -> RotatedParts:
+        """An accumulator of rotated ciphertexts (Evaluator.rotate_sum); this one rotates each part."""
+        return RotatedParts(self, gk)
 
     def _dot_plain(self, cts: list[Any], pts: list[Any]) -> Any:
         acc = self._mul_plain(cts[0], pts[0])

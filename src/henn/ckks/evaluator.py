@@ -8,7 +8,9 @@ threads at once when the backend is (lattigo, plain).
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -242,6 +244,12 @@ class Evaluator:
         raws = dict(zip(todo, self.backend._rotate_hoisted(a.raw, todo, gk))) if todo else {}
         return {st: (a if s == 0 else self._like(a, raws[s])) for st, s in norm.items()}
 
+    def rotate_sum(self) -> RotationSum:
+        """An empty sum of rotations, sum_i rotate(ct_i, step_i), filled with `add` (from any thread) and read
+        once with `result`: the giant steps of a baby-step giant-step product. Backends may keep the key
+        switches in the extended basis and bring the whole sum down once (Lattigo)."""
+        return RotationSum(self)
+
     def conjugate(self, a: Ciphertext) -> Ciphertext:
         a = self._ct(a, "conjugate", degree1=True)
         gk = self.keys.galois
@@ -360,3 +368,43 @@ class Evaluator:
             raise MissingKeyError(f"cannot {op} by {asked}: no Galois key for step {s} (keys exist for {have}); "
                                   f"generate keys with rotations including {asked}")
         return gk.raw
+
+
+class RotationSum:
+    """sum_i rotate(ct_i, step_i) as the parts arrive (Evaluator.rotate_sum): every part of one level, scale
+    and key set, of degree 1; `add` may be called from several threads at once, `result` once."""
+
+    def __init__(self, ev: Evaluator):
+        self._ev = ev
+        self._lock = threading.Lock()
+        self._first: Ciphertext | None = None
+        self._sum: Any = None  # the backend's accumulator, made with the first part
+        self._read = False
+
+    def add(self, a: Ciphertext, steps: int) -> None:
+        ev, op = self._ev, "rotate_sum"
+        a = ev._ct(a, op, degree1=True)
+        s = ev.backend.normalize_step(steps)
+        if s:
+            ev._galois_key(op, s, steps)
+        with self._lock:
+            if self._read:
+                raise InputError("cannot add to a rotation sum already read: start another with rotate_sum()")
+            if self._first is None:
+                gk = ev.keys.galois
+                self._first, self._sum = a, ev.backend._rotate_sum(None if gk is None else gk.raw)
+            else:
+                ev._same_level(op, self._first, a)
+                ev._same_scale(op, self._first, a.scale)
+                ev._same_keys(op, self._first, a)
+            acc = self._sum
+        acc.add(a.raw, s)
+
+    def result(self) -> Ciphertext:
+        with self._lock:
+            if self._first is None:
+                raise InputError("an empty rotation sum has no value: add at least one ciphertext")
+            if self._read:
+                raise InputError("a rotation sum is read once: start another with rotate_sum()")
+            self._read = True
+        return self._ev._like(self._first, self._sum.result())

@@ -7,9 +7,10 @@ kernels` measures the code inference runs.
 then per output a rescale (optional), `fold` rotate-and-sums with strides fold_stride << i, and a
 bias. Steps are virtual: the physical rotation is step * stride (grouped batch packing interleaves
 B = stride images). Outputs run a window at a time, in order, their (output, giant step) parts side by
-side, giant step by giant step; an input's baby steps are hoisted once (one key-switch decomposition),
-kept until the last output that reads it, then the input and its rotations are dropped from `value`, so
-that large layers hold few ciphertexts at once.
+side, giant step by giant step, the giant steps of an output summed by `Evaluator.rotate_sum` (Lattigo:
+the key switches summed in the extended basis and brought down once per output); an input's baby steps
+are hoisted once (one key-switch decomposition), kept until the last output that reads it, then the input
+and its rotations are dropped from `value`, so that large layers hold few ciphertexts at once.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from henn.ckks.evaluator import RotationSum
 from henn.ckks.values import Ciphertext, Plaintext
 
 
@@ -90,8 +92,7 @@ def evaluate(
         inner = dot(rows[:DOT_CHUNK])
         for lo in range(DOT_CHUNK, len(rows), DOT_CHUNK):  # a chunk's plaintexts at a time (ResNet-20: up to 60)
             inner = ev.add(inner, dot(rows[lo : lo + DOT_CHUNK]))
-        g = int(rows[0, 2])
-        return ev.rotate(inner, g * stride) if g else inner
+        return inner
 
     def finish(ko: int, y: Ciphertext) -> Ciphertext:
         if rescale:
@@ -103,13 +104,15 @@ def evaluate(
     out: list[Ciphertext] = []
     freed = 0
     lock = threading.Lock()
-    acc: dict[int, Ciphertext] = {}  # the window's outputs, summed as their parts arrive
+    acc: dict[int, RotationSum] = {}  # the window's outputs, summed as their parts arrive
 
     def accumulate(task) -> None:
-        _, ko, rows = task
+        g, ko, rows = task
         y = part(rows)
-        with lock:  # modular additions are exact: the order the parts arrive in does not matter
-            acc[ko] = ev.add(acc[ko], y) if ko in acc else y
+        with lock:
+            if ko not in acc:
+                acc[ko] = ev.rotate_sum()
+        acc[ko].add(y, g * stride)  # modular additions are exact: the order the parts arrive in does not matter
 
     for lo in range(0, t.cts_out, window):
         hi = min(t.cts_out, lo + window)
@@ -119,7 +122,7 @@ def evaluate(
         # diagonals at the same giant step, so a diagonal encoded on the fly is used and dropped at once
         tasks = sorted(((int(r[0, 2]), ko, r) for ko in range(lo, hi) for r in giants(ko)), key=lambda x: x[:2])
         run(accumulate, tasks)
-        out.extend(run(lambda ko: finish(ko, acc.pop(ko)), range(lo, hi)))
+        out.extend(run(lambda ko: finish(ko, acc.pop(ko).result()), range(lo, hi)))
         while freed < len(done) and last[done[freed]] < hi:
             cache.pop(done[freed], None)
             value[done[freed]] = None

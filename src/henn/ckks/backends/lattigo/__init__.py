@@ -292,6 +292,11 @@ class LattigoBackend(Backend):
         self._bridge.call("henn_rotate_hoisted", self._c(), a.value, arr, n, gk.value, outs)
         return [bridge.Handle(self._bridge, outs[i]) for i in range(n)]
 
+    def _rotate_sum(self, gk):
+        if gk is None:  # unrotated parts only: nothing to key-switch
+            return super()._rotate_sum(gk)
+        return _KeySwitchSum(self, gk)
+
     def _conjugate(self, a, gk):
         return self._new("henn_conjugate", a, gk)
 
@@ -366,3 +371,19 @@ class LattigoBackend(Backend):
 
 
 BACKEND = LattigoBackend
+
+
+class _KeySwitchSum:
+    """A Go rotation sum (go/rotate_sum.go): the parts' key switches summed in the extended basis and brought
+    down once, instead of once per rotation. Go locks it: parts may come from several threads."""
+
+    def __init__(self, backend: LattigoBackend, gk):
+        self._backend = backend
+        self._handle = backend._new("henn_rotate_sum_new", gk)
+
+    def add(self, a, step: int) -> None:
+        be = self._backend
+        be._bridge.call("henn_rotate_sum_add", be._c(), self._handle.value, a.value, int(step))
+
+    def result(self):
+        return self._backend._new("henn_rotate_sum_result", self._handle)

@@ -28,6 +28,8 @@ type ctxObj struct {
 	btp            *bootstrapping.Parameters // nil until bootstrapping is enabled
 	btpKeysAtUsage bool                      // make bootstrapping keys at the level where they are used
 	btpStreamDFT   bool                      // encode the DFT matrices when a bootstrap runs (bootstrap_stream.go)
+
+	recycled []sync.Pool // per level: the plaintexts of released encodings (plaintext_pool.go)
 }
 
 type skObj struct {
@@ -61,8 +63,9 @@ type ctObj struct {
 }
 
 type ptObj struct {
-	c  *ctxObj
-	pt *rlwe.Plaintext
+	c       *ctxObj
+	pt      *rlwe.Plaintext
+	encoded bool // made by encode: its buffers go back to c.recycled when its handle is released
 }
 
 func (o *ctxObj) owner() *ctxObj { return o }
@@ -161,6 +164,8 @@ func newContext(logN int, q, p []uint64, logQ, logP []int, logScale int, ringTyp
 		ecd:    ckks.NewEncoder(params),
 		eval:   ckks.NewEvaluator(params, nil),
 		kgen:   rlwe.NewKeyGenerator(params),
+
+		recycled: make([]sync.Pool, params.MaxLevel()+1),
 	}, nil
 }
 
@@ -266,12 +271,12 @@ func (c *ctxObj) encode(re, im []float64, level int, scale float64) (*ptObj, err
 	if err := checkScale(scale); err != nil {
 		return nil, err
 	}
-	pt := ckks.NewPlaintext(c.params, level)
+	pt := c.plaintextAt(level)
 	pt.Scale = rlwe.NewScale(scale)
 	if err := c.embed(re, im, pt); err != nil {
 		return nil, err
 	}
-	return &ptObj{c: c, pt: pt}, nil
+	return &ptObj{c: c, pt: pt, encoded: true}, nil
 }
 
 // decode writes the slots of pt into re and im.

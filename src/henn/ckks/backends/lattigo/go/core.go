@@ -81,8 +81,12 @@ func release(h uintptr) error {
 	if _, err := lookup(h); err != nil {
 		return err
 	}
+	v, _ := lookup(h)
 	defer func() { _ = recover() }() // a concurrent double release lost the race: already gone
 	cgo.Handle(h).Delete()
+	if pt, ok := v.(*ptObj); ok {
+		pt.recycle()
+	}
 	return nil
 }
 
@@ -138,6 +142,8 @@ func kindName(v any) string {
 		return "plaintext"
 	case *btpKeyObj:
 		return "bootstrapping key set"
+	case *rotSumObj:
+		return "rotation sum"
 	default:
 		return fmt.Sprintf("%T", v)
 	}

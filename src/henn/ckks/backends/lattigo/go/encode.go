@@ -81,7 +81,13 @@ func embedSlots(params ckks.Parameters, ecd *ckks.Encoder, values []complex128, 
 			values[i] = complex(real(v), 0)
 		}
 	}
-	if err := ecd.IFFT(values, md.LogDimensions.Cols); err != nil {
+	var err error
+	if len(values) == 1<<md.LogDimensions.Cols {
+		err = inverseFFT(ecd, int(params.RingQ().NthRoot()), values)
+	} else {
+		err = ecd.IFFT(values, md.LogDimensions.Cols)
+	}
+	if err != nil {
 		return err
 	}
 	s, scratchPool := scratchFor(params.N())

@@ -6,6 +6,8 @@ package main
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "ifma.h"
+// Go (GOAMD64=v1) rounds |v| * scale before adding 0.5; GCC would fuse the two (GNU-mode default).
+#pragma GCC optimize("fp-contract=off")
 
 // The quantization of embedSlots in 8 lanes: coefficient i < slots is the real part of values[i]
 // (complex128: doubles 2i and 2i+1), coefficient slots + i its imaginary part (standard ring, n =

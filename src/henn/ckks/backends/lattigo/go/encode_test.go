@@ -97,3 +97,120 @@ func TestQuantizeRowsMatchesGoPath(t *testing.T) {
 		}
 	}
 }
+
+// The AVX-512 inverse FFT gives Lattigo's SpecialiFFTDoubleUnrolled8 output bit for bit, at every
+// slot count from 16 to N/2, on both rings (2N- and 4N-th roots), for values of mixed magnitudes.
+func TestIFFTMatchesLattigo(t *testing.T) {
+	skipWithoutIFMA(t)
+	for _, rt := range []ring.Type{ring.Standard, ring.ConjugateInvariant} {
+		c, err := newContext(16, nil, nil, []int{50, 40}, []int{50}, 40, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := int(c.params.RingQ().NthRoot())
+		rng := rand.New(rand.NewSource(int64(rt) + 7))
+		for logSlots := 4; logSlots <= c.params.LogMaxSlots(); logSlots++ {
+			slots := 1 << logSlots
+			want, got := make([]complex128, slots), make([]complex128, slots)
+			for i := range want {
+				scale := math.Pow(10, float64(rng.Intn(9)-4))
+				want[i] = complex(rng.NormFloat64()*scale, rng.NormFloat64()*scale)
+				if rt == ring.ConjugateInvariant || i%5 == 0 {
+					want[i] = complex(real(want[i]), 0)
+				}
+			}
+			copy(got, want)
+			if err := c.ecd.IFFT(want, logSlots); err != nil {
+				t.Fatal(err)
+			}
+			if err := inverseFFT(c.ecd, m, got); err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if math.Float64bits(real(got[i])) != math.Float64bits(real(want[i])) ||
+					math.Float64bits(imag(got[i])) != math.Float64bits(imag(want[i])) {
+					t.Fatalf("ring %v, 2^%d slots: value %d is %v, Lattigo's %v", rt, logSlots, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// go test -run XXX -bench IFFT: the kernel against Lattigo's Go at N = 2^16's 2^15 slots.
+func BenchmarkIFFT(b *testing.B) {
+	c, err := newContext(16, nil, nil, []int{50, 40}, []int{50}, 40, ring.Standard)
+	if err != nil {
+		b.Fatal(err)
+	}
+	slots, m := c.params.MaxSlots(), int(c.params.RingQ().NthRoot())
+	values := make([]complex128, slots)
+	for i := range values {
+		values[i] = complex(float64(i%7)-3, 0)
+	}
+	b.Run("kernel", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			_ = inverseFFT(c.ecd, m, values)
+		}
+	})
+	b.Run("lattigo", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			_ = c.ecd.IFFT(values, c.params.LogMaxSlots())
+		}
+	})
+}
+
+// An encoding whose handle was released gives its buffers to the next encoding of its level, which
+// must still write exactly Lattigo's plaintext (no coefficient of the old values left behind), and the
+// released object can no longer be reached through its handle.
+func TestRecycledPlaintextMatchesFresh(t *testing.T) {
+	c, err := newContext(11, nil, nil, []int{50, 36, 36}, []int{50}, 36, ring.Standard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := c.params.MaxSlots()
+	rng := rand.New(rand.NewSource(3))
+	level, scale := 1, math.Exp2(36)
+	recycled, reused := 0, 0
+	var last *uint64
+	for round := 0; round < 4; round++ {
+		re, im := make([]float64, slots), make([]float64, slots)
+		for i := range re {
+			if round%2 == 0 || i%3 == 0 { // odd rounds: mostly zeros over the previous round's values
+				re[i], im[i] = rng.NormFloat64(), rng.NormFloat64()
+			}
+		}
+		pt, err := c.encode(re, im, level, scale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ckks.NewPlaintext(c.params, level)
+		want.Scale = rlwe.NewScale(scale)
+		values := make([]complex128, slots)
+		for i := range values {
+			values[i] = complex(re[i], im[i])
+		}
+		if err := c.ecd.Encode(values, want); err != nil {
+			t.Fatal(err)
+		}
+		if !pt.pt.Value.Equal(&want.Value) || !pt.pt.MetaData.Equal(want.MetaData) {
+			t.Fatalf("round %d: the encoding differs from Lattigo's", round)
+		}
+		if &pt.pt.Value.Coeffs[0][0] == last {
+			reused++
+		}
+		last = &pt.pt.Value.Coeffs[0][0]
+		h := newHandle(pt)
+		if err := release(h); err != nil {
+			t.Fatal(err)
+		}
+		if pt.pt == nil {
+			recycled++
+		}
+		if _, err := lookup(h); err == nil {
+			t.Fatal("a released plaintext is still reachable through its handle")
+		}
+	}
+	if recycled != 4 || reused == 0 { // (a garbage collection may empty the pool: not every round reuses)
+		t.Fatalf("%d of 4 released encodings went back to the pool, %d of 3 encodings reused one", recycled, reused)
+	}
+}

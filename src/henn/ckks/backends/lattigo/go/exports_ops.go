@@ -197,3 +197,44 @@ func henn_unmarshal(ctxH C.uintptr_t, kind C.int, data unsafe.Pointer, n C.size_
 		return c.unmarshal(int(kind), buf, int(level), int(degree))
 	})
 }
+
+//export henn_rotate_sum_new
+func henn_rotate_sum_new(ctxH, gkH C.uintptr_t, out *C.uintptr_t, errOut **C.char) C.int {
+	return result(ctxH, out, errOut, func(c *ctxObj) (any, error) {
+		gk, err := get[*gkObj](c, uintptr(gkH), "Galois key set")
+		if err != nil {
+			return nil, err
+		}
+		return c.newRotateSum(gk), nil
+	})
+}
+
+//export henn_rotate_sum_add
+func henn_rotate_sum_add(ctxH, sumH, aH C.uintptr_t, step C.int64_t, errOut **C.char) C.int {
+	return call(errOut, func() error {
+		c, err := getCtx(uintptr(ctxH))
+		if err != nil {
+			return err
+		}
+		sum, err := get[*rotSumObj](c, uintptr(sumH), "rotation sum")
+		if err != nil {
+			return err
+		}
+		a, err := get[*ctObj](c, uintptr(aH), "ciphertext")
+		if err != nil {
+			return err
+		}
+		return sum.add(a, int64(step))
+	})
+}
+
+//export henn_rotate_sum_result
+func henn_rotate_sum_result(ctxH, sumH C.uintptr_t, out *C.uintptr_t, errOut **C.char) C.int {
+	return result(ctxH, out, errOut, func(c *ctxObj) (any, error) {
+		sum, err := get[*rotSumObj](c, uintptr(sumH), "rotation sum")
+		if err != nil {
+			return nil, err
+		}
+		return sum.result()
+	})
+}

@@ -60,7 +60,7 @@ func primesFor(t testing.TB, bitSize int, nthRoot uint64, k int) []uint64 {
 }
 
 // The IFMA transform gives Lattigo's values exactly (fully reduced; the lazy variants' values
-// modulo q), for both rings, both directions, degrees 2^6..2^14, primes of 30 to 49 bits (IFMA)
+// modulo q), for both rings, both directions, degrees 2^6..2^16, primes of 30 to 49 bits (IFMA)
 // and of 55 to 61 bits (64-bit lanes, 61 bits: above 2^61), inputs
 // below q and below 2q (lazy producers), below 4q (what Lattigo's key switching hands the forward
 // transform) and any 64-bit value (a rescale's, an unreduced encoding's), in place and out of place.
@@ -68,7 +68,7 @@ func TestIFMANTTMatchesLattigo(t *testing.T) {
 	skipWithoutIFMA(t)
 	rng := rand.New(rand.NewSource(7))
 	for _, ringType := range []ring.Type{ring.Standard, ring.ConjugateInvariant} {
-		for _, logN := range []int{6, 7, 10, 13, 14} {
+		for _, logN := range []int{6, 7, 10, 11, 13, 14, 16} {
 			n := 1 << logN
 			nthRoot := uint64(2 * n)
 			if ringType == ring.ConjugateInvariant {
@@ -176,7 +176,12 @@ func BenchmarkNTT(b *testing.B) {
 	if !hasNTTAcceleration() {
 		b.Skip("this CPU has no AVX-512 IFMA")
 	}
-	n := 1 << 13
+	for _, logN := range []int{13, 16} {
+		benchNTT(b, 1<<logN)
+	}
+}
+
+func benchNTT(b *testing.B, n int) {
 	for _, bitSize := range []int{36, 60} {
 		r, err := ring.NewRing(n, primesFor(b, bitSize, uint64(2*n), 1))
 		if err != nil {
@@ -187,12 +192,12 @@ func BenchmarkNTT(b *testing.B) {
 		for i := range a {
 			a[i] = uint64(i*7919) % s.Modulus
 		}
-		b.Run(fmt.Sprintf("%dbit/lattigo", bitSize), func(b *testing.B) {
+		b.Run(fmt.Sprintf("n%d/%dbit/lattigo", n, bitSize), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				lattigoNTT(true, false, ring.Standard, s, a, a)
 			}
 		})
-		b.Run(fmt.Sprintf("%dbit/henn", bitSize), func(b *testing.B) {
+		b.Run(fmt.Sprintf("n%d/%dbit/henn", n, bitSize), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				acceleratedNTT(true, false, a, a, n, s.Modulus, s.MRedConstant, 0, s.RootsForward)
 			}
