@@ -298,3 +298,51 @@ func TestUnmarshalRejectsBadData(t *testing.T) {
 		}
 	}
 }
+
+// The hoisted rotations, on several goroutines, write exactly what Lattigo's RotateHoisted writes.
+func TestRotateHoistedMatchesLattigo(t *testing.T) {
+	c, err := newContext(11, nil, nil, []int{55, 40, 40}, []int{61, 61}, 40, ring.Standard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk := c.genSecretKey()
+	steps := []int64{1, 2, 3, 5, 8, 13, 21, 34, 55}
+	gk, err := c.genGaloisKeys(sk, steps, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := c.params.MaxSlots()
+	re, im := make([]float64, slots), make([]float64, slots)
+	for i := range re {
+		re[i], im[i] = math.Sin(float64(i)), math.Cos(float64(3*i))
+	}
+	pt, err := c.encode(re, im, 1, math.Exp2(40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.encryptSymmetric(pt, sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.rotateHoisted(a, steps, gk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rots := make([]int, len(steps))
+	for i, s := range steps {
+		rots[i] = int(s)
+	}
+	want, err := gk.eval.RotateHoistedNew(a.ct, rots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rots {
+		if !got[i].ct.Value[0].Equal(&want[r].Value[0]) || !got[i].ct.Value[1].Equal(&want[r].Value[1]) ||
+			!got[i].ct.MetaData.Equal(want[r].MetaData) {
+			t.Fatalf("rotation by %d differs from Lattigo's RotateHoisted", r)
+		}
+	}
+	if _, err := c.rotateHoisted(a, []int64{4}, gk); err == nil {
+		t.Fatal("a rotation without its key was accepted")
+	}
+}
