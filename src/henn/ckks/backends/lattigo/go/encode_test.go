@@ -35,15 +35,7 @@ func TestEmbedMatchesLattigo(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					want := ckks.NewPlaintext(c.params, level)
-					want.Scale = rlwe.NewScale(scale)
-					values := make([]complex128, slots)
-					for i := range values {
-						values[i] = complex(re[i], im[i])
-					}
-					if err := c.ecd.Encode(values, want); err != nil {
-						t.Fatal(err)
-					}
+					want := lattigoEncoding(t, c, re, im, level, scale)
 					if !got.pt.Value.Equal(&want.Value) || got.pt.IsNTT != want.IsNTT || got.pt.IsMontgomery != want.IsMontgomery {
 						t.Fatalf("ring %v level %d scale %v huge %v: henn's encoding differs from Lattigo's", rt, level, scale, huge)
 					}
@@ -51,6 +43,21 @@ func TestEmbedMatchesLattigo(t *testing.T) {
 			}
 		}
 	}
+}
+
+// lattigoEncoding: what Lattigo's own Encoder writes for re + i*im.
+func lattigoEncoding(t *testing.T, c *ctxObj, re, im []float64, level int, scale float64) *rlwe.Plaintext {
+	t.Helper()
+	want := ckks.NewPlaintext(c.params, level)
+	want.Scale = rlwe.NewScale(scale)
+	values := make([]complex128, len(re))
+	for i := range values {
+		values[i] = complex(re[i], im[i])
+	}
+	if err := c.ecd.Encode(values, want); err != nil {
+		t.Fatal(err)
+	}
+	return want
 }
 
 // The AVX-512 quantization writes the Go path's rows, magnitudes from 2^61 and negative values
@@ -183,15 +190,7 @@ func TestRecycledPlaintextMatchesFresh(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := ckks.NewPlaintext(c.params, level)
-		want.Scale = rlwe.NewScale(scale)
-		values := make([]complex128, slots)
-		for i := range values {
-			values[i] = complex(re[i], im[i])
-		}
-		if err := c.ecd.Encode(values, want); err != nil {
-			t.Fatal(err)
-		}
+		want := lattigoEncoding(t, c, re, im, level, scale)
 		if !pt.pt.Value.Equal(&want.Value) || !pt.pt.MetaData.Equal(want.MetaData) {
 			t.Fatalf("round %d: the encoding differs from Lattigo's", round)
 		}

@@ -137,9 +137,10 @@ func TestRotateSumRefusesBadParts(t *testing.T) {
 	}
 }
 
-// go test -run XXX -bench RotateSum: 8 giant steps at N = 2^16 on boot-n16's chain (60 + 40 x 13, P 61 x 14)
-// at level 9, summed by separate rotations and additions, and by one rotation sum.
-func BenchmarkRotateSum(b *testing.B) {
+// go test -run XXX -bench Rotations: 8 rotations at N = 2^16 on boot-n16's chain (60 + 40 x 13, P 61 x 14) at
+// level 9: summed by separate rotations and additions, and by one rotation sum; hoisted by Lattigo's
+// RotateHoisted (one goroutine) and by the bridge's (GOMAXPROCS goroutines).
+func BenchmarkRotations(b *testing.B) {
 	logQ := append([]int{60}, make([]int, 13)...)
 	for i := 1; i < len(logQ); i++ {
 		logQ[i] = 40
@@ -171,7 +172,7 @@ func BenchmarkRotateSum(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("separate", func(b *testing.B) {
+	b.Run("sum/separate", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			acc := ct
 			for _, s := range steps {
@@ -185,7 +186,25 @@ func BenchmarkRotateSum(b *testing.B) {
 			}
 		}
 	})
-	b.Run("sum", func(b *testing.B) {
+	rots := make([]int, len(steps))
+	for i, s := range steps {
+		rots[i] = int(s)
+	}
+	b.Run("hoisted/lattigo", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := gk.eval.RotateHoistedNew(ct.ct, rots); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("hoisted/bridge", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := c.rotateHoisted(ct, steps, gk); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sum/lazy", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			sum := c.newRotateSum(gk)
 			_ = sum.add(ct, 0)
