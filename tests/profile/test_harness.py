@@ -64,6 +64,8 @@ def test_primitives_on_plain_preset(fast):
     assert all(e["bits"] > 40 for e in mul["error"])  # plain backend without noise: exact up to rounding
     assert mul["throughput"] == pytest.approx(512 / mul["latency"]["median"])
     assert by_op["rotate_hoisted"]["extra"]["steps"] == [1, 2]
+    summed = by_op["rotate_sum"]["extra"]
+    assert (summed["ops_per_call"], summed["steps"], summed["native_sum"]) == (2, [1, 2], False)  # plain loops
     assert by_op["keygen_galois"]["throughput"] is None
     assert by_op["sizes"]["sizes"]["ciphertext_bytes"] > 512 * 16
     _doc("primitives", recs)

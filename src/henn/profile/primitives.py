@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 SCALAR = 0.75  # the constant of multiply_scalar
 BOOTSTRAP_OPS = ("keygen_bootstrap", "bootstrap")
 OPS = ("encode", "encrypt", "decrypt", "decode", "add", "multiply_relin", "rescale", "multiply_plain",
-       "multiply_scalar", "rotate", "rotate_hoisted", "keygen_sk_pk_relin", "keygen_galois") + BOOTSTRAP_OPS
+       "multiply_scalar", "rotate", "rotate_hoisted", "rotate_sum", "keygen_sk_pk_relin", "keygen_galois") + BOOTSTRAP_OPS
 
 
 class _Fixture:
@@ -184,6 +184,19 @@ def _hoisted_check(fx, kind):
             np.concatenate([fx.dec(rots[s]) for s in fx.hoisted]))
 
 
+def _rotate_sum(ev, ct, steps):
+    """sum_s rotate(ct, s): a baby-step giant-step product's giant steps (Evaluator.rotate_sum)."""
+    acc = ev.rotate_sum()
+    for s in steps:
+        acc.add(ct, s)
+    return acc.result()
+
+
+def _rotate_sum_check(fx, kind):
+    x = fx.inputs[kind][0]
+    return sum(np.roll(x, -s) for s in fx.hoisted), fx.dec(_rotate_sum(fx.ev_rot, fx.ct(0, kind), fx.hoisted))
+
+
 def _ops(settings: Settings) -> list[_Op]:
     mul_check = _binary(lambda fx, a, b: fx.ev.rescale(fx.ev.multiply(a, b)), lambda x, y: x * y)
     return [
@@ -206,6 +219,8 @@ def _ops(settings: Settings) -> list[_Op]:
             lambda fx, k: (np.roll(fx.inputs[k][0], -1), fx.dec(fx.ev_rot.rotate(fx.ct(0, k), 1)))),
         _Op("rotate_hoisted", lambda fx: (lambda ev: lambda: ev.rotate_hoisted(fx.ct(0), fx.hoisted))(fx.ev_rot),
             _hoisted_check, ops_per_call=settings.hoisted_steps, check_inputs=("random",)),
+        _Op("rotate_sum", lambda fx: (lambda ev: lambda: _rotate_sum(ev, fx.ct(0), fx.hoisted))(fx.ev_rot),
+            _rotate_sum_check, ops_per_call=settings.hoisted_steps, check_inputs=("random",)),
         # keys: the setup already ran the code once, so no warm-up (saves seconds at depth 19)
         _Op("keygen_sk_pk_relin", lambda fx: lambda: fx.be.generate_keys(relin=True), warmup=0,
             counts_throughput=False),
@@ -238,11 +253,14 @@ def _measure(op: _Op, fx: _Fixture, settings: Settings) -> dict:
     extra = {"ops_per_call": op.ops_per_call}
     if fused and op.name.startswith("multiply"):
         extra["includes_rescale"] = True
-    if op.name in ("rotate", "rotate_hoisted"):
+    if op.name in ("rotate", "rotate_hoisted", "rotate_sum"):
         extra["galois_keygen_s"] = {"steps": len(fx.hoisted), "seconds": getattr(fx, "galois_set_s", None)}
     if op.name == "rotate_hoisted":
         extra["steps"] = list(fx.hoisted)
-        extra["native_hoisting"] = type(fx.be)._rotate_hoisted is not _base_rotate_hoisted()
+        extra["native_hoisting"] = type(fx.be)._rotate_hoisted is not _base("_rotate_hoisted")
+    if op.name == "rotate_sum":
+        extra["steps"] = list(fx.hoisted)
+        extra["native_sum"] = type(fx.be)._rotate_sum is not _base("_rotate_sum")
     if op.name == "keygen_galois":
         extra["steps"] = [1]
     if op.name in BOOTSTRAP_OPS:
@@ -251,10 +269,11 @@ def _measure(op: _Op, fx: _Fixture, settings: Settings) -> dict:
     return {"latency": latency, "throughput": tp, "error": errors, "memory": memory, "extra": extra}
 
 
-def _base_rotate_hoisted():
+def _base(method: str):
+    """The base Backend's (generic, looping) implementation of `method`."""
     from henn.ckks.backend import Backend
 
-    return Backend._rotate_hoisted
+    return getattr(Backend, method)
 
 
 def _level0(fx: _Fixture):

@@ -8,7 +8,7 @@ from henn.report import figures
 from henn.report.document import Section, Table, compact_bits, fmt
 
 PRIMITIVE_OPS = ("encode", "encrypt", "decrypt", "decode", "add", "multiply_relin", "rescale", "multiply_plain",
-                 "multiply_scalar", "rotate", "rotate_hoisted", "keygen_sk_pk_relin", "keygen_galois")
+                 "multiply_scalar", "rotate", "rotate_hoisted", "rotate_sum", "keygen_sk_pk_relin", "keygen_galois")
 SIZE_KINDS = ("ciphertext_bytes", "ciphertext_level0_bytes", "plaintext_bytes", "public_key_bytes",
               "relin_key_bytes", "galois_key_bytes_per_step")
 KERNEL_OPS = ("dot_product", "linear_transform", "polynomial", "activation")
