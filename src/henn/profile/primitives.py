@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 SCALAR = 0.75  # the constant of multiply_scalar
 BOOTSTRAP_OPS = ("keygen_bootstrap", "bootstrap")
 OPS = ("encode", "encrypt", "decrypt", "decode", "add", "multiply_relin", "rescale", "multiply_plain",
-       "multiply_scalar", "rotate", "rotate_hoisted", "rotate_sum", "keygen_sk_pk_relin", "keygen_galois") + BOOTSTRAP_OPS
+       "multiply_scalar", "rotate", "rotate_hoisted", "rotate_sum", "keygen_sk_pk_relin",
+       "keygen_galois") + BOOTSTRAP_OPS
 
 
 class _Fixture:
