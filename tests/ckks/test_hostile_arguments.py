@@ -16,7 +16,7 @@ from henn.errors import BackendError, InputError, LevelError
 
 BACKENDS = ["plain", "seal", "lattigo"]
 RAW = sorted(m for m in Backend.__abstractmethods__ if m.startswith("_") and m != "_open") + \
-    ["_rotate_hoisted", "_add_scalar", "_mul_scalar", "_linear_combination", "_linear_combinations"]
+    ["_rotate_hoisted", "_rotate_sum", "_add_scalar", "_mul_scalar", "_linear_combination", "_linear_combinations"]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -59,6 +59,9 @@ CASES = {
     "rotate_bool": (InputError, lambda be, ev, ct: ev.rotate(ct, True)),
     "rotate_str": (InputError, lambda be, ev, ct: ev.rotate(ct, "1")),
     "hoisted_not_a_list": (InputError, lambda be, ev, ct: ev.rotate_hoisted(ct, 3)),
+    "rotate_sum_bool": (InputError, lambda be, ev, ct: ev.rotate_sum().add(ct, True)),
+    "rotate_sum_str": (InputError, lambda be, ev, ct: ev.rotate_sum().add(ct, "1")),
+    "rotate_sum_not_a_ciphertext": (InputError, lambda be, ev, ct: ev.rotate_sum().add(0.5, 1)),
     "drop_level_bool": (InputError, lambda be, ev, ct: ev.drop_level(ct, True)),
     "weights_str": (InputError, lambda be, ev, ct: ev.linear_combination([ct], ["a"])),
     "weights_huge_int": (InputError, lambda be, ev, ct: ev.linear_combination([ct], [10**400])),
