@@ -76,18 +76,31 @@ func lookup(h uintptr) (v any, err error) {
 	return cgo.Handle(h).Value(), nil
 }
 
-// release frees handle h; the object is garbage-collected once nothing else refers to it.
+// release frees handle h; the object is garbage-collected once nothing else refers to it (an
+// encoding's buffers go back to its context's pool: only the release that deleted the handle does it).
 func release(h uintptr) error {
-	if _, err := lookup(h); err != nil {
+	v, err := lookup(h)
+	if err != nil {
 		return err
 	}
-	v, _ := lookup(h)
-	defer func() { _ = recover() }() // a concurrent double release lost the race: already gone
-	cgo.Handle(h).Delete()
+	if !deleteHandle(h) {
+		return nil // a concurrent double release lost the race: already gone
+	}
 	if pt, ok := v.(*ptObj); ok {
 		pt.recycle()
 	}
 	return nil
+}
+
+// deleteHandle deletes h, false when another caller deleted it first (Delete panics then).
+func deleteHandle(h uintptr) (deleted bool) {
+	defer func() {
+		if recover() != nil {
+			deleted = false
+		}
+	}()
+	cgo.Handle(h).Delete()
+	return true
 }
 
 // owned is implemented by every object that belongs to one context.

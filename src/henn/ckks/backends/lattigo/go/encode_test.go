@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"math/rand"
+	"sync"
 	"testing"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -209,7 +210,37 @@ func TestRecycledPlaintextMatchesFresh(t *testing.T) {
 			t.Fatal("a released plaintext is still reachable through its handle")
 		}
 	}
+	if err := release(newHandle(&ptObj{c: c})); err != nil { // a plaintext that owns no buffers
+		t.Fatal(err)
+	}
 	if recycled != 4 || reused == 0 { // (a garbage collection may empty the pool: not every round reuses)
 		t.Fatalf("%d of 4 released encodings went back to the pool, %d of 3 encodings reused one", recycled, reused)
+	}
+}
+
+// Two releases of one handle racing: exactly one succeeds in deleting it, and the encoding goes back to
+// the pool once (twice would hand one buffer to two later encodings).
+func TestConcurrentReleaseRecyclesOnce(t *testing.T) {
+	c, err := newContext(11, nil, nil, []int{50, 36}, []int{50}, 36, ring.Standard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := c.params.MaxSlots()
+	for round := 0; round < 50; round++ {
+		pt, err := c.encode(make([]float64, slots), make([]float64, slots), 1, math.Exp2(36))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newHandle(pt)
+		var wg sync.WaitGroup
+		for k := 0; k < 2; k++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = release(h) }()
+		}
+		wg.Wait()
+		a, b := c.recycled[1].Get(), c.recycled[1].Get()
+		if a != nil && a == b {
+			t.Fatal("one released encoding went back to the pool twice")
+		}
 	}
 }

@@ -138,6 +138,9 @@ func (c *ctxObj) rotateHoisted(a *ctObj, steps []int64, gk *gkObj) ([]*ctObj, er
 	if a.ct.Degree() != 1 {
 		return nil, fmt.Errorf("cannot rotate a ciphertext of degree %d (relinearize first)", a.ct.Degree())
 	}
+	if len(steps) == 0 {
+		return nil, nil
+	}
 	level, levelP := a.ct.Level(), c.params.MaxLevelP()
 	ringQP := c.params.RingQP().AtLevel(level, levelP)
 	decomposed := make([]ringqp.Poly, c.params.BaseRNSDecompositionVectorSize(level, levelP))
