@@ -29,7 +29,8 @@ type ctxObj struct {
 	btpKeysAtUsage bool                      // make bootstrapping keys at the level where they are used
 	btpStreamDFT   bool                      // encode the DFT matrices when a bootstrap runs (bootstrap_stream.go)
 
-	recycled []sync.Pool // per level: the plaintexts of released encodings (plaintext_pool.go)
+	recycled      []sync.Pool    // per level: the plaintexts of released encodings (plaintext_pool.go)
+	plaintextMeta *rlwe.MetaData // the metadata ckks.NewPlaintext gives (recycled plaintexts get a copy)
 }
 
 type skObj struct {
@@ -165,7 +166,8 @@ func newContext(logN int, q, p []uint64, logQ, logP []int, logScale int, ringTyp
 		eval:   ckks.NewEvaluator(params, nil),
 		kgen:   rlwe.NewKeyGenerator(params),
 
-		recycled: make([]sync.Pool, params.MaxLevel()+1),
+		recycled:      make([]sync.Pool, params.MaxLevel()+1),
+		plaintextMeta: ckks.NewPlaintext(params, 0).MetaData,
 	}, nil
 }
 

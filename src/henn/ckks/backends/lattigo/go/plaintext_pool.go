@@ -19,12 +19,8 @@ func (c *ctxObj) plaintextAt(level int) *rlwe.Plaintext {
 	if c.ecd.Prec() <= 53 { // Lattigo's arbitrary-precision encoding gets fresh (zeroed) buffers
 		if v := c.recycled[level].Get(); v != nil {
 			pt := v.(*rlwe.Plaintext)
-			md := &rlwe.MetaData{}
-			md.IsNTT = c.params.NTTFlag()
-			md.IsBatched = true
-			md.Scale = c.params.DefaultScale()
-			md.LogDimensions = c.params.LogMaxDimensions()
-			pt.MetaData = md
+			md := *c.plaintextMeta // what NewPlaintext sets, copied
+			pt.MetaData = &md
 			return pt
 		}
 	}

@@ -85,7 +85,7 @@ func (o *rotSumObj) add(a *ctObj, step int64) error {
 			return fmt.Errorf("the Galois keys of one rotation sum have different special primes")
 		}
 		ringQP := o.c.params.RingQP().AtLevel(level, levelP)
-		if o.lazyQP >= min(overflowMargin(ringQP.RingQ), overflowMargin(ringQP.RingP))-1 {
+		if o.lazyQP >= min(o.c.params.QiOverflowMargin(level), o.c.params.PiOverflowMargin(levelP))-1 {
 			ringQP.Reduce(o.qp.Value[0], o.qp.Value[0])
 			ringQP.Reduce(o.qp.Value[1], o.qp.Value[1])
 			o.lazyQP = 0
@@ -115,7 +115,7 @@ func (o *rotSumObj) locked(ct *rlwe.Ciphertext, f func(ringQ *ring.Ring) error) 
 	} else if _, err := withScale(ct.El(), o.meta.Scale); err != nil {
 		return fmt.Errorf("a rotation sum's parts: %w", err)
 	}
-	if o.lazyQ >= overflowMargin(ringQ)-1 {
+	if o.lazyQ >= o.c.params.QiOverflowMargin(ct.Level())-1 {
 		ringQ.Reduce(o.q[0], o.q[0])
 		ringQ.Reduce(o.q[1], o.q[1])
 		o.lazyQ = 0
@@ -175,13 +175,4 @@ func (o *rotSumObj) result() (*ctObj, error) {
 	ringQ.Add(out.Value[1], o.q[1], out.Value[1])
 	o.q, o.qp, o.spare = [2]ring.Poly{}, nil, nil
 	return &ctObj{c: o.c, ct: out}, nil
-}
-
-// overflowMargin: how many values below the ring's largest prime a uint64 can sum.
-func overflowMargin(r *ring.Ring) int {
-	var top uint64
-	for _, q := range r.ModuliChain()[:r.Level()+1] {
-		top = max(top, q)
-	}
-	return int(^uint64(0) / top)
 }
