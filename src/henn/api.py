@@ -42,7 +42,7 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
             activation_check: bool | str = True, calibration=None, params=None, log_scale: int | None = None,
             threads: int | None = None, batch_group: int | None = None, bootstrap: bool = False,
             selection: str | None = None, precision_bits: float | None = None,
-            images_per_set: int = 1) -> CompiledModel:
+            images_per_set: int = 1, complex_packing: bool = False) -> CompiledModel:
     """Compile a torch.nn.Module or an .onnx file for CKKS inference on `backend`.
 
     mode: "single" (one image per ciphertext set, latency) or "batch" (throughput: G channels of one
@@ -64,6 +64,9 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     images_per_set: single mode, several images side by side in multiplexed ciphertexts (throughput for
     networks whose feature maps leave slots free: ResNet-20's last stage fills an eighth of a ciphertext
     with one image, so 8 images share it at the cost of one).
+    complex_packing: batch mode, two images per slot (real and imaginary parts; paper 003, extended to
+    square activations by one conjugation each): twice the images per set on the standard ring. Needs
+    square (or no) activations and batch_group 1; on lattigo the real-slot ring gives the same count.
     """
     check_mode = ranges.check_mode(activation_check)
     if selection is None:
@@ -71,7 +74,8 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
         selection = "precision" if auto else "library"
     options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params, batch_group=batch_group,
                              bootstrap=bootstrap, calibration=calibration, memory_budget=machine_budget(),
-                             selection=selection, precision_bits=precision_bits, images_per_set=images_per_set)
+                             selection=selection, precision_bits=precision_bits, images_per_set=images_per_set,
+                             complex_packing=complex_packing)
     cm = CompiledModel(compile_model(model, input_shape, options), backend, check_mode, threads)
     cm.observed_preactivation = _observed_preactivation(model)
     if calibration is not None:
@@ -136,7 +140,8 @@ class CompiledModel:
     def describe(self) -> str:
         boots = f", {self.program.bootstraps} bootstraps" if self.program.bootstraps else ""
         why = "" if self.precision is None else f"; {self.precision.describe()}"
-        return (f"{self.mode} packing on {self.backend_name}: depth {self.depth}{boots}, {len(self.rotation_steps)} "
+        mode = f"{self.mode} (complex)" if self.program.complex_packed else self.mode
+        return (f"{mode} packing on {self.backend_name}: depth {self.depth}{boots}, {len(self.rotation_steps)} "
                 f"rotation keys, {self.params.describe()}{why}")
 
     # ---- running -----------------------------------------------------------------------------
@@ -182,7 +187,8 @@ class CompiledModel:
     def calibrate(self, x) -> None:
         """Record each activation's largest |pre-activation| over sample inputs x (B, C, H, W) like the
         training data: the ranges run() accepts (henn.ranges) widen to 1.25x of it."""
-        peaks = ranges.observed_peaks(self.compiled.checked, self.check_input(x, ranges=False))
+        # not check_input: the bootstrap bounds came from these images, and leave out their outliers
+        peaks = ranges.observed_peaks(self.compiled.checked, check_images(x, self.input_shape))
         for name, peak in peaks.items():
             self.calibrated_preactivation[name] = max(peak, self.calibrated_preactivation.get(name, 0.0))
 

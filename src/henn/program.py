@@ -25,6 +25,13 @@ level where they are used) and small attributes. Step kinds (`StepKind`, specifi
                   empties it) at the step's level, first matching the higher operand's scale to the
                   lower's with a multiplication by 1 where the two differ
 
+Complex packing (batch mode, input_pack "complex": true; paper 003, extended to squares): slot k holds
+image k in its real part and image k + slots in its imaginary part, so a set holds 2 x slots images.
+Real weights act on both parts alike; every real constant the program adds (biases, shifts) is added
+to both parts, c (1 + i). A square act reads z = (x_A + i x_B) / 2 (the linear step before it carries
+the 1/2, henn.compiler.complex_pack) and returns x_A^2 + i x_B^2 = u^2 - i v^2 with u = z + conj(z),
+v = z - conj(z): one conjugation (its key is part of the program's keys) and two products per ciphertext.
+
 A new kind is an enum member plus a `StepSpec` in `STEPS` (and an executor handler). `verify()`
 checks known kinds, attributes and arrays, levels that never increase (except steps whose spec
 refreshes the level), ciphertext counts from step to step, and that every rotation a step uses
@@ -49,8 +56,10 @@ from henn.ckks.params import Parameters, ParametersLiteral
 from henn.errors import HennError, SerializationError
 from henn.kernels.activation import defers_relin
 
-# 3: BSGS diagonals as palette codes; 4: single mode packs several images (multi); 5: lazy relinearization (relin)
-FORMAT = "henn-program/5"
+# 3: BSGS diagonals as palette codes; 4: single mode packs several images (multi); 5: lazy relinearization (relin);
+# 6: complex packing (input_pack "complex")
+FORMAT = "henn-program/6"
+COMPLEX_ACT_FORMS = ("identity", "square")  # the act cores complex packing evaluates part by part
 MAX_FILE_BYTES = 16 << 30  # decompressed size of a program file we agree to read
 MAX_HEADER_BYTES = 64 << 20
 ACT_FORMS = ("identity", "square", "cubic", "quartic")
@@ -316,11 +325,16 @@ class Program:
         return int(self.input_pack.get("group", 1)) if self.mode == "batch" else 0
 
     @property
+    def complex_packed(self) -> bool:
+        """Batch mode with two images per slot, one in each of its real and imaginary parts."""
+        return bool(self.input_pack.get("complex", False))
+
+    @property
     def images_per_set(self) -> int:
-        """Images one ciphertext set holds: slots / G in batch mode; in single mode one, or the images
-        packed side by side in multiplexed layouts (input_pack "images")."""
+        """Images one ciphertext set holds: slots / G in batch mode (twice that with complex packing); in
+        single mode one, or the images packed side by side in multiplexed layouts (input_pack "images")."""
         if self.mode == "batch":
-            return self.params.slots // self.group
+            return self.params.slots // self.group * (2 if self.complex_packed else 1)
         return int(self.input_pack.get("images", 1))
 
     @property
@@ -592,6 +606,7 @@ def _check_pack(p: Program) -> None:
         )
         if not ok:
             raise ProgramError(f"input packing {kind!r}: {key} missing or malformed")
+    _check_complex(p)
     images = pack.get("images", 1)
     if kind != "multi" and "images" in pack or not _is_int(images) or not 1 <= images <= slots:
         raise ProgramError(f"input packing {kind!r}: images {images!r} malformed (multi packing only, 1 to {slots})")
@@ -616,3 +631,25 @@ def _check_pack(p: Program) -> None:
         raise ProgramError("output_offset does not match the outputs")
     if p.depth > p.params.max_level or p.depth < 1:
         raise ProgramError(f"depth {p.depth} does not fit parameters with {p.params.max_level} levels")
+
+
+def _check_complex(p: Program) -> None:
+    """Complex packing: batch kind, the standard ring (the real-slot ring has no imaginary parts), and act
+    cores that the executor evaluates part by part."""
+    flag = p.input_pack.get("complex", False)
+    if not isinstance(flag, bool):
+        raise ProgramError(f"input packing: complex must be true or false, got {flag!r}")
+    if not flag:
+        return
+    if p.input_pack.get("kind") != "batch":
+        raise ProgramError(f"complex packing applies to the 'batch' input packing, not {p.input_pack.get('kind')!r}")
+    if p.params.real_slots:
+        raise ProgramError(
+            "complex packing needs ring='standard' parameters: the conjugate-invariant ring's slots are real"
+        )
+    for step in p.steps:
+        if step.kind == StepKind.ACT and step.attrs.get("form") not in COMPLEX_ACT_FORMS:
+            raise ProgramError(
+                f"layer {step.name!r}: complex packing evaluates {' and '.join(COMPLEX_ACT_FORMS)} "
+                f"activation cores, not {step.attrs.get('form')!r}"
+            )

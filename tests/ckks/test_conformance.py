@@ -532,6 +532,27 @@ def test_rotate(ctx, kind):
     ctx.check("rotate", np.roll(x * x, 3), as_kind(ctx.dec(r), kind))
 
 
+def test_multiply_integer_is_exact_at_any_degree(ctx):
+    """Gaussian-integer constants (the -i of complex packing) on a product that is not relinearized: scale,
+    level and degree stay; relinearized and rescaled it is c * x^2. Fractions are refused."""
+    (x,) = vectors(ctx, "complex", 11, 1)
+    cx = ctx.enc(x)
+    prod = ctx.ev.square(cx, relinearize=False)
+    exact_i = not ctx.real and ctx.be.exact_imaginary_unit
+    for c in ([-1j, 2 + 1j] if exact_i else [3, -1]):
+        got = ctx.ev.multiply_integer(prod, c)
+        assert (got.level, got.scale, got.degree) == (prod.level, prod.scale, 2)
+        ctx.check("mul", c * x * x / abs(c), ctx.dec(ctx.ev.rescale(ctx.ev.relinearize(got))) / abs(c))
+    with pytest.raises(InputError, match="Gaussian integer"):
+        ctx.ev.multiply_integer(cx, 0.5)
+    if ctx.real:
+        with pytest.raises(InputError, match="conjugate-invariant"):
+            ctx.ev.multiply_integer(cx, 1j)
+    elif not exact_i:  # SEAL: slots ordered by powers of 3, no monomial is i everywhere
+        with pytest.raises(UnsupportedOperation, match="exactly"):
+            ctx.ev.multiply_integer(prod, -1j)
+
+
 def test_rotate_hoisted_equals_rotations(ctx):
     (x,) = vectors(ctx, "complex", 6, 1)
     cx = ctx.enc(x)

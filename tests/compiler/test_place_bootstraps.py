@@ -105,6 +105,32 @@ def test_bounds_cover_the_calibration_values_with_margin():
         assert peak < bound <= 1.3 * peak
 
 
+def test_an_outlier_calibration_image_is_left_out_of_the_bound_and_refused(caplog):
+    """One image scaled 1000x among 16: its values would set a bound 1000x the others' and leave them no
+    precision; it is left out of the bound with a warning, and an input like it is refused."""
+    import henn
+
+    g, x = _graph_and_images()
+    cal = x.copy()
+    cal[5] *= 1000.0
+    final = run_pipeline(g, CompileOptions(params=boot_params(3), bootstrap=True, calibration=cal))
+    assert "left out of its bootstrap bound" in caplog.text
+    seen = {}
+
+    def hook(node, inp, out):
+        if node.op == "bootstrap":
+            seen[node.name] = (float(np.abs(inp).max()), node.attrs["bound"])
+
+    interpret.run(final, x, hook=hook)  # the 16 ordinary images
+    for peak, bound in seen.values():
+        assert peak < bound <= 1.3 * peak
+    cm = henn.compile(build_cnn(DEG4, SHAPE, seed=0), backend="plain", mode="single", params=boot_params(3),
+                      bootstrap=True, calibration=cal, activation_check="off")
+    with pytest.raises(InputError, match="beyond the bound"):
+        cm.run(cal[5:6], encrypted=False)
+    cm.run(x[:2], encrypted=False)
+
+
 def test_no_bootstrap_when_the_depth_fits():
     g, x = _graph_and_images()
     plain = run_pipeline(g, CompileOptions(params=boot_params(8)))

@@ -1,7 +1,8 @@
 """Tiny numpy evaluator for the ONNX graphs of the henn zoo (tests only, no torch).
 
 Supports exactly what the zoo models use: Conv, BatchNormalization, henn.Poly, AveragePool,
-Flatten, Reshape, Gemm, Identity, and Transpose + MatMul (bias-free Linear layers).
+Flatten, Reshape, Gemm, Identity, Transpose + MatMul (bias-free Linear layers), and for the ReLU
+reference ResNet-20: Add, Relu, GlobalAveragePool.
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ def run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
             out = np.transpose(ins[0], a.get("perm"))
         elif op == "MatMul":
             out = ins[0] @ ins[1]
+        elif op == "Add":
+            out = ins[0] + ins[1]
+        elif op == "Relu":
+            out = np.maximum(ins[0], 0.0)
+        elif op == "GlobalAveragePool":
+            out = ins[0].mean(axis=(2, 3), keepdims=True)
         else:
             raise NotImplementedError(f"op {node.domain}.{op}")
         env[node.output[0]] = out

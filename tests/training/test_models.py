@@ -103,13 +103,27 @@ def test_zoo_resnet20_accuracy_through_henn():
     if not path.exists():
         pytest.skip("resnet20_aespa.onnx not trained yet")
     meta = json.loads(path.with_suffix(".json").read_text())
-    assert meta["status"] == "complete" and meta["accuracies"]["cifar_val_5k"] >= 0.8
+    assert meta["status"] == "complete" and meta["epochs"] == 100 and meta["accuracies"]["cifar_val_5k"] >= 0.91
     graph = load_model(str(path), (3, 32, 32))
     assert sum(n.op == "channel_poly" for n in graph.nodes) == 19 and sum(n.op == "add" for n in graph.nodes) == 9
     x, y = datasets.load_cifar10(DATA, "test")
     with np.errstate(over="ignore", invalid="ignore"):  # an overflowing image counts as wrong, as in training
         logits = np.concatenate([interpret.run(graph, x[i : i + 100]) for i in range(0, len(x), 100)])
     correct = int(((logits.argmax(1) == y) & np.isfinite(logits).all(1)).sum())
+    assert abs(correct - round(meta["accuracies"]["cifar_test_1000"] * len(y))) <= 2
+
+
+@pytest.mark.skipif(DATA is None, reason="no dataset folder")
+def test_zoo_resnet20_relu_reference_accuracy():
+    """The plaintext ReLU reference ResNet-20 (numpy ONNX evaluator) classifies the 1000 CIFAR test images
+    as its training run recorded."""
+    path = ZOO / "resnet20_relu.onnx"
+    meta = json.loads(path.with_suffix(".json").read_text())
+    assert meta["status"] == "complete" and meta["epochs"] == 100 and meta["accuracies"]["cifar_val_5k"] >= 0.92
+    x, y = datasets.load_cifar10(DATA, "test")
+    proto = onnx.load(str(path))
+    logits = np.concatenate([onnx_reference.run(proto, x[i : i + 100]) for i in range(0, len(x), 100)])
+    correct = int((logits.argmax(1) == y).sum())
     assert abs(correct - round(meta["accuracies"]["cifar_test_1000"] * len(y))) <= 2
 
 

@@ -134,3 +134,33 @@ def test_resume_refuses_what_it_cannot_continue(tmp_path, tiny_cifar):
     ckpt.write_bytes(ckpt.read_bytes()[:1000])
     with pytest.raises(InputError, match="cannot be read"):
         _train(tmp_path, "run.onnx", resume=True)
+
+
+def test_cuda_device_refused_with_the_fix_when_torch_sees_no_gpu(tmp_path, tiny_cifar, monkeypatch):
+    monkeypatch.setattr(train_mod.torch.cuda, "is_available", lambda: False)
+    with pytest.raises(InputError, match="sees no CUDA GPU.*--device cpu"):
+        _train(tmp_path, "gpu.onnx", device="cuda")
+    assert not (tmp_path / "gpu.ckpt").exists()
+
+
+def test_cpu_device_is_recorded_and_the_command_repeats_a_gpu_run(tmp_path, tiny_cifar):
+    metrics = _train(tmp_path, "cpu.onnx", device="cpu")
+    assert metrics["hyperparameters"]["device"] == "cpu" and "--device" not in metrics["command"]
+    command = train_mod.train_command("resnet20", "aespa", tmp_path, tmp_path / "x.onnx", 2, 3, "cuda")
+    assert command.endswith("--device cuda")
+
+
+def test_a_finished_run_resumed_recomputes_only_its_statistics(tmp_path, tiny_cifar):
+    """Resuming a complete run keeps its weights and history and recomputes the normalizations' statistics
+    (over augmented batches, as training saw the images), saving them in the checkpoint."""
+    import torch
+
+    first = _train(tmp_path, "done.onnx")
+    before = torch.load(tmp_path / "done.ckpt", weights_only=True)["model"]
+    again = _train(tmp_path, "done.onnx", resume=True)
+    after = torch.load(tmp_path / "done.ckpt", weights_only=True)["model"]
+    assert again["history"] == first["history"]
+    stats = [k for k in before if k.endswith(("running_mean", "running_var"))]
+    assert stats and all(torch.equal(before[k], after[k]) for k in before if k not in stats and "num_batches" not in k)
+    assert any(not torch.equal(before[k], after[k]) for k in stats)
+    assert "statistics recomputed" in (tmp_path / "done.log").read_text()

@@ -57,6 +57,10 @@ class Backend(ABC):
     bootstraps: ClassVar[bool] = False    # Evaluator.bootstrap works (lattigo; plain simulates it)
     real_slot_ring: ClassVar[bool] = False  # opens ring="conjugate_invariant" parameters (N real slots)
     symmetric_encryption: ClassVar[bool] = True  # encrypt() takes the SecretKey as well (_encrypt_symmetric)
+    # i in every slot is a monomial (X^(N/2)) of its slot order (Lattigo orders slots by powers of 5): a
+    # Gaussian integer times a ciphertext is exact (Evaluator.multiply_integer, complex packing of squares).
+    # SEAL orders them by powers of 3, where no monomial is i in every slot.
+    exact_imaginary_unit: ClassVar[bool] = False
     # the special primes it takes: their size and most count (precision-driven selection sizes to them)
     special_prime_bits: ClassVar[int] = MAX_SPECIAL_PRIME_BITS
     max_special_primes: ClassVar[int] = 64

@@ -143,6 +143,26 @@ class Evaluator:
         raws = be._linear_combinations([c.raw for c in cts], w, first.level, s)
         return [Ciphertext(raw, first.level, sc, be.name, first.degree, first.key_id) for raw, sc in zip(raws, scales)]
 
+    def multiply_integer(self, a: Ciphertext, c) -> Ciphertext:
+        """Every slot times the Gaussian integer `c` (e.g. -1j: a monomial, exact), at any degree: scale and
+        level unchanged, no rescale (complex packing turns an unrelinearized v^2 into -i v^2 with it)."""
+        a = self._ct(a, "multiply_integer")
+        k = self._scalar("multiply_integer", c)
+        if k.real != int(k.real) or k.imag != int(k.imag):
+            raise InputError(f"multiply_integer takes a Gaussian integer (a + bi, integers a, b), got {c!r}: "
+                             "use multiply(..., scale=...) for other constants")
+        self.backend.check_real("multiply_integer", k)
+        if k.imag and not self.backend.exact_imaginary_unit:
+            from henn.ckks.backends import with_capability
+
+            raise UnsupportedOperation(
+                f"the {self.backend.name} backend cannot multiply by {c!r} exactly: its slot order makes no monomial "
+                f"i in every slot; backends that can: {', '.join(with_capability('exact_imaginary_unit'))}"
+            )
+        self._scalar_fits("multiply_integer", abs(k), a.scale, a.level)
+        raw = self.backend._mul_scalar(a.raw, k, a.level, 1.0)
+        return Ciphertext(raw, a.level, a.scale, self.backend.name, a.degree, a.key_id)
+
     def square(self, a: Ciphertext, *, relinearize: bool = True) -> Ciphertext:
         return self.multiply(a, a, relinearize=relinearize)
 

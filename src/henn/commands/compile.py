@@ -58,6 +58,8 @@ def register(sub) -> None:
         default=1,
         help="single mode: images per request, side by side in multiplexed ciphertexts (throughput)",
     )
+    p.add_argument("--complex-packing", action="store_true",
+                   help="batch mode: two images per slot, in its real and imaginary parts (standard ring)")
     p.add_argument("--params", default=None, metavar="PRESET", help="a parameter preset (default: from the depth)")
     p.add_argument(
         "--bootstrap",
@@ -97,6 +99,7 @@ def run(args) -> int:
         bootstrap=args.bootstrap,
         calibration=calibration,
         images_per_set=args.images_per_set,
+        complex_packing=args.complex_packing,
     )
     checks = InputChecks.from_compiled(
         cm.compiled.checked, cm.activation_intervals(), cm.activation_check, cm.compiled.final

@@ -38,6 +38,9 @@ def register(sub) -> None:
                         "(throughput)")
     p.add_argument("--batch-group", type=int_in(1, 1 << 16), default=None,
                    help="batch mode: channels per ciphertext, a power of two (default: the fewest that fit memory)")
+    p.add_argument("--complex-packing", action="store_true",
+                   help="batch mode: two images per slot, in its real and imaginary parts (standard ring; square "
+                        "activations)")
     p.add_argument("--images", type=int_in(1, 1 << 20), default=100, help="number of test images")
     p.add_argument("--images-per-set", type=int_in(1, MAX_IMAGES_PER_SET), default=1,
                    help="single mode: images packed side by side in multiplexed ciphertexts (throughput; ResNet-20: "
@@ -139,7 +142,8 @@ def run(args) -> int:
     cm = henn.compile(str(weights), INPUT_SHAPES[args.model], backend=args.backend, mode=args.mode,
                       log_scale=args.log_scale, threads=args.threads, batch_group=args.batch_group, params=params,
                       bootstrap=args.bootstrap, calibration=calibration, selection=selection,
-                      precision_bits=args.precision_bits, images_per_set=args.images_per_set)
+                      precision_bits=args.precision_bits, images_per_set=args.images_per_set,
+                      complex_packing=args.complex_packing)
     compile_s = time.perf_counter() - t0
     print(f"model     {Path(weights).name} ({args.mode} packing, {args.backend})")
     print(f"data      {len(images)} images: {source}")
@@ -149,6 +153,8 @@ def run(args) -> int:
         print(f"calibrate {len(calibration)} images: {cal_source}")
     group = f", {cm.program.group} channels x {cm.program.images_per_set} images per ciphertext" \
         if cm.program.group > 1 else ""
+    if cm.program.complex_packed:
+        group = f", complex packing: {cm.program.images_per_set} images per ciphertext (2 per slot)"
     if cm.program.mode == "single" and cm.program.images_per_set > 1:
         group = f", {cm.program.images_per_set} images per ciphertext set"
     print(f"compiled  depth {cm.depth}, {len(cm.rotation_steps)} rotation keys{group}, {cm.params.describe()} "
@@ -184,6 +190,7 @@ def summarize(args, cm, images, labels, ref, enc, t, compile_s) -> dict:
         "depth": cm.depth, "rotation_keys": len(cm.rotation_steps), "params": cm.params.describe(),
         "log_n": cm.params.log_n, "log_q": list(cm.params.log_q), "log_scale": cm.params.log_scale,
         "group": cm.program.group, "images_per_set": cm.program.images_per_set,
+        "complex_packing": cm.program.complex_packed,
         "bootstraps": cm.program.bootstraps, "bootstrap_seconds_per_image": t.get("bootstrap", 0.0) / n,
         "evaluate_seconds_per_image_by_step": {k: v / n for k, v in sorted(t.get("steps", {}).items())},
         "ring": cm.params.ring, "selection": "library" if cm.precision is None else "precision",

@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass
 
 from henn.compiler import precision
+from henn.compiler.complex_pack import pack_complex
 from henn.compiler.lower import lower
 from henn.program import Program
 from henn.frontend import load_model
@@ -31,7 +32,13 @@ def compile_graph(graph: Graph, options: CompileOptions) -> Compiled:
     planned = run_pipeline(graph, options, until="place_bootstraps")  # depth and slots: parameter-free
     checked = run_pipeline(graph, options, until="approximate_activations")
     compiled, choice = precision.choose(
-        _compiler_for(graph, options), planned, checked, options.calibration, options.backend, options.precision_bits
+        _compiler_for(graph, options),
+        planned,
+        checked,
+        options.calibration,
+        options.backend,
+        options.precision_bits,
+        standard_ring=options.complex_packing,
     )
     return dataclasses.replace(compiled, precision=choice)
 
@@ -57,6 +64,8 @@ def _compile(graph: Graph, options: CompileOptions) -> Compiled:
     checked = run_pipeline(graph, options, until="approximate_activations")
     final = run_pipeline(graph, options)
     program = lower(final)
+    if options.complex_packing:
+        program = pack_complex(program, options.backend)
     log.info(
         "compiled %s program: depth %d, %d rotation keys, %s",
         program.mode,

@@ -112,10 +112,18 @@ class _Chain:
         return largest_scale(self.depth, log_n, self.integer_bits, self.ring, self.special)
 
 
-def choose(compile_with, planned: Graph, checked: Graph, calibration, backend: str, precision_bits: float | None):
+def choose(
+    compile_with,
+    planned: Graph,
+    checked: Graph,
+    calibration,
+    backend: str,
+    precision_bits: float | None,
+    standard_ring: bool = False,
+):
     """(compiled, PrecisionChoice): `compile_with(params)` compiles for given parameters; `planned` is
     the graph with its levels planned (depth, slot need), `checked` the model with its polynomial
-    activations (the exact outputs)."""
+    activations (the exact outputs). standard_ring: never the real-slot ring (complex packing)."""
     bits = DEFAULT_PRECISION_BITS if precision_bits is None else float(precision_bits)
     every = check_images(calibration, tuple(checked.input_shape))
     chunks = [every[i : i + 256] for i in range(0, len(every), 256)]
@@ -124,7 +132,7 @@ def choose(compile_with, planned: Graph, checked: Graph, calibration, backend: s
     images, exact = _loudest(every, exact_all)
     depth, slots = planned.meta["depth"], planned.meta["min_slots"]
     cls = backends.backend_class(backend)
-    ring = "conjugate_invariant" if cls.real_slot_ring else "standard"
+    ring = "conjugate_invariant" if cls.real_slot_ring and not standard_ring else "standard"
     # q0 holds the outputs' integer part with 5 bits to spare (biases and noise of the last levels); a
     # value that still overflows the chain fails its encoding check in the simulation, rejecting the set
     integer_bits = max(4, math.ceil(math.log2(max(1.0, float(np.max(np.abs(exact))))))) + 5

@@ -50,7 +50,7 @@ class Artefact:
         params = p.params
         shape = {"n": params.n, "q_count": len(params.log_q), "p_count": len(params.log_p)}
         bound = lambda kind, meta: serialization.max_payload(kind, meta, **shape) + 512  # + header and meta
-        galois = bound("galois_keys", {"steps": list(p.rotation_steps), "conjugate": False})
+        galois = bound("galois_keys", {"steps": list(p.rotation_steps), "conjugate": p.complex_packed})
         relin = bound("relin_key", {}) if p.relin else 0
         boot = 0
         # bootstrapping keys live over the bootstrapping modulus: residual primes, the circuit's, its own specials

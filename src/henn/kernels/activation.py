@@ -6,7 +6,9 @@ and is encoded at the scale that lands it exactly on the scale of (u^2 + inner)^
 relin=False leaves the last product as it comes, unrelinearized (degree 2) and unrescaled, where nothing
 is added to it after (`defers_relin`): the linear layer after it sums the products at their level,
 relinearizes its outputs and only then rescales them (lazy relinearization). Rescaling a product of
-degree 2 first would multiply its rounding error by s^2: 100x the error on MNIST's CNN."""
+degree 2 first would multiply its rounding error by s^2: 100x the error on MNIST's CNN.
+
+`complex_act_core` is the same for complex packing (henn.program): two images per slot, one per part."""
 
 from __future__ import annotations
 
@@ -41,3 +43,23 @@ def act_core(ev, x: Ciphertext, attrs: dict, *, relin: bool = True) -> Ciphertex
         t = ev.drop_to_level(t, h.level)
         h = ev.add(h, t)
     return h
+
+
+def complex_act_core(ev, x: Ciphertext, attrs: dict, *, relin: bool = True) -> Ciphertext:
+    """An identity or square core on both parts of complex-packed slots (henn.program, Complex packing).
+
+    The shift is added to both parts, c (1 + i). A square's input holds z = (x_A + i x_B) / 2 (its linear
+    step carries the 1/2); u = z + conj(z) = x_A and v = z - conj(z) = i x_B, so u^2 - i v^2 = x_A^2 +
+    i x_B^2: one conjugation, two products, the -i exact (a monomial), one relinearization (or none: a
+    sum of products of degree 2, for the linear layer after it, as act_core leaves it)."""
+    form = attrs["form"]
+    if form not in ("identity", "square"):
+        raise UnsupportedOperation(f"complex packing evaluates identity and square activation cores, not {form!r}")
+    shift = attrs["shift"]
+    z = ev.add(x, complex(shift, shift)) if shift else x
+    if form == "identity":
+        return z
+    zc = ev.conjugate(z)
+    u, v = ev.add(z, zc), ev.sub(z, zc)
+    w = ev.add(ev.square(u, relinearize=False), ev.multiply_integer(ev.square(v, relinearize=False), -1j))
+    return ev.rescale(ev.relinearize(w)) if relin else w

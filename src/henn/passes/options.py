@@ -29,6 +29,7 @@ class CompileOptions:
     # henn.compile fills it from the machine)
     images_per_set: int = 1  # single mode: images packed side by side in the multiplexed layouts
     bootstrap: bool = False  # place bootstraps when the model is deeper than the parameters allow
+    complex_packing: bool = False  # batch mode: two images per slot (henn.compiler.complex_pack), standard ring
     calibration: np.ndarray | None = field(default=None, compare=False, repr=False)  # images for value ranges
 
     def __post_init__(self):
@@ -71,6 +72,17 @@ class CompileOptions:
             or not 1 <= self.precision_bits <= 40
         ):
             raise InputError(f"precision_bits must be a number of bits from 1 to 40, got {self.precision_bits!r}")
+        if not isinstance(self.complex_packing, bool):
+            raise InputError(f"complex_packing must be True or False, got {self.complex_packing!r}")
+        if self.complex_packing and (self.mode != "batch" or self.batch_group not in (None, 1)):
+            raise InputError(
+                "complex_packing packs two images per slot in batch mode with one channel per ciphertext: use "
+                "mode='batch' and leave batch_group unset (or 1)"
+            )
+        if self.complex_packing and self.params is not None and self.params.real_slots:
+            raise InputError(
+                "complex_packing needs ring='standard' parameters: the conjugate-invariant ring's slots are real"
+            )
         if not isinstance(self.bootstrap, bool):
             raise InputError(f"bootstrap must be True or False, got {self.bootstrap!r}")
         if self.params is not None and not isinstance(self.params, Parameters):

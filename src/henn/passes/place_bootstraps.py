@@ -22,11 +22,16 @@ run needs.
 Each bootstrap's `bound` is the largest |value| its input takes on the calibration images (the
 interpreter on this graph), times BOUND_MARGIN: the evaluator divides by it (a free change of
 scale) so that values land in [-1, 1], where the modular reduction is accurate. The client checks
-the same bound on each input before encrypting (henn.api).
+the same bound on each input before encrypting (henn.api). A calibration image whose peak there is
+more than OUTLIER_FACTOR times the median image's peak is left out of the bound (with a warning), and
+an input like it is refused: a network of quadratics sends rare images to 1e12 and
+beyond (ResNet-20 with AESPA: 1 of 200 training images), and a bound that held them would leave the
+other images no precision.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -38,7 +43,10 @@ from henn.ir.graph import Graph, Node
 from henn.ir.ops import LINEAR_OPS
 from henn.passes import plan_levels
 
+log = logging.getLogger(__name__)
+
 BOUND_MARGIN = 1.25
+OUTLIER_FACTOR = 16.0  # typical images' peaks lie within 2-3x of each other
 BOUNDARY_OPS = LINEAR_OPS + ("poly", "channel_poly", "add")
 
 
@@ -170,10 +178,31 @@ def calibrate(g: Graph, images, nodes: list[Node]) -> dict[str, float]:
 
     def hook(node, inp, out):
         if node.output in wanted:
-            peak[node.output] = float(np.max(np.abs(out)))
+            peak[node.output] = _inlier_peak(node.output, np.abs(np.asarray(out)).reshape(len(x), -1).max(axis=1))
 
-    interpret.run(g, x, hook=hook)
+    with np.errstate(over="ignore", invalid="ignore"):  # an outlier image may overflow: it is left out
+        interpret.run(g, x, hook=hook)
     return {v: max(p, 1e-3) * BOUND_MARGIN for v, p in peak.items()}
+
+
+def _inlier_peak(name: str, peaks: np.ndarray) -> float:
+    """The largest per-image peak that is not an outlier (see the module docstring)."""
+    finite = peaks[np.isfinite(peaks)]
+    if not len(finite):
+        raise InputError(f"every calibration image overflows at {name!r}: the model is not usable encrypted")
+    keep = finite <= OUTLIER_FACTOR * float(np.median(finite))
+    dropped = len(peaks) - int(keep.sum())
+    if dropped:
+        log.warning(
+            "%d of %d calibration images reach %.3g at %s, beyond %g x the median image's: left "
+            "out of its bootstrap bound (inputs like them are refused)",
+            dropped,
+            len(peaks),
+            float(np.max(peaks)),
+            name,
+            OUTLIER_FACTOR,
+        )
+    return float(finite[keep].max())
 
 
 def _insert_after(g: Graph, i: int, bound: float, k: int) -> None:

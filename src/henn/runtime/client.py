@@ -27,6 +27,7 @@ class Client:
         """Create the secret key (kept here) and return the public evaluation keys for the server."""
         t0 = time.perf_counter()
         self._sk, self.keys = self.backend.generate_keys(rotations=self.program.rotation_steps,
+                                                         conjugate=self.program.complex_packed,
                                                          relin=self.program.relin,
                                                          bootstrap=self.program.bootstraps > 0)
         self.seconds["keygen"] = time.perf_counter() - t0
@@ -52,6 +53,8 @@ class Client:
         # an empty (zero) image need not respect (ResNet-20: 10.3 before a bootstrap calibrated to 9.19)
         full = x[np.arange(per) % len(x)]
         if pack["kind"] == "batch":
+            if self.program.complex_packed:  # image b in the real part of slot b, image b + slots in its imaginary part
+                return list(full[:slots].T + 1j * full[slots:].T)
             return list(full.T)
         if pack["kind"] == "grouped":  # virtual slot j of image b at physical slot j * B + b
             elem = pack["elem"]
@@ -93,11 +96,14 @@ class Client:
             raise InputError(f"a ciphertext set holds 1 to {per} images, got n_images={n_images!r}: give the number "
                              "of images that were encrypted together")
         t0 = time.perf_counter()
-        vecs = self.pool.map(lambda ct: self.backend.decrypt_decode(ct, self._sk), cts)
-        self.seconds["decrypt"] += time.perf_counter() - t0
         p = self.program
+        vecs = self.pool.map(lambda ct: self.backend.decrypt_decode(ct, self._sk, as_complex=p.complex_packed), cts)
+        self.seconds["decrypt"] += time.perf_counter() - t0
         if p.input_pack["kind"] == "batch":
-            out = np.stack(vecs, axis=1)[:n_images]
+            out = np.stack(vecs, axis=1)
+            if p.complex_packed:
+                out = np.concatenate([out.real, out.imag])
+            out = out[:n_images]
         elif p.input_pack["kind"] == "grouped":
             virt = np.stack(vecs).reshape(-1, p.images_per_set)[:, :n_images]  # (K * G, images)
             out = np.zeros((n_images, p.n_outputs))

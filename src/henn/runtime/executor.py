@@ -18,7 +18,7 @@ import numpy as np
 
 from henn.ckks.values import Ciphertext, EvaluationKeys
 from henn.errors import InputError, UnsupportedOperation
-from henn.kernels.activation import act_core
+from henn.kernels.activation import act_core, complex_act_core
 from henn.kernels.bsgs import Transform, evaluate
 from henn.program import REGISTER_KINDS, WEIGHT_KINDS, Program, Step, StepKind, weight_count, weight_vector
 from henn.runtime.memory import plaintext_budget, plaintext_bytes
@@ -184,7 +184,7 @@ class Executor:
 
         def finish(ct, r):
             if bias[r]:
-                ct = self.ev.add(ct, float(bias[r]))
+                ct = self.ev.add(ct, self._constant(float(bias[r])))
             if lazy:
                 ct = self.ev.rescale(self.ev.relinearize(ct))
             return self.ev.rescale(ct) if step.rescale else ct
@@ -197,6 +197,10 @@ class Executor:
             for part in self.pool.map(lambda rng, cts=cts: [finish(cts[r], r) for r in rng], self._split(rows)):
                 out.extend(part)
         return out
+
+    def _constant(self, c: float) -> float | complex:
+        """A real constant the program adds: to both parts of every slot under complex packing."""
+        return complex(c, c) if self.program.complex_packed else c
 
     def _split(self, rows: range) -> list[range]:
         return [range(rows.start + r.start, rows.start + r.stop) for r in self.pool.chunks(len(rows))]
@@ -242,9 +246,8 @@ class Executor:
 
     def _act(self, i: int, step: Step, value):
         relin = step.attrs["relin"]
-        return self._elementwise(
-            value, lambda ct: act_core(self.ev, ct, step.attrs, relin=relin), 4 * self.pool.workers
-        )
+        core = complex_act_core if self.program.complex_packed else act_core
+        return self._elementwise(value, lambda ct: core(self.ev, ct, step.attrs, relin=relin), 4 * self.pool.workers)
 
     def _bootstrap(self, i: int, step: Step, value):
         """One ciphertext: the backend splits the bootstrap over two threads; several: the pool runs

@@ -106,6 +106,9 @@ def _check_keys(program: Program, backend, keys: EvaluationKeys) -> str:
     if missing:
         raise InputError(f"evaluation keys lack rotation steps {sorted(missing)[:8]}...: generate them with "
                          "Client.generate_keys() for this program")
+    if program.complex_packed and (keys.galois is None or not keys.galois.conjugate):
+        raise MissingKeyError("the program is complex-packed (it conjugates) but the evaluation keys hold no "
+                              "conjugation key: generate them with Client.generate_keys() for this program")
     if program.relin and keys.relin is None:
         raise MissingKeyError("the program multiplies ciphertexts but the evaluation keys hold no relinearization "
                               "key: generate them with Client.generate_keys() for this program")

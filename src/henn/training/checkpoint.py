@@ -36,7 +36,7 @@ class Checkpoint:
         if not self.path.is_file():
             raise InputError(f"--resume: no checkpoint at {self.path}: start the run without --resume")
         try:
-            state = torch.load(self.path, weights_only=True)
+            state = torch.load(self.path, weights_only=True, map_location="cpu")  # a GPU run's too
         except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as exc:  # foreign, truncated
             raise InputError(f"checkpoint {self.path} cannot be read ({type(exc).__name__}): delete it and start "
                              "again without --resume") from None

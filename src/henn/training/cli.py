@@ -19,7 +19,7 @@ def add_train_command(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "train",
         help="train a paper-000 CNN with a polynomial activation and export it to ONNX",
-        description="Seeded CPU training; writes OUT (.onnx), OUT.json (metrics) and OUT.log.",
+        description="Seeded training (CPU, or --device cuda); writes OUT (.onnx), OUT.json (metrics) and OUT.log.",
     )
     p.add_argument("--model", required=True, choices=CLI_MODELS)
     # resnet20: AESPA or the ReLU reference (henn.training.resnet, imported with torch)
@@ -37,6 +37,8 @@ def add_train_command(subparsers) -> argparse.ArgumentParser:
                    help="stop after the epoch that passes this many minutes (then --resume goes on)")
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0)
     p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=2, help="torch CPU threads (default 2)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where to train (cuda: a CUDA GPU; same data order and augmentation as on the CPU)")
     p.set_defaults(func=run_train, handler=run_train)
     return p
 
@@ -53,7 +55,7 @@ def run_train(args: argparse.Namespace) -> int:
             f"training needs torch ({exc}): pip install 'henn[train]'"
         ) from None
     metrics = train(args.model, args.activation, args.data_dir, args.out,
-                    epochs=args.epochs, seed=args.seed, threads=args.threads, resume=args.resume,
+                    epochs=args.epochs, seed=args.seed, threads=args.threads, resume=args.resume, device=args.device,
                     time_budget_s=None if args.time_budget is None else 60.0 * args.time_budget)
     if metrics["status"] != "complete":
         sys.stdout.write(f"stopped after epoch {metrics['epochs_done']} of {metrics['epochs']}: "

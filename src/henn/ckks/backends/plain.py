@@ -37,6 +37,7 @@ class PlainBackend(Backend):
     encrypts = False
     bootstraps = True  # simulated: exact, or with the stated precision's error
     real_slot_ring = True  # simulated: N slots, real noise only
+    exact_imaginary_unit = True  # simulated slots: c * x exactly
 
     def __init__(self, params, *, noise: bool = False, seed: int | None = 0):
         self.noise = noise

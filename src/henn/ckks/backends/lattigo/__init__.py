@@ -84,6 +84,7 @@ class LattigoBackend(Backend):
     name = "lattigo"
     bootstraps = True
     real_slot_ring = True  # ring.ConjugateInvariant
+    exact_imaginary_unit = True  # slots ordered by powers of 5
 
     # ---- library, parameters -------------------------------------------------------------
     @classmethod

@@ -1,0 +1,74 @@
+"""Complex packing of a lowered batch program (henn.program, "Complex packing"; paper 003 section 3.1.2).
+
+Linear steps and sums act on both parts of a slot alike, so they stay as lowered. A square act needs its
+input halved (z = (x_A + i x_B) / 2, see henn.kernels.activation.complex_act_core): the 1/2 is folded
+into the weights and bias of the linear step that feeds it (through any sums, which are linear), and
+into the act's shift. Identity acts take their input as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from henn.ckks import backends
+from henn.errors import UnsupportedOperation
+from henn.program import COMPLEX_ACT_FORMS, Program, Step, StepKind
+
+__all__ = ["pack_complex"]
+
+
+def pack_complex(program: Program, backend: str) -> Program:
+    """The same computation on two images per slot for `backend`; raises UnsupportedOperation (with the fix)
+    where the program cannot be complex-packed."""
+    if program.mode != "batch" or program.input_pack.get("kind") != "batch":
+        raise UnsupportedOperation(
+            f"complex packing applies to batch mode with one channel per ciphertext (batch_group=1), not "
+            f"{program.mode} mode with {program.input_pack.get('kind')!r} packing"
+        )
+    if program.params.real_slots:
+        raise UnsupportedOperation(
+            "complex packing needs ring='standard' parameters: the conjugate-invariant ring already holds one real "
+            "value per slot of its N, the same count, without conjugations"
+        )
+    steps = list(program.steps)
+    squares = any(s.kind == StepKind.ACT and s.attrs["form"] == "square" for s in steps)
+    if squares and not backends.backend_class(backend).exact_imaginary_unit:
+        raise UnsupportedOperation(
+            f"complex packing of square activations multiplies by -i exactly, which the {backend} backend cannot (its "
+            f"slot order makes no monomial i): use one of {', '.join(backends.with_capability('exact_imaginary_unit'))}"
+            ", or real packing"
+        )
+    for i, step in enumerate(steps):
+        if step.kind != StepKind.ACT:
+            continue
+        form = step.attrs["form"]
+        if form not in COMPLEX_ACT_FORMS:
+            raise UnsupportedOperation(
+                f"layer {step.name!r}: complex packing evaluates {' and '.join(COMPLEX_ACT_FORMS)} activations, "
+                f"not a {form} core: use a square activation or real packing"
+            )
+        if form == "square":
+            feeder = _feeding_linear(steps, i)
+            steps[feeder] = _halved(steps[feeder])
+            steps[i] = dataclasses.replace(step, attrs={**step.attrs, "shift": step.attrs["shift"] / 2})
+    pack = {**program.input_pack, "complex": True}
+    return dataclasses.replace(program, steps=steps, input_pack=pack).verify()
+
+
+def _feeding_linear(steps: list[Step], act: int) -> int:
+    """Index of the linear_batch whose outputs reach the act at `act` through sums only."""
+    j = act - 1
+    while j >= 0 and steps[j].kind == StepKind.SUM_BATCH:
+        j -= 1
+    if j < 0 or steps[j].kind != StepKind.LINEAR_BATCH:
+        what = "the input" if j < 0 else f"a {steps[j].kind.value} step"
+        raise UnsupportedOperation(
+            f"layer {steps[act].name!r}: a complex-packed square needs a linear layer before it to carry a factor "
+            f"1/2, but it reads {what}: use real packing for this model"
+        )
+    return j
+
+
+def _halved(step: Step) -> Step:
+    arrays = {**step.arrays, "data": step.arrays["data"] * 0.5, "bias": step.arrays["bias"] * 0.5}
+    return dataclasses.replace(step, arrays=arrays)
