@@ -175,34 +175,40 @@ def calibrate(g: Graph, images, nodes: list[Node]) -> dict[str, float]:
         raise InputError(f"calibration images must have shape (B, {', '.join(map(str, g.input_shape))}), got {x.shape}")
     wanted = {n.output for n in nodes}
     peak: dict[str, float] = {}
+    outliers: dict[str, tuple[int, float]] = {}  # position -> (images left out, their largest peak)
 
     def hook(node, inp, out):
         if node.output in wanted:
-            peak[node.output] = _inlier_peak(node.output, np.abs(np.asarray(out)).reshape(len(x), -1).max(axis=1))
+            per_image = np.abs(np.asarray(out)).reshape(len(x), -1).max(axis=1)
+            peak[node.output], dropped = _inlier_peak(node.output, per_image)
+            if dropped:
+                outliers[node.output] = (dropped, float(np.max(per_image)))
 
     with np.errstate(over="ignore", invalid="ignore"):  # an outlier image may overflow: it is left out
         interpret.run(g, x, hook=hook)
+    if outliers:
+        worst = max(outliers, key=lambda v: outliers[v][1])
+        log.warning(
+            "up to %d of %d calibration images reach more than %g x the median image's peak at %d of %d candidate "
+            "bootstrap positions (at most %.3g, at %s): left out of the bounds there; inputs like them are refused",
+            max(d for d, _ in outliers.values()),
+            len(x),
+            OUTLIER_FACTOR,
+            len(outliers),
+            len(wanted),
+            outliers[worst][1],
+            worst,
+        )
     return {v: max(p, 1e-3) * BOUND_MARGIN for v, p in peak.items()}
 
 
-def _inlier_peak(name: str, peaks: np.ndarray) -> float:
-    """The largest per-image peak that is not an outlier (see the module docstring)."""
+def _inlier_peak(name: str, peaks: np.ndarray) -> tuple[float, int]:
+    """The largest per-image peak that is not an outlier (see the module docstring), and how many are."""
     finite = peaks[np.isfinite(peaks)]
     if not len(finite):
         raise InputError(f"every calibration image overflows at {name!r}: the model is not usable encrypted")
     keep = finite <= OUTLIER_FACTOR * float(np.median(finite))
-    dropped = len(peaks) - int(keep.sum())
-    if dropped:
-        log.warning(
-            "%d of %d calibration images reach %.3g at %s, beyond %g x the median image's: left "
-            "out of its bootstrap bound (inputs like them are refused)",
-            dropped,
-            len(peaks),
-            float(np.max(peaks)),
-            name,
-            OUTLIER_FACTOR,
-        )
-    return float(finite[keep].max())
+    return float(finite[keep].max()), len(peaks) - int(keep.sum())
 
 
 def _insert_after(g: Graph, i: int, bound: float, k: int) -> None:
