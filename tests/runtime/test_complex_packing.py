@@ -141,3 +141,30 @@ def test_server_refuses_keys_without_the_conjugation_key():
         Server(p, be, keys)
     client = Client(p, be)
     assert client.generate_keys().galois.conjugate
+
+
+def test_a_complex_packed_model_file_serves_through_the_deployment_client(tmp_path, rng):
+    """The model file carries the flag; the deployment client packs both parts and uploads the conjugation key
+    with the others (their serialized form), and the server's logits are the in-process run's."""
+    from henn.deploy import Artefact
+    from henn.deploy import Client as FileClient
+    from henn.deploy import Server as FileServer
+    from henn.deploy.checks import InputChecks
+
+    cm = henn.compile(small_cnn(), backend="plain", mode="batch", complex_packing=True,
+                      params=params("insecure_cpx_n11", 11, 5, 36), activation_check="off")
+    checks = InputChecks.from_compiled(cm.compiled.checked, cm.activation_intervals(), cm.activation_check)
+    path = tmp_path / "cpx.henn"
+    Artefact(cm.program, "plain", checks, model="cpx").save(path)
+    real = Artefact(henn.compile(small_cnn(), backend="plain", mode="batch", activation_check="off",
+                                 params=params("insecure_cpx_n11", 11, 5, 36)).program, "plain", checks, model="r")
+    facts, real_facts = Artefact.load(path).describe(), real.describe()
+    assert facts["complex_packing"] and not real_facts["complex_packing"] and facts["images_per_request"] == 2048
+    assert facts["max_bytes"]["galois_keys"] > real_facts["max_bytes"]["galois_keys"]  # the conjugation key
+    client, server = FileClient.load(path), FileServer.load(path)
+    assert client.program.complex_packed and client.program.images_per_set == 2048
+    client.generate_keys()
+    session = server.open_session(server.read_keys(client.key_blobs()))
+    x = rng.uniform(0, 1, (1030, 1, 8, 8))
+    got = client.decrypt(server.evaluate(session, client.encrypt(x)), len(x))
+    np.testing.assert_allclose(got, cm.run(x, encrypted=False), atol=1e-6)

@@ -80,6 +80,7 @@ class Artefact:
             "input_shape": list(p.input_shape),
             "output_shape": list(p.output_shape),
             "images_per_request": p.images_per_set,
+            "complex_packing": p.complex_packed,
             "input_ciphertexts": p.input_cts,
             "output_ciphertexts": p.output_cts,
             "input_level": p.input_level,
