@@ -1,0 +1,39 @@
+"""The whole trained ResNet-20 (the zoo's AESPA model) encrypted on one real CIFAR-10 test image, on Lattigo
+at the 128-bit boot-n16 set with its bootstraps: the marked suite of issue 12. About 5 minutes and 15 GiB,
+so the default run leaves it out; run it with
+
+    .venv/bin/python -m pytest -m resnet20_encrypted tests/runtime/test_resnet20_encrypted.py
+
+It runs benchmarks/resnet20.py in a process of its own (its keys and program are freed with it) and checks
+what the benchmark reports: the prediction equal to plaintext, the logit error, no refused image, the
+memory within the issue's 16 GB."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from henn import datasets
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = datasets.default_data_dir()
+
+
+@pytest.mark.resnet20_encrypted
+@pytest.mark.skipif(DATA is None, reason="no dataset folder (CIFAR-10 in ../shared/datasets or $HENN_DATA_DIR)")
+def test_trained_resnet20_on_one_real_image(tmp_path):
+    out = tmp_path / "resnet20.json"
+    cmd = [sys.executable, str(REPO / "benchmarks" / "resnet20.py"), "--weights",
+           str(REPO / "src" / "henn" / "zoo" / "resnet20_aespa.onnx"), "--data-dir", str(DATA),
+           "--calibration", "200", "--images", "1", "--plaintext-cache", "0", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(out.read_text())["result"]
+    assert r["images"] == 1 and r["images_refused"] == [] and r["bootstraps"] >= 3
+    assert r["agreement"] == 1.0 and r["max_logit_error"] < 1e-3, r
+    assert "insecure" not in r["params"] and "N=2^16" in r["params"]
+    assert r["peak_rss_mib"] < 16e9 / 2**20, f"peak {r['peak_rss_mib']:.0f} MiB"
