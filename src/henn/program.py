@@ -54,12 +54,11 @@ import numpy as np
 from henn.ckks import presets
 from henn.ckks.params import Parameters, ParametersLiteral
 from henn.errors import HennError, SerializationError
-from henn.kernels.activation import defers_relin
+from henn.kernels.activation import COMPLEX_ACT_FORMS, defers_relin
 
 # 3: BSGS diagonals as palette codes; 4: single mode packs several images (multi); 5: lazy relinearization (relin);
 # 6: complex packing (input_pack "complex")
 FORMAT = "henn-program/6"
-COMPLEX_ACT_FORMS = ("identity", "square")  # the act cores complex packing evaluates part by part
 MAX_FILE_BYTES = 16 << 30  # decompressed size of a program file we agree to read
 MAX_HEADER_BYTES = 64 << 20
 ACT_FORMS = ("identity", "square", "cubic", "quartic")

@@ -12,7 +12,8 @@ import dataclasses
 
 from henn.ckks import backends
 from henn.errors import UnsupportedOperation
-from henn.program import COMPLEX_ACT_FORMS, Program, Step, StepKind
+from henn.kernels.activation import COMPLEX_ACT_FORMS
+from henn.program import Program, Step, StepKind
 
 __all__ = ["pack_complex"]
 

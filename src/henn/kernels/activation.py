@@ -45,6 +45,9 @@ def act_core(ev, x: Ciphertext, attrs: dict, *, relin: bool = True) -> Ciphertex
     return h
 
 
+COMPLEX_ACT_FORMS = ("identity", "square")  # the cores complex packing evaluates part by part
+
+
 def complex_act_core(ev, x: Ciphertext, attrs: dict, *, relin: bool = True) -> Ciphertext:
     """An identity or square core on both parts of complex-packed slots (henn.program, Complex packing).
 
@@ -53,8 +56,10 @@ def complex_act_core(ev, x: Ciphertext, attrs: dict, *, relin: bool = True) -> C
     i x_B^2: one conjugation, two products, the -i exact (a monomial), one relinearization (or none: a
     sum of products of degree 2, for the linear layer after it, as act_core leaves it)."""
     form = attrs["form"]
-    if form not in ("identity", "square"):
-        raise UnsupportedOperation(f"complex packing evaluates identity and square activation cores, not {form!r}")
+    if form not in COMPLEX_ACT_FORMS:
+        raise UnsupportedOperation(
+            f"complex packing evaluates {' and '.join(COMPLEX_ACT_FORMS)} activation cores, not {form!r}"
+        )
     shift = attrs["shift"]
     z = ev.add(x, complex(shift, shift)) if shift else x
     if form == "identity":
