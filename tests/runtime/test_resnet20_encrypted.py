@@ -1,6 +1,6 @@
 """The whole trained ResNet-20 (the zoo's AESPA model) encrypted on one real CIFAR-10 test image, on Lattigo
-at the 128-bit boot-n16 set with its bootstraps: the marked suite of issue 12. About 5 minutes and 15 GiB,
-so the default run leaves it out; run it with
+at the 128-bit boot-n16 set with its bootstraps: the marked suite of issue 12. About 3.5 minutes and 15 GiB;
+the default run (and CI) includes it, and it runs alone with
 
     .venv/bin/python -m pytest -m resnet20_encrypted tests/runtime/test_resnet20_encrypted.py
 
