@@ -146,8 +146,10 @@ class CompiledModel:
 
     # ---- running -----------------------------------------------------------------------------
     def reference(self, x) -> np.ndarray:
-        """Logits of the imported (uncompiled) model in NumPy: the plaintext reference."""
-        return interpret.run(self.compiled.reference, self.check_input(x, ranges=False))
+        """Logits of the imported (uncompiled) model in NumPy: the plaintext reference. Only shape and
+        finiteness are checked: the plaintext has no fitted ranges or bootstraps to protect (it computes the
+        answer an input refused encrypted would have had)."""
+        return interpret.run(self.compiled.reference, check_images(x, self.input_shape))
 
     def run(self, x, encrypted: bool = True, *, progress: bool = False) -> np.ndarray:
         """Logits (B, classes) for images x (B, C, H, W). encrypted=False runs the same compiled program
@@ -180,8 +182,8 @@ class CompiledModel:
         x = check_images(x, self.input_shape)
         if ranges:
             self._check_ranges(x)
-        if self.program.bootstraps:
-            check_bootstraps(self.compiled.final, x)  # (`ranges` is the argument here)
+        if self.program.bootstraps:  # always: a value beyond a bootstrap's bound would wrap around
+            check_bootstraps(self.compiled.final, x)
         return x
 
     def calibrate(self, x) -> None:

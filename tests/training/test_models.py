@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 from pathlib import Path
@@ -19,7 +20,8 @@ _spec = importlib.util.spec_from_file_location(
 onnx_reference = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(onnx_reference)
 
-ZOO = Path(__file__).resolve().parents[2] / "src" / "henn" / "zoo"
+REPO = Path(__file__).resolve().parents[2]
+ZOO = REPO / "src" / "henn" / "zoo"
 DATA = datasets.default_data_dir()
 EXPECTED_OPS = {
     "mnist-cnn": ["Conv", "BatchNormalization", "Poly", "Conv", "BatchNormalization", "Poly",
@@ -93,17 +95,22 @@ def test_zoo_cifar_numpy_reference_accuracy():
 
 
 @pytest.mark.skipif(DATA is None, reason="no dataset folder")
-def test_zoo_resnet20_accuracy_through_henn():
-    """The committed ResNet-20 (AESPA) as henn's compiler sees it (ONNX frontend, folded quadratics fused
-    back, the IR interpreter) classifies the 1000 CIFAR test images as its training run recorded."""
+@pytest.mark.parametrize("name,val_at_least", [("resnet20_aespa", 0.915), ("resnet20_aespa_e100", 0.91)])
+def test_zoo_resnet20_accuracy_through_henn(name, val_at_least):
+    """The committed ResNet-20s (AESPA: the zoo's, distilled from the ReLU reference, and the 100-epoch run it
+    started from) as henn's compiler sees them (ONNX frontend, folded quadratics fused back, the IR
+    interpreter) classify the 1000 CIFAR test images as their training runs recorded."""
     from henn.frontend import load_model
     from henn.ir import interpret
 
-    path = ZOO / "resnet20_aespa.onnx"
-    if not path.exists():
-        pytest.skip("resnet20_aespa.onnx not trained yet")
+    path = ZOO / f"{name}.onnx"
     meta = json.loads(path.with_suffix(".json").read_text())
-    assert meta["status"] == "complete" and meta["epochs"] == 100 and meta["accuracies"]["cifar_val_5k"] >= 0.91
+    assert meta["status"] == "complete" and meta["accuracies"]["cifar_val_5k"] >= val_at_least
+    if meta.get("fine_tune"):  # the distilled model names the checkpoints it came from, and they are committed
+        start, teacher = (REPO / meta["fine_tune"][k] for k in ("init", "teacher"))
+        assert start == ZOO / "resnet20_aespa_e100.ckpt" and teacher == ZOO / "resnet20_relu.ckpt"
+        assert hashlib.sha256(start.read_bytes()).hexdigest() == meta["fine_tune"]["init_sha256"]
+        assert hashlib.sha256(teacher.read_bytes()).hexdigest() == meta["fine_tune"]["teacher_sha256"]
     graph = load_model(str(path), (3, 32, 32))
     assert sum(n.op == "channel_poly" for n in graph.nodes) == 19 and sum(n.op == "add" for n in graph.nodes) == 9
     x, y = datasets.load_cifar10(DATA, "test")

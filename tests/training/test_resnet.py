@@ -97,16 +97,6 @@ def test_onnx_export_matches_torch(tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.fixture
-def tiny_cifar(monkeypatch):
-    """256 random CIFAR-shaped training images and 64 for evaluation, instead of the real files."""
-    rng = np.random.default_rng(0)
-    x = rng.random((256, 3, 32, 32), dtype=np.float32)
-    y = rng.integers(0, 10, 256).astype(np.int64)
-    evals = {"val": (x[:64], y[:64])}
-    monkeypatch.setattr(train_mod, "_load_splits", lambda name, data_dir: ({"x": x, "y": y}, evals))
-
-
 def _train(tmp_path, name, **kw):
     return train_mod.train("resnet20", "aespa", tmp_path, tmp_path / name, epochs=2, seed=3, threads=1, **kw)
 

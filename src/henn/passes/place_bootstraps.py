@@ -180,7 +180,7 @@ def calibrate(g: Graph, images, nodes: list[Node]) -> dict[str, float]:
     def hook(node, inp, out):
         if node.output in wanted:
             per_image = np.abs(np.asarray(out)).reshape(len(x), -1).max(axis=1)
-            peak[node.output], dropped = _inlier_peak(node.output, per_image)
+            peak[node.output], dropped = inlier_peak(node.output, per_image)
             if dropped:
                 outliers[node.output] = (dropped, float(np.max(per_image)))
 
@@ -202,7 +202,7 @@ def calibrate(g: Graph, images, nodes: list[Node]) -> dict[str, float]:
     return {v: max(p, 1e-3) * BOUND_MARGIN for v, p in peak.items()}
 
 
-def _inlier_peak(name: str, peaks: np.ndarray) -> tuple[float, int]:
+def inlier_peak(name: str, peaks: np.ndarray) -> tuple[float, int]:
     """The largest per-image peak that is not an outlier (see the module docstring), and how many are."""
     finite = peaks[np.isfinite(peaks)]
     if not len(finite):

@@ -24,7 +24,7 @@ __all__ = ["Checkpoint"]
 @dataclass
 class Checkpoint:
     path: Path
-    config: dict  # what a resumed run must match: model, activation, epochs, seed
+    config: dict  # what a resumed run must match: model, activation, epochs, seed (and a fine-tune's start)
     resume: bool = False
     budget_s: float | None = None  # stop after the epoch that spends it (None: run to the end)
     started: float = field(default_factory=time.perf_counter)

@@ -39,6 +39,13 @@ def add_train_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=2, help="torch CPU threads (default 2)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="where to train (cuda: a CUDA GPU; same data order and augmentation as on the CPU)")
+    p.add_argument("--init", default=None, metavar="CKPT",
+                   help="fine-tune: start from this finished run's checkpoint (same model and activation) "
+                        "instead of random weights; needs --lr")
+    p.add_argument("--teacher", default=None, metavar="CKPT",
+                   help="with --init: distill this finished run's logits (e.g. src/henn/zoo/resnet20_relu.ckpt)")
+    p.add_argument("--lr", type=float, default=None,
+                   help="with --init: the fine-tuning schedule's peak learning rate (e.g. 0.01)")
     p.set_defaults(func=run_train, handler=run_train)
     return p
 
@@ -56,10 +63,28 @@ def run_train(args: argparse.Namespace) -> int:
         ) from None
     metrics = train(args.model, args.activation, args.data_dir, args.out,
                     epochs=args.epochs, seed=args.seed, threads=args.threads, resume=args.resume, device=args.device,
-                    time_budget_s=None if args.time_budget is None else 60.0 * args.time_budget)
+                    time_budget_s=None if args.time_budget is None else 60.0 * args.time_budget,
+                    fine_tune=_fine_tune(args))
     if metrics["status"] != "complete":
         sys.stdout.write(f"stopped after epoch {metrics['epochs_done']} of {metrics['epochs']}: "
                          f"{metrics['command']}\n")
         return 0
     sys.stdout.write(json.dumps(metrics["accuracies"], indent=1) + "\n")
     return 0
+
+
+def _fine_tune(args: argparse.Namespace):
+    """The FineTune that --init/--teacher/--lr describe, or None; refused when they do not go together."""
+    from henn.errors import InputError
+
+    if args.init is None:
+        if args.teacher is not None or args.lr is not None:
+            raise InputError("--teacher and --lr fine-tune a trained network: name its checkpoint with --init")
+        return None
+    if args.lr is None or not (0.0 < args.lr <= 1.0):
+        raise InputError(f"--init needs --lr, the fine-tuning peak learning rate in (0, 1] (e.g. 0.01), got {args.lr}")
+    from pathlib import Path
+
+    from henn.training.distill import FineTune
+
+    return FineTune(Path(args.init), args.lr, None if args.teacher is None else Path(args.teacher))

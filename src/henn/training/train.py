@@ -38,6 +38,7 @@ from henn import datasets
 from henn.activations import get_activation
 from henn.errors import InputError
 from henn.training.checkpoint import Checkpoint
+from henn.training.distill import FineTune, distillation_loss, load_run_weights, load_teacher
 from henn.training.models import INPUT_SHAPES, MODEL_NAMES, PolyAct, build_model, check_activation, export_onnx
 from henn.training.peers import PEER_MODELS
 from henn.training.resnet import Aespa
@@ -73,11 +74,14 @@ _CIFAR_VAL = 5000
 _EVAL_BATCH = 250
 
 
-def train_command(model_name, activation, data_dir, out_path, epochs, seed, device: str = "cpu") -> str:
+def train_command(model_name, activation, data_dir, out_path, epochs, seed, device: str = "cpu",
+                  fine_tune: FineTune | None = None) -> str:
     """The CLI command that reproduces a run."""
     args = ["henn", "train", "--model", model_name, "--activation", activation,
             "--data-dir", str(data_dir), "--out", str(out_path),
             "--epochs", str(epochs), "--seed", str(seed)]
+    if fine_tune is not None:
+        args += fine_tune.cli_args()
     if device != "cpu":
         args += ["--device", device]
     return shlex.join(args)
@@ -226,8 +230,9 @@ def _file_logger(path: Path, append: bool = False) -> tuple[logging.Handler, int
     return handler, old_level
 
 
-def _optimizer(model, model_name: str, total_steps: int):
+def _optimizer(model, model_name: str, total_steps: int, peak_lr: float | None = None):
     batch, lr, wd = _HPARAMS[model_name]
+    lr = lr if peak_lr is None else peak_lr
     opt: torch.optim.Optimizer
     if model_name == "resnet20":
         opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, nesterov=True, weight_decay=wd)
@@ -264,14 +269,16 @@ def _precise_statistics(model, x_all: torch.Tensor, gen: torch.Generator) -> Non
         m.momentum = momentum
 
 
-def _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint: Checkpoint) -> list[dict]:
+def _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint: Checkpoint, *,
+                peak_lr: float | None = None, teacher: torch.nn.Module | None = None) -> list[dict]:
     """Train from the checkpoint's epoch on; save it after every epoch; stop early (history so far)
-    when the checkpoint's time budget is spent."""
+    when the checkpoint's time budget is spent. With a ``teacher``, the loss distills its logits
+    (henn.training.distill)."""
     batch = _HPARAMS[model_name][0]
     on = _model_device(model)  # the training set lives where the model does (45,000 CIFAR images: 0.55 GB)
     x_all, y_all = torch.from_numpy(train_set["x"]).to(on), torch.from_numpy(train_set["y"]).to(on)
     steps = math.ceil(len(x_all) / batch)
-    opt, sched = _optimizer(model, model_name, epochs * steps)
+    opt, sched = _optimizer(model, model_name, epochs * steps, peak_lr)
     history = checkpoint.restore(model, opt, sched, gen)
     if model_name == "resnet20" and history and len(history) >= epochs:
         # a finished run resumed: its statistics as this version computes them (see _precise_statistics)
@@ -290,7 +297,12 @@ def _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint: Ch
             idx = order[s * batch:(s + 1) * batch]
             xb, yb = augment(x_all[idx], gen), y_all[idx]
             logits = model(xb)
-            loss = F.cross_entropy(logits, yb)
+            if teacher is None:
+                loss = F.cross_entropy(logits, yb)
+            else:
+                with torch.no_grad():
+                    teacher_logits = teacher(xb)
+                loss = distillation_loss(logits, teacher_logits, yb)
             excess = [a.range_excess for a in acts if a.range_excess is not None]
             if excess and RANGE_PENALTY:
                 loss = loss + RANGE_PENALTY * torch.stack(excess).sum()
@@ -320,9 +332,10 @@ def _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint: Ch
 
 def train(model_name: str, activation: str, data_dir, out_path, epochs: int | None = None,
           seed: int = 0, threads: int = 2, resume: bool = False, time_budget_s: float | None = None,
-          device: str = "cpu") -> dict:
+          device: str = "cpu", fine_tune: FineTune | None = None) -> dict:
     """Train ``model_name`` with ``activation`` on ``device`` ("cpu" or "cuda"); write ``out_path`` (.onnx)
-    and its .json/.log.
+    and its .json/.log. ``fine_tune``: start from a finished run's weights, optionally distilling a teacher
+    (henn.training.distill).
 
     After every epoch the state goes to ``<out>.ckpt``; ``resume`` continues from it. A run that
     spends ``time_budget_s`` stops after the current epoch and writes only the checkpoint and a
@@ -345,18 +358,26 @@ def train(model_name: str, activation: str, data_dir, out_path, epochs: int | No
     try:
         torch.set_num_threads(threads)
         gen = _seed_everything(seed, _DETERMINISTIC[model_name])
-        command = train_command(model_name, activation, data_dir, out_path, epochs, seed, device)
+        command = train_command(model_name, activation, data_dir, out_path, epochs, seed, device, fine_tune)
         log.info("command: %s", command)
         start = time.perf_counter()
+        model = build_model(model_name, activation)
+        teacher = None
+        if fine_tune is not None:  # the starting weights (a resumed run's checkpoint then replaces them)
+            model.load_state_dict(load_run_weights(fine_tune.init, model_name, activation))
+            teacher = None if fine_tune.teacher is None else load_teacher(fine_tune.teacher, model_name, on)
+        model.to(on)
         train_set, evals = _load_splits(model_name, data_dir)
         log.info("training on %d images; evaluation sets: %s", len(train_set["x"]),
                  ", ".join(f"{k} ({len(v[0])})" for k, v in evals.items()))
-        model = build_model(model_name, activation).to(on)
         if on.type == "cuda":
             log.info("training on %s", torch.cuda.get_device_name(on))
-        checkpoint = Checkpoint(out_path.with_suffix(".ckpt"), {"model": model_name, "activation": activation,
-                                "epochs": epochs, "seed": seed}, resume, time_budget_s)
-        history = _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint)
+        run_config = {"model": model_name, "activation": activation, "epochs": epochs, "seed": seed}
+        if fine_tune is not None:
+            run_config["fine_tune"] = fine_tune.config()
+        checkpoint = Checkpoint(out_path.with_suffix(".ckpt"), run_config, resume, time_budget_s)
+        history = _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint,
+                              peak_lr=None if fine_tune is None else fine_tune.peak_lr, teacher=teacher)
         if len(history) < epochs:
             partial = {"model": model_name, "activation": activation, "status": "incomplete",
                        "epochs_done": len(history), "epochs": epochs, "seed": seed, "history": history,
@@ -382,11 +403,13 @@ def train(model_name: str, activation: str, data_dir, out_path, epochs: int | No
             "holdout_matched": train_set.get("holdout_matched"),
             "input": {"shape": list(INPUT_SHAPES[model_name]), "range": [0.0, 1.0],
                       "normalization": "none (pixel / 255)"},
-            "hyperparameters": dict(zip(("batch_size", "peak_lr", "weight_decay"),
-                                        _HPARAMS[model_name]), optimizer=_OPTIMIZER[model_name],
+            "hyperparameters": dict(zip(("batch_size", "peak_lr", "weight_decay"), _HPARAMS[model_name]),
+                                    **({} if fine_tune is None else {"peak_lr": fine_tune.peak_lr}),
+                                    optimizer=_OPTIMIZER[model_name],
                                     grad_clip=5.0, range_penalty=RANGE_PENALTY, threads=threads,
                                     device=device if on.type == "cpu" else f"cuda ({torch.cuda.get_device_name(on)})",
                                     augmentation=_AUGMENT_TEXT[model_name]),
+            "fine_tune": None if fine_tune is None else fine_tune.describe(),
             "history": history, "wall_time_s": round(wall, 1),
             "torch_version": torch.__version__, "python": platform.python_version(),
             "command": command,

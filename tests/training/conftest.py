@@ -1,0 +1,18 @@
+"""Fixtures of the training tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def tiny_cifar(monkeypatch):
+    """256 random CIFAR-shaped training images and 64 for evaluation, instead of the real files."""
+    from henn.training import train as train_mod  # here: the zoo's torch-free tests share this folder
+
+    rng = np.random.default_rng(0)
+    x = rng.random((256, 3, 32, 32), dtype=np.float32)
+    y = rng.integers(0, 10, 256).astype(np.int64)
+    evals = {"val": (x[:64], y[:64])}
+    monkeypatch.setattr(train_mod, "_load_splits", lambda name, data_dir: ({"x": x, "y": y}, evals))
