@@ -141,13 +141,25 @@ def clean_peaks(values, layers: list[str], source: str) -> dict[str, float]:
     return dict(zip(layers, peaks))
 
 
+def bootstrap_peaks(graph: Graph, x: np.ndarray) -> tuple[list, np.ndarray]:
+    """The compiled graph's bootstrap nodes, and (images, bootstraps): each image's largest |value| at each
+    bootstrap's input."""
+    nodes = [n for n in graph.nodes if n.op == "bootstrap"]
+    column = {n.name: k for k, n in enumerate(nodes)}
+    peaks = np.zeros((len(x), len(nodes)))
+
+    def hook(node, inp, out, first):
+        if node.op == "bootstrap":
+            peaks[first : first + len(inp), column[node.name]] = np.abs(inp.reshape(len(inp), -1)).max(axis=1)
+
+    _in_chunks(graph, x, hook)
+    return nodes, peaks
+
+
 def check_bootstraps(graph: Graph, x: np.ndarray) -> None:
     """Refuse inputs whose values before a bootstrap of the compiled graph exceed its bound."""
-
-    def hook(node, inp, out):
-        if node.op != "bootstrap":
-            return
-        peak = np.abs(inp.reshape(len(inp), -1)).max(axis=1)
+    nodes, peaks = bootstrap_peaks(graph, x)
+    for node, peak in zip(nodes, peaks.T):
         if np.any(peak > node.attrs["bound"]):
             i = int(np.argmax(peak > node.attrs["bound"]))
             raise InputError(
@@ -156,5 +168,3 @@ def check_bootstraps(graph: Graph, x: np.ndarray) -> None:
                 "feed inputs scaled like the calibration images, or recompile with calibration images "
                 "that cover these"
             )
-
-    interpret.run(graph, x, hook=hook)
