@@ -18,7 +18,7 @@ import torch
 
 from henn.errors import InputError
 
-__all__ = ["Checkpoint"]
+__all__ = ["Checkpoint", "read_state"]
 
 
 @dataclass
@@ -35,11 +35,8 @@ class Checkpoint:
             return []
         if not self.path.is_file():
             raise InputError(f"--resume: no checkpoint at {self.path}: start the run without --resume")
-        try:
-            state = torch.load(self.path, weights_only=True, map_location="cpu")  # a GPU run's too
-        except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as exc:  # foreign, truncated
-            raise InputError(f"checkpoint {self.path} cannot be read ({type(exc).__name__}): delete it and start "
-                             "again without --resume") from None
+        state = read_state(self.path, f"checkpoint {self.path} cannot be read ({{}}): delete it and start again "
+                           "without --resume")
         if not isinstance(state, dict) or state.get("config") != self.config:
             saved = state.get("config") if isinstance(state, dict) else None
             raise InputError(f"checkpoint {self.path} is of another run ({saved}), not {self.config}: resume with "
@@ -61,3 +58,12 @@ class Checkpoint:
 
     def out_of_time(self) -> bool:
         return self.budget_s is not None and time.perf_counter() - self.started > self.budget_s
+
+
+def read_state(path: Path, refusal: str):
+    """A checkpoint file's contents (tensors, numbers and strings only); a foreign or truncated file is refused
+    with ``refusal``, its ``{}`` filled with the reason."""
+    try:
+        return torch.load(path, weights_only=True, map_location="cpu")  # a GPU run's too
+    except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as exc:  # foreign, truncated
+        raise InputError(refusal.format(type(exc).__name__)) from None

@@ -18,7 +18,6 @@ whose starting point or teacher changed.
 from __future__ import annotations
 
 import hashlib
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from henn.errors import InputError
+from henn.training.checkpoint import read_state
 from henn.training.models import INPUT_SHAPES, build_model
 
 __all__ = ["FineTune", "distillation_loss", "load_run_weights", "load_teacher", "TEMPERATURE", "WEIGHT"]
@@ -67,10 +67,7 @@ def _read_finished_run(path: Path, flag: str) -> dict:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{flag} {path}: no such checkpoint (a run's OUT.ckpt, e.g. src/henn/zoo/resnet20_relu.ckpt)")
-    try:
-        state = torch.load(path, weights_only=True, map_location="cpu")
-    except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as exc:
-        raise InputError(f"{flag} {path} is not a henn training checkpoint ({type(exc).__name__})") from None
+    state = read_state(path, f"{flag} {path} is not a henn training checkpoint ({{}})")
     config = state.get("config") if isinstance(state, dict) else None
     if not isinstance(config, dict) or not {"model", "activation", "epochs"} <= config.keys():
         raise InputError(f"{flag} {path} is not a henn training checkpoint (no run configuration in it)")
