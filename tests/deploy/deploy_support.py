@@ -44,8 +44,8 @@ def free_port() -> int:
 class ServerProcess:
     """`henn serve MODEL` in a subprocess on 127.0.0.1; restart() keeps the port and the store."""
 
-    def __init__(self, model: Path, store: Path, *extra: str):
-        self.model, self.store, self.extra = model, store, extra
+    def __init__(self, model: Path, store: Path, *extra: str, verbose: int = 1):
+        self.model, self.store, self.extra, self.verbose = model, store, extra, verbose
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -57,7 +57,7 @@ class ServerProcess:
             sys.executable,
             "-m",
             "henn.cli",
-            "-v",
+            *["-v"] * self.verbose,
             "serve",
             str(self.model),
             "--port",

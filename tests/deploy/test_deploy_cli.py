@@ -51,6 +51,10 @@ def test_compile_serve_predict(tmp_path, capsys):
         ["compile", str(ZOO), "--input-shape", "0,28,28", "--out", "m.henn"],
         ["predict", "--server", "http://127.0.0.1:1", "--flood-bits", "0"],
         ["serve", "m.henn", "--port", "70000"],
+        ["serve", "m.henn", "--max-header-bytes", "100"],
+        ["serve", "m.henn", "--read-timeout", "0"],
+        ["serve", "m.henn", "--max-uploads", "0"],
+        ["serve", "m.henn", "--min-rate", "0"],
         ["data", "fetch", "imagenet"],
     ],
 )

@@ -9,12 +9,16 @@
     POST   /v1/sessions/{id}/infer      ciphertexts (octet-stream) -> ciphertexts (octet-stream)
 
 Bodies are henn objects back to back (wire.py). Every error is JSON {"error": kind, "detail":
-message} with a 4xx status for what the client sent (the server keeps serving the others) and
-429/503 when the server is full. Nothing here logs bodies: keys and ciphertexts never reach a log."""
+message} with a 4xx status for what the client sent (the server keeps serving the others; 408 for a
+body that stalls, guard.py) and 429/503 when the server is full or stopping. A session id not of the
+server's own format is answered as an unknown one (404) before it reaches the store. Nothing here
+logs bodies or full session ids: keys, ciphertexts and ids never reach a log."""
 
 import logging  # no `from __future__ import annotations`: FastAPI reads the routes' annotations
 
+from henn.deploy.guard import BodyTimeout, Gate, Guard, ShuttingDown, redact
 from henn.deploy.service import Service
+from henn.deploy.store import UNKNOWN
 from henn.deploy.wire import CONTENT_TYPE
 from henn.errors import (
     BusyError,
@@ -35,6 +39,7 @@ log = logging.getLogger(__name__)
 _STATUS: list[tuple[type | tuple[type, ...], int]] = [
     (SessionError, 404),
     (TooLargeError, 413),
+    (BodyTimeout, 408),
     ((InputError, MissingKeyError, LevelError, ScaleError), 400),
     (BusyError, 429),
     (CapacityError, 503),
@@ -52,6 +57,9 @@ def create_app(service: Service, artefact_bytes: bytes):
     from starlette.exceptions import HTTPException
 
     app = FastAPI(title="henn inference server", version=service.info["format"], docs_url=None, redoc_url=None)
+    limits = service.limits
+    app.state.gate = Gate(limits.read_timeout, limits.min_rate, service.count)
+    app.add_middleware(Guard, gate=app.state.gate)  # body deadlines; any other failure a JSON 500, no traceback
 
     def error(status: int, kind: str, detail: str, headers: dict | None = None):
         return JSONResponse({"error": kind, "detail": detail}, status_code=status, headers=headers)
@@ -61,30 +69,15 @@ def create_app(service: Service, artefact_bytes: bytes):
         status = status_of(exc)
         if status in (400, 404, 413):
             service.count_input_error()
+        where = redact(request.url.path)
         if status == 500:
-            log.error(
-                "internal error on %s %s: %s",
-                request.method,
-                request.url.path.split("/sessions/")[0],
-                type(exc).__name__,
-            )
+            log.error("internal error on %s %s: %s", request.method, where, type(exc).__name__)
         else:
-            log.info(
-                "%s %s -> %d %s", request.method, request.url.path.split("/sessions/")[0], status, type(exc).__name__
-            )
-        headers = {"Retry-After": "1"} if status in (429, 503) else None
-        return error(status, type(exc).__name__, str(exc), headers)
-
-    @app.exception_handler(Exception)
-    async def internal_error(request: Request, exc: Exception):  # a bug or the disk: no traceback to the client
-        log.error(
-            "internal error on %s %s: %s",
-            request.method,
-            request.url.path.split("/sessions/")[0],
-            type(exc).__name__,
-            exc_info=log.isEnabledFor(logging.DEBUG),
-        )
-        return error(500, "InternalError", f"the server failed ({type(exc).__name__}); see its log")
+            log.info("%s %s -> %d %s", request.method, where, status, type(exc).__name__)
+        headers = {"Retry-After": "1"} if status in (429, 503) else {}
+        if isinstance(exc, (BodyTimeout, ShuttingDown)):  # the rest of the body is not worth waiting for
+            headers["Connection"] = "close"
+        return error(status, type(exc).__name__, str(exc), headers or None)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):
@@ -114,18 +107,21 @@ def create_app(service: Service, artefact_bytes: bytes):
 
     @app.get("/v1/model")
     async def model():
-        limits = service.limits
         return dict(
             service.info,
             model_sha256=service.model_id,
             limits={
                 "workers": limits.workers,
                 "max_queue": limits.max_queue,
+                "max_per_session": limits.per_session,
                 "max_uploads": limits.max_uploads,
                 "max_sessions": limits.max_sessions,
                 "session_ttl_s": limits.session_ttl,
                 "memory_budget": limits.memory_budget,
                 "session_cost": service.session_cost,
+                "read_timeout_s": limits.read_timeout,
+                "min_rate": limits.min_rate,
+                "max_header_bytes": limits.max_header_bytes,
             },
         )
 
@@ -141,7 +137,7 @@ def create_app(service: Service, artefact_bytes: bytes):
     @app.delete("/v1/sessions/{sid}", status_code=204)
     async def delete_session(sid: str):
         if not service.delete_session(sid):
-            raise SessionError("unknown session")
+            raise SessionError(UNKNOWN)
         return Response(status_code=204)
 
     @app.post("/v1/sessions/{sid}/infer")

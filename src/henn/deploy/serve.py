@@ -1,4 +1,5 @@
-"""Start the inference server of a model file: load it, open the session store, run uvicorn."""
+"""Start the inference server of a model file: load it, open the session store, run uvicorn (with
+guard.py's bounds on request heads, log redaction, and a bounded graceful shutdown)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import logging
 from pathlib import Path
 
 from henn.deploy.artefact import Artefact
+from henn.deploy.guard import install_log_redaction, protocol
 from henn.deploy.local import Server
 from henn.deploy.service import Limits, Service
 from henn.deploy.store import SessionStore
@@ -47,8 +49,28 @@ def serve(
         host,
         port,
     )
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="info" if verbose else "warning",
+        access_log=verbose > 1,  # method, path (session ids cut short) and status only; bodies never reach a log
+        ws="none",
+        timeout_graceful_shutdown=max(1, round(limits.shutdown_timeout)),
+        **_http(limits, app.state.gate),
+    )
+    install_log_redaction()  # after uvicorn's own logging setup (Config), onto its handlers too
     try:
-        # access lines name method, path and status only; bodies never reach a log
-        uvicorn.run(app, host=host, port=port, log_level="info" if verbose else "warning", access_log=verbose > 1)
+        uvicorn.Server(config).run()
     finally:
         service.close()
+
+
+def _http(limits: Limits, gate) -> dict:
+    """uvicorn's HTTP protocol: httptools under guard.protocol's bounds on request heads; h11 (without the
+    serve extra's httptools) bounded by its own incomplete-event limit (HTTP 400 past it, no head timeout)."""
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        return {"http": "h11", "h11_max_incomplete_event_size": limits.max_header_bytes}
+    return {"http": protocol(limits.max_header_bytes, limits.read_timeout, gate)}

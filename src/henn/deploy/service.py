@@ -6,8 +6,13 @@ worker, the ciphertexts one evaluation holds; the rest holds live sessions, each
 evaluation keys plus its encoded weights (henn.runtime.memory). A session that does not fit evicts
 the least recently used idle ones (their keys stay on disk); when nothing can be evicted the request
 gets CapacityError (HTTP 503). Requests beyond `workers` running + `max_queue` waiting get BusyError
-(HTTP 429) at once. Key uploads stream to disk (never twice in memory) and are checked, as a whole,
-before the session exists."""
+(HTTP 429) at once, and so do those of a session that already holds its share (`per_session`) of
+them. Key uploads stream to disk (never twice in memory) and are checked, as a whole, before the
+session exists.
+
+Session lifetime: each inference request holds a lease on its session from admission to answer. A
+DELETE (or the expiry) forgets the session at once (new requests get 404), but its key file and
+loaded keys stay until the last lease ends, so work in flight finishes."""
 
 from __future__ import annotations
 
@@ -25,8 +30,8 @@ from dataclasses import dataclass, field
 import psutil
 
 from henn.deploy.local import Server
-from henn.deploy.store import SessionRecord, SessionStore
-from henn.deploy.wire import ObjectStream, read_frames
+from henn.deploy.store import ExpiredSession, SessionRecord, SessionStore, check_id
+from henn.deploy.wire import ObjectStream, params_fingerprint, read_frames
 from henn.errors import BusyError, CapacityError, HennError, InputError, TooLargeError
 from henn.runtime import server as runtime_server
 from henn.program import WEIGHT_KINDS, weight_count
@@ -45,14 +50,27 @@ class Limits:
     max_sessions: int = 1000  # sessions stored
     session_ttl: float = 3600.0  # seconds
     memory_budget: int = field(default_factory=machine_budget)  # bytes
+    max_per_session: int = 0  # requests running or waiting per session; 0: half of workers + max_queue
+    read_timeout: float = 20.0  # seconds a request's line and headers may take, and a body may pause
+    min_rate: int = 64 << 10  # bytes/s: a body may wait read_timeout + its bytes / min_rate seconds in all
+    max_header_bytes: int = 64 << 10  # request line and headers (beyond: HTTP 431)
+    shutdown_timeout: float = 30.0  # seconds running requests get to finish once the server is told to stop
 
     def __post_init__(self):
-        for name in ("workers", "max_queue", "max_uploads", "max_sessions", "memory_budget"):
+        least = {"max_queue": 0, "max_per_session": 0, "max_header_bytes": 1024}
+        for name in ("workers", "max_queue", "max_uploads", "max_sessions", "memory_budget", *least, "min_rate"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "max_queue" else 1):
-                raise InputError(f"{name}={v!r}: give a positive integer")
-        if not self.session_ttl > 0:
-            raise InputError(f"session_ttl={self.session_ttl!r}: give a positive number of seconds")
+            if isinstance(v, bool) or not isinstance(v, int) or v < least.get(name, 1):
+                raise InputError(f"{name}={v!r}: give an integer of at least {least.get(name, 1)}")
+        for name in ("session_ttl", "read_timeout", "shutdown_timeout"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+                raise InputError(f"{name}={v!r}: give a positive number of seconds")
+
+    @property
+    def per_session(self) -> int:
+        """Inference requests one session may have running or waiting (its share of the slots)."""
+        return self.max_per_session or max(1, (self.workers + self.max_queue + 1) // 2)
 
 
 @dataclass(frozen=True)
@@ -73,7 +91,8 @@ class Service:
         self.server, self.store, self.limits = server, store, limits or Limits()
         program, backend = server.program, server.backend
         self.model_id = server.artefact.digest or hashlib.sha256(program.to_bytes()).hexdigest()
-        self.info = server.artefact.describe()
+        # the fingerprint every object header of this backend carries (the program's own lacks the primes)
+        self.info = dict(server.artefact.describe(), params_fingerprint=params_fingerprint(backend))
         weights = sum(
             weight_count(s) * plaintext_bytes(backend, s.level) for s in program.steps if s.kind in WEIGHT_KINDS
         )
@@ -91,6 +110,8 @@ class Service:
         self._lock = threading.Lock()  # the live sessions and their memory
         self._load = threading.Lock()  # one session loads at a time
         self.pending = 0  # inference requests running or waiting (event-loop side only)
+        self._leases: dict[str, int] = {}  # session id -> its requests running or waiting (event loop)
+        self._doomed: set[str] = set()  # deleted or expired sessions whose files go with their last lease
         self.uploads = 0
         self.metrics = {
             "requests": 0,
@@ -98,6 +119,7 @@ class Service:
             "rejected_busy": 0,
             "rejected_capacity": 0,
             "rejected_input": 0,
+            "rejected_slow": 0,
             "sessions_created": 0,
             "seconds_evaluating": 0.0,
             "bytes_in": 0,
@@ -109,7 +131,7 @@ class Service:
     # ---- sessions ----------------------------------------------------------------------------
     async def create_session(self, body: AsyncIterator[bytes]) -> dict:
         self.metrics["requests"] += 1
-        self.store.expire()
+        self._expire()
         if self.uploads >= self.limits.max_uploads:
             await _drain(body, self.info["max_bytes"]["keys"])
             raise self._reject(BusyError(f"{self.uploads} key uploads are under way: retry in a few seconds"))
@@ -153,27 +175,68 @@ class Service:
         return {"session": sid, "expires": record.expires, "key_bytes": record.key_bytes}
 
     def delete_session(self, sid: str) -> bool:
+        """Forget the session now; its keys go once no request uses them (see the module's text)."""
+        gone = self.store.forget(sid)  # SessionError for an id not of the store's format
+        if gone:
+            self._drop(sid)
+        return gone
+
+    def _drop(self, sid: str) -> None:
+        """Free a forgotten session's memory and key file, or mark it to be freed by its last lease."""
         with self._lock:
+            if self._leases.get(sid):
+                self._doomed.add(sid)
+                return
+            self._doomed.discard(sid)
             live = self._live.pop(sid, None)
             if live is not None:
                 self._reserved -= live.cost
-        if live is not None and live.users == 0:  # one in use is closed by the garbage collector
+        if live is not None:
             live.server.close()
-        return self.store.remove(sid)
+        self.store.remove_files(sid)
+
+    def _expire(self) -> None:
+        for sid in self.store.expire(keep=set(self._leases)):
+            self._drop(sid)
+
+    def _lease(self, sid: str) -> None:
+        with self._lock:
+            self._leases[sid] = self._leases.get(sid, 0) + 1
+
+    def _release(self, sid: str) -> None:
+        with self._lock:
+            left = self._leases.pop(sid) - 1
+            if left:
+                self._leases[sid] = left
+                return
+            doomed = sid in self._doomed
+        if doomed:
+            self._drop(sid)
 
     # ---- inference ---------------------------------------------------------------------------
     async def infer(self, sid: str, body: AsyncIterator[bytes]) -> Answer:
         self.metrics["requests"] += 1
+        check_id(sid)  # nothing of a malformed id goes further
         limit = self.info["max_bytes"]["request"]
         if self.pending >= self.limits.workers + self.limits.max_queue:
             await _drain(body, limit)
             raise self._reject(
                 BusyError(f"the queue is full ({self.pending} requests running or waiting): retry in a moment")
             )
+        share = self.limits.per_session
+        if self._leases.get(sid, 0) >= share:
+            await _drain(body, limit)
+            raise self._reject(
+                BusyError(
+                    f"this session has {share} requests running or waiting, its share of the server's "
+                    f"{self.limits.workers + self.limits.max_queue}: send the next when one is answered"
+                )
+            )
         self.pending += 1
+        self._lease(sid)
         sink = None
         try:
-            record = self.store.get(sid, self.model_id)
+            record = self._record(sid)
             sink = tempfile.SpooledTemporaryFile(SPOOL_BYTES)  # queued batch-mode bodies (~1.6 GB) wait on disk
             stream = ObjectStream(
                 self.server.backend,
@@ -193,9 +256,17 @@ class Service:
             return Answer(out, evaluate_s)
         finally:
             self.pending -= 1
+            self._release(sid)
             if sink is not None:
                 sink.close()
             self.metrics["peak_rss"] = max(self.metrics["peak_rss"], _peak_rss())
+
+    def _record(self, sid: str) -> SessionRecord:
+        try:
+            return self.store.get(sid, self.model_id)
+        except ExpiredSession:
+            self._drop(sid)  # with this request's lease: when it ends
+            raise
 
     def _evaluate(self, record: SessionRecord, blobs: Iterable[bytes]) -> tuple[list[bytes], float]:
         live = self._acquire(record)
@@ -275,6 +346,9 @@ class Service:
     def count_input_error(self) -> None:
         self.metrics["rejected_input"] += 1
 
+    def count(self, metric: str) -> None:
+        self.metrics[metric] += 1
+
     def health(self) -> dict:
         with self._lock:
             live = len(self._live)
@@ -301,7 +375,7 @@ class Service:
         return "".join(f"henn_{k} {v}\n" for k, v in m.items())
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        self._pool.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             for live in self._live.values():
                 live.server.close()

@@ -2,20 +2,28 @@
 per session for its evaluation keys (as uploaded: serialized objects back to back, see wire.py).
 
 A session id is 192 random bits (URL-safe): whoever holds it may run inferences with its keys, so
-it is a bearer secret of the client (it never reaches the logs in full). Sessions expire; expired
-ones are removed, files included, whenever sessions are created or listed."""
+it is a bearer secret of the client (it never reaches the logs in full). Every id that comes from a
+request is checked against that exact format (check_id) before it reaches SQLite or a path: a
+malformed one gets the same answer as an unknown one. Sessions expire; expired ones are removed
+whenever sessions are created (their key files stay while a request still uses them: `keep`)."""
 
 from __future__ import annotations
 
+import re
 import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from henn.deploy.wire import Frame
 from henn.errors import SessionError
+
+ID_BYTES = 24  # secrets.token_urlsafe(24): 32 characters of the URL-safe base64 alphabet
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{32}")
+UNKNOWN = "unknown session: create one by uploading the evaluation keys (POST /v1/sessions)"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -39,6 +47,18 @@ class SessionRecord:
         return self.id[:6]
 
 
+class ExpiredSession(SessionError):
+    """A session past its time to live (HTTP 404, as an unknown one)."""
+
+
+def check_id(session_id: object) -> str:
+    """A session id of the format new_id() makes, else SessionError (worded as an unknown session: a
+    malformed id tells the client nothing more than a wrong one)."""
+    if not isinstance(session_id, str) or not SESSION_ID.fullmatch(session_id):
+        raise SessionError(UNKNOWN)
+    return session_id
+
+
 class SessionStore:
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
@@ -52,10 +72,10 @@ class SessionStore:
 
     @staticmethod
     def new_id() -> str:
-        return secrets.token_urlsafe(24)
+        return check_id(secrets.token_urlsafe(ID_BYTES))
 
     def key_path(self, session_id: str, *, partial: bool = False) -> Path:
-        return self.folder / "keys" / (session_id + (".part" if partial else ".keys"))
+        return self.folder / "keys" / (check_id(session_id) + (".part" if partial else ".keys"))
 
     def add(self, record: SessionRecord) -> None:
         """Keep a session whose keys were written to key_path(id, partial=True) and checked."""
@@ -68,33 +88,45 @@ class SessionStore:
             )
 
     def get(self, session_id: str, model: str) -> SessionRecord:
+        """The session's record; SessionError when unknown, ExpiredSession (its row forgotten, its key
+        file left to the caller: a request may still use it) when expired."""
+        check_id(session_id)
         with self._lock:
             row = self._db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None or row[1] != model:
-            raise SessionError("unknown session: create one by uploading the evaluation keys (POST /v1/sessions)")
+            raise SessionError(UNKNOWN)
         record = _record(row)
         if record.expires <= time.time():
-            self.remove(session_id)
-            raise SessionError("the session has expired: create a new one by uploading the evaluation keys again")
+            self.forget(session_id)
+            raise ExpiredSession("the session has expired: create a new one by uploading the evaluation keys again")
         return record
 
-    def remove(self, session_id: str) -> bool:
+    def forget(self, session_id: str) -> bool:
+        """Delete the session's row (no new request finds it); its key file stays until remove_files."""
+        check_id(session_id)
         with self._lock:
-            gone = self._db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+            return self._db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+
+    def remove_files(self, session_id: str) -> None:
         for partial in (False, True):
             self.key_path(session_id, partial=partial).unlink(missing_ok=True)
+
+    def remove(self, session_id: str) -> bool:
+        gone = self.forget(session_id)
+        self.remove_files(session_id)
         return gone
 
-    def expire(self) -> list[str]:
-        """Remove expired sessions (and key files no session owns, left by an interrupted upload)."""
+    def expire(self, keep: Collection[str] = ()) -> list[str]:
+        """Forget expired sessions, and remove the key files no session owns (those of expired sessions,
+        those left by an interrupted upload) except the files of the sessions in `keep` (in use)."""
+        now = time.time()
         with self._lock:
-            gone = [r[0] for r in self._db.execute("SELECT id FROM sessions WHERE expires <= ?", (time.time(),))]
-            live = {r[0] for r in self._db.execute("SELECT id FROM sessions")} - set(gone)
+            gone = [r[0] for r in self._db.execute("SELECT id FROM sessions WHERE expires <= ?", (now,))]
+            self._db.execute("DELETE FROM sessions WHERE expires <= ?", (now,))
+            owned = {r[0] for r in self._db.execute("SELECT id FROM sessions")}.union(keep)
             for path in (self.folder / "keys").glob("*.keys"):
-                if path.name.split(".")[0] not in live:
+                if path.name.split(".")[0] not in owned:
                     path.unlink(missing_ok=True)
-        for sid in gone:
-            self.remove(sid)
         return gone
 
     def count(self) -> int:

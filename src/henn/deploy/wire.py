@@ -97,6 +97,13 @@ class ObjectStream:
         return self.frames
 
 
+def params_fingerprint(backend) -> str:
+    """The parameter fingerprint in the header of every object `backend` serializes, and the one its
+    check_header wants: that of the parameters with the primes the backend chose (Backend.actual_params).
+    The server's GET /v1/model reports this value, so that a client can compare it before uploading keys."""
+    return backend.actual_params.fingerprint()
+
+
 def read_frames(sink: IO[bytes], frames: list[Frame]) -> Iterator[bytes]:
     """Each object's bytes, one at a time (a key upload never sits in memory as a whole)."""
     for f in frames:
