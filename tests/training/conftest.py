@@ -16,3 +16,18 @@ def tiny_cifar(monkeypatch):
     y = rng.integers(0, 10, 256).astype(np.int64)
     evals = {"val": (x[:64], y[:64])}
     monkeypatch.setattr(train_mod, "_load_splits", lambda name, data_dir: ({"x": x, "y": y}, evals))
+
+
+@pytest.fixture
+def tiny_data(monkeypatch):
+    """A handful of random images shaped for whichever model trains (16 for training: one step of one
+    epoch; 8 for evaluation), instead of the real files."""
+    from henn.training import train as train_mod
+
+    def splits(name, data_dir):
+        rng = np.random.default_rng(0)
+        x = rng.random((16, *train_mod.INPUT_SHAPES[name]), dtype=np.float32)
+        y = rng.integers(0, 10, len(x)).astype(np.int64)
+        return {"x": x, "y": y}, {"val": (x[:8], y[:8])}
+
+    monkeypatch.setattr(train_mod, "_load_splits", splits)

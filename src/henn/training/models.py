@@ -33,7 +33,9 @@ with attributes ``coefficients`` (floats, constant term first), ``name`` (string
 from __future__ import annotations
 
 import copy
+import os
 import warnings
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -153,22 +155,39 @@ def export_onnx(model: nn.Module, model_name: str, path, metadata: dict | None =
     """Write ``model`` (eval mode, batch size 1 and dynamic batch) to ``path`` as ONNX.
 
     BatchNorm stays a separate node (no constant folding); activations become ``henn.Poly``.
+    The file appears whole or not at all (written beside ``path``, then renamed): a failed export leaves no
+    half-written model behind.
     """
     import onnx
 
-    model = freeze_aespa(copy.deepcopy(model)).eval()  # AESPA exports as its folded quadratic
+    model = freeze_aespa(_exportable_copy(model)).eval()  # AESPA exports as its folded quadratic
     dummy = torch.zeros(1, *INPUT_SHAPES[model_name])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _export(model, dummy, path)
-    proto = _inline_identities(onnx.load(str(path)))
-    proto.producer_name = "henn"
-    proto.doc_string = f"henn zoo model {model_name}"
-    for key, value in (metadata or {}).items():
-        entry = proto.metadata_props.add()
-        entry.key, entry.value = str(key), str(value)
-    onnx.checker.check_model(proto)
-    onnx.save(proto, str(path))
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _export(model, dummy, tmp)
+        proto = _inline_identities(onnx.load(str(tmp)))
+        proto.producer_name = "henn"
+        proto.doc_string = f"henn zoo model {model_name}"
+        for key, value in (metadata or {}).items():
+            entry = proto.metadata_props.add()
+            entry.key, entry.value = str(key), str(value)
+        onnx.checker.check_model(proto)
+        onnx.save(proto, str(tmp))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _exportable_copy(model: nn.Module) -> nn.Module:
+    """A deep copy of ``model`` without the tensors of an autograd graph that its layers keep as plain
+    attributes (PolyAct's and Aespa's ``range_excess`` after a training step): ``copy.deepcopy`` refuses
+    non-leaf tensors, and the export needs none of them (the memo maps each to None in the copy)."""
+    memo: dict = {id(v): None for m in model.modules() for v in vars(m).values()
+                  if isinstance(v, torch.Tensor) and not v.is_leaf}
+    return copy.deepcopy(model, memo)
 
 
 def _export(model: nn.Module, dummy: torch.Tensor, path) -> None:

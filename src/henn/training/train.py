@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from henn import datasets
 from henn.activations import get_activation
-from henn.errors import InputError
+from henn.errors import BackendError, InputError
 from henn.training.checkpoint import Checkpoint
 from henn.training.distill import FineTune, distillation_loss, load_run_weights, load_teacher
 from henn.training.models import INPUT_SHAPES, MODEL_NAMES, PolyAct, build_model, check_activation, export_onnx
@@ -304,6 +304,8 @@ def _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint: Ch
                     teacher_logits = teacher(xb)
                 loss = distillation_loss(logits, teacher_logits, yb)
             excess = [a.range_excess for a in acts if a.range_excess is not None]
+            for a in acts:  # taken: the layers keep no autograd graph past the step (deepcopy refuses those)
+                a.range_excess = None
             if excess and RANGE_PENALTY:
                 loss = loss + RANGE_PENALTY * torch.stack(excess).sum()
             if not torch.isfinite(loss):
@@ -328,6 +330,18 @@ def _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint: Ch
             log.info("time budget spent after epoch %d of %d: resume with --resume", epoch, epochs)
             break
     return history
+
+
+def _export(model, model_name: str, out_path: Path, metadata: dict, checkpoint: Path, command: str) -> None:
+    """export_onnx, whose failure names the checkpoint that holds the trained weights (written after the last
+    epoch, before the export) and the command that exports them again without training."""
+    try:
+        export_onnx(model, model_name, out_path, metadata)
+    except Exception as exc:  # any failure of torch's exporter or onnx: the weights are safe, say where
+        raise BackendError(
+            f"training finished but the ONNX export failed ({type(exc).__name__}: {exc}); the trained weights are in "
+            f"{checkpoint}: export them again without training with `{command} --resume`"
+        ) from exc
 
 
 def train(model_name: str, activation: str, data_dir, out_path, epochs: int | None = None,
@@ -392,7 +406,7 @@ def train(model_name: str, activation: str, data_dir, out_path, epochs: int | No
         act = get_activation(activation) if model_name != "resnet20" else None
         metadata = {"henn.model": model_name, "henn.activation": activation,
                     "henn.input_range": "[0, 1]", "henn.seed": seed, "henn.epochs": epochs}
-        export_onnx(model.cpu(), model_name, out_path, metadata)
+        _export(model.cpu(), model_name, out_path, metadata, checkpoint.path, command)
         metrics = {
             "model": model_name, "activation": activation, "status": "complete",
             "activation_coefficients": list(act.coefficients) if act else None,
