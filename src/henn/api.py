@@ -196,8 +196,7 @@ class CompiledModel:
 
     def activation_intervals(self) -> dict[str, tuple[float, float] | None]:
         """Per activation layer, (centre, half-width) of the pre-activations run() accepts (None: unchecked)."""
-        layers = [n.name for n in ranges.poly_layers(self.compiled.checked)]
-        seen = ranges.clean_peaks(self.observed_preactivation, layers, "the model's .json") \
+        seen = ranges.clean_peaks(self.observed_preactivation, self.compiled.checked, "the model's .json") \
             if self.observed_preactivation is not None else {}
         for name, peak in self.calibrated_preactivation.items():
             seen[name] = max(peak, seen.get(name, 0.0))

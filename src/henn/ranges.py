@@ -123,22 +123,41 @@ def check(graph: Graph, x: np.ndarray, intervals: dict[str, tuple[float, float] 
     _in_chunks(graph, x, hook)
 
 
-def clean_peaks(values, layers: list[str], source: str) -> dict[str, float]:
-    """Per-layer peaks from a list in layer order; ignored (with a warning) unless it has one finite
-    non-negative number per layer."""
+def activation_layers(graph: Graph) -> list:
+    """The layers whose largest |pre-activation| `henn train` records in a model's .json, in graph order:
+    polynomial activations (poly) and AESPA's per-channel quadratics (channel_poly of degree 2 or more; one
+    of degree 1 is an affine map, not an activation)."""
+    return [
+        n for n in graph.nodes if n.op == "poly" or (n.op == "channel_poly" and n.params["coefficients"].shape[-1] > 2)
+    ]
+
+
+def clean_peaks(values, graph: Graph, source: str) -> dict[str, float]:
+    """The poly layers' peaks from a list with one per activation layer (activation_layers: what `henn train`
+    records, AESPA's quadratics included); ignored, with a warning, unless it has one finite non-negative
+    number per activation layer."""
+    layers = activation_layers(graph)
     try:
-        peaks = [float(v) for v in values]
+        peaks = [float(v) for v in values] if isinstance(values, (list, tuple)) else None
     except (TypeError, ValueError, OverflowError):
         peaks = None
-    if peaks is None or len(peaks) != len(layers) or not all(math.isfinite(v) and v >= 0 for v in peaks):
-        log.warning(
-            "ignoring the pre-activation maxima in %s: expected %d finite non-negative numbers, one per "
-            "activation layer",
-            source,
-            len(layers),
-        )
-        return {}
-    return dict(zip(layers, peaks))
+    if peaks is None:
+        got = "a list of non-numbers" if isinstance(values, (list, tuple)) else f"a {type(values).__name__}"
+    elif len(peaks) != len(layers):
+        got = f"{len(peaks)}"
+    elif not all(math.isfinite(v) and v >= 0 for v in peaks):
+        got = "negative or non-finite ones"
+    else:
+        return {n.name: v for n, v in zip(layers, peaks) if n.op == "poly"}
+    log.warning(
+        "ignoring the pre-activation maxima in %s: expected %d finite non-negative numbers, one per activation "
+        "layer, got %s; it is not this model's or it is damaged: put the .json that `henn train` wrote beside "
+        "the model, or give calibration images like the training data",
+        source,
+        len(layers),
+        got,
+    )
+    return {}
 
 
 def bootstrap_peaks(graph: Graph, x: np.ndarray) -> tuple[list, np.ndarray]:
