@@ -25,7 +25,7 @@ import henn
 from henn.ckks import backends, serialization
 from henn.deploy.checks import InputChecks
 from henn.errors import SerializationError
-from henn.program import ARCHIVE_ERRORS, Program, open_archive
+from henn.program import ARCHIVE_ERRORS, Program, archive_bytes, open_archive
 
 FORMAT = "henn-model/1"
 
@@ -134,7 +134,7 @@ class Artefact:
         """Load and verify a model file; anything malformed is a SerializationError."""
         try:
             z, m = open_archive(data, "__manifest__")
-            program = bytes(z["program"])
+            program = archive_bytes(z, "program")
         except ARCHIVE_ERRORS as exc:
             raise SerializationError(f"not a henn model file ({exc}): write it with `henn compile --out`") from None
         if not isinstance(m, dict) or m.get("format") != FORMAT:
