@@ -17,6 +17,8 @@ level where they are used) and small attributes. Step kinds (`StepKind`, specifi
                   rotate-and-sums; `stride` physical slots per virtual one (grouped batch packing)
     mpool         2x2 sum-pool on multiplexed layouts by rotations
     bootstrap     refresh every ciphertext to the top level; attrs bound: the values' range (calibrated)
+    poly          elementwise polynomial of any degree in the power basis (henn.kernels.poly), attrs bound
+                  (max |x| expected, 1: none), coefficients c0..cd; output at its input's scale
     cpoly         per-slot polynomial sum_k c_k x^k (degree 1 or 2: a per-channel quadratic, a folded
                   AESPA), coefficients (degree + 1, ciphertexts, width): each row repeats over the slots
     save / load / add   registers, for networks that are graphs (residual connections): `save`
@@ -55,14 +57,15 @@ from numpy.lib import format as npy_format
 from henn.ckks import presets
 from henn.ckks.params import Parameters, ParametersLiteral
 from henn.errors import HennError, SerializationError
-from henn.kernels.activation import COMPLEX_ACT_FORMS, defers_relin
+from henn.activations import COMPLEX_FORMS, CORE_FORMS
+from henn.kernels.activation import defers_relin
+from henn.kernels.poly import polynomial_depth
 
 # 3: BSGS diagonals as palette codes; 4: single mode packs several images (multi); 5: lazy relinearization (relin);
 # 6: complex packing (input_pack "complex")
 FORMAT = "henn-program/6"
 MAX_FILE_BYTES = 16 << 30  # decompressed size of a program file we agree to read
 MAX_HEADER_BYTES = 64 << 20
-ACT_FORMS = ("identity", "square", "cubic", "quartic")
 PACK_KINDS = ("batch", "grouped", "taps", "multi", "natural")
 
 
@@ -79,6 +82,7 @@ class StepKind(StrEnum):
     ROTATION_POOL = "mpool"
     BOOTSTRAP = "bootstrap"
     CHANNEL_POLY = "cpoly"
+    POLY = "poly"
     SAVE = "save"
     LOAD = "load"
     ADD = "add"
@@ -336,6 +340,26 @@ def _cpoly_check(step: Step, n_in: int, slots: int) -> None:
         )
 
 
+MAX_POLY_COEFFICIENTS = 64
+GENERAL_TARGET = 2.0**40  # any fixed target scale: the poly step's levels do not depend on it
+
+
+def _poly_check(step: Step, n_in: int, slots: int) -> None:
+    coef = step.arrays["coefficients"]
+    if not 1 <= len(coef) <= MAX_POLY_COEFFICIENTS or step.attrs["bound"] < 1:
+        raise ProgramError(
+            f"layer {step.name!r}: a polynomial of {len(coef)} coefficients with bound "
+            f"{step.attrs['bound']} (1 to {MAX_POLY_COEFFICIENTS} coefficients, bound >= 1)"
+        )
+    if step.level < poly_levels(step):
+        raise ProgramError(f"layer {step.name!r}: its polynomial needs {poly_levels(step)} levels, not {step.level}")
+
+
+def poly_levels(step: Step) -> int:
+    """Levels a poly step consumes (henn.kernels.poly at a fixed target scale)."""
+    return polynomial_depth(step.arrays["coefficients"], GENERAL_TARGET, step.attrs["bound"])
+
+
 def degree_after(step: Step, degree: int) -> int:
     """The ciphertext degree after the step: an act may leave its last product of degree 2 (where its core
     allows it); only pools and a relinearizing linear_batch may read such products."""
@@ -394,6 +418,9 @@ STEPS: dict[StepKind, StepSpec] = {
     ),
     StepKind.CHANNEL_POLY: StepSpec(
         {"degree": "int"}, {"coefficients": ("f", 3)}, lambda s, n: n, _cpoly_check, frees_inputs=True
+    ),
+    StepKind.POLY: StepSpec(
+        {"bound": "float"}, {"coefficients": ("f", 1)}, lambda s, n: n, _poly_check, frees_inputs=True
     ),
     # the register kinds' counts and levels are checked by Program.verify, which tracks the registers
     StepKind.SAVE: StepSpec({"register": "int"}, {}, lambda s, n: n, _NO_CHECK),
@@ -663,7 +690,7 @@ def _is_int(v) -> bool:
 _ATTR_TYPES: dict[str, Callable[[object], bool]] = {
     "int": lambda v: _is_int(v) and v >= 0,  # type: ignore[operator]
     "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-    "form": lambda v: isinstance(v, str) and v in ACT_FORMS,
+    "form": lambda v: isinstance(v, str) and v in CORE_FORMS,
     "bool": lambda v: isinstance(v, bool),
     "ints": lambda v: isinstance(v, list) and all(_is_int(x) for x in v),
 }
@@ -755,8 +782,13 @@ def _check_complex(p: Program) -> None:
             "complex packing needs ring='standard' parameters: the conjugate-invariant ring's slots are real"
         )
     for step in p.steps:
-        if step.kind == StepKind.ACT and step.attrs.get("form") not in COMPLEX_ACT_FORMS:
+        if step.kind == StepKind.POLY:
             raise ProgramError(
-                f"layer {step.name!r}: complex packing evaluates {' and '.join(COMPLEX_ACT_FORMS)} "
+                f"layer {step.name!r}: complex packing evaluates {' and '.join(COMPLEX_FORMS)} "
+                "activation cores, not a general polynomial"
+            )
+        if step.kind == StepKind.ACT and step.attrs.get("form") not in COMPLEX_FORMS:
+            raise ProgramError(
+                f"layer {step.name!r}: complex packing evaluates {' and '.join(COMPLEX_FORMS)} "
                 f"activation cores, not {step.attrs.get('form')!r}"
             )

@@ -24,9 +24,12 @@ def test_forms_reproduce_the_polynomial(coeffs, rng):
     assert form["levels"] == {1: 0, 2: 0, 3: 1, 4: 2, 5: 2}[len(coeffs)]
 
 
-def test_degree_above_four_is_refused():
-    with pytest.raises(UnsupportedOperation, match="degree-5.*up to 4"):
-        decompose((0, 1, 0, 1, 0, 1), "act7")
+def test_degree_above_four_takes_the_general_form(rng):
+    form = decompose((0, 1, 0, 1, 0, 1), "act7")
+    assert form["form"] == "general" and form["levels"] == 3  # ceil(log2(6)), output at the input scale
+    x = rng.uniform(-1, 1, 50)
+    np.testing.assert_allclose(interpret.poly(form, x), x + x**3 + x**5, rtol=1e-12)
+    assert decompose((0, 1, 0, 1, 0, 1), bound=4.0)["levels"] == 4  # x / 4 first: one level more
 
 
 @pytest.mark.parametrize("act,depth", [("square", 5), ("swish-rg5-deg2", 5), ("swish-rg7-deg4", 7)])

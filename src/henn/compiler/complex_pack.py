@@ -12,7 +12,7 @@ import dataclasses
 
 from henn.ckks import backends
 from henn.errors import UnsupportedOperation
-from henn.kernels.activation import COMPLEX_ACT_FORMS
+from henn.activations import COMPLEX_FORMS
 from henn.program import Program, Step, StepKind
 
 __all__ = ["pack_complex"]
@@ -40,12 +40,17 @@ def pack_complex(program: Program, backend: str) -> Program:
             ", or real packing"
         )
     for i, step in enumerate(steps):
+        if step.kind == StepKind.POLY:
+            raise UnsupportedOperation(
+                f"layer {step.name!r}: complex packing evaluates {' and '.join(COMPLEX_FORMS)} activations, "
+                "not a general polynomial: use a square activation or real packing"
+            )
         if step.kind != StepKind.ACT:
             continue
         form = step.attrs["form"]
-        if form not in COMPLEX_ACT_FORMS:
+        if form not in COMPLEX_FORMS:
             raise UnsupportedOperation(
-                f"layer {step.name!r}: complex packing evaluates {' and '.join(COMPLEX_ACT_FORMS)} activations, "
+                f"layer {step.name!r}: complex packing evaluates {' and '.join(COMPLEX_FORMS)} activations, "
                 f"not a {form} core: use a square activation or real packing"
             )
         if form == "square":

@@ -66,6 +66,17 @@ def _level(g: Graph, node: Node) -> int:
 
 def _act(g: Graph, node: Node) -> list[Step]:
     """An activation's step; none for an identity without shift."""
+    if node.attrs["form"] == "general":
+        coef = np.asarray(node.attrs["coefficients"], np.float64)
+        return [
+            Step(
+                StepKind.POLY,
+                node.name,
+                _level(g, node),
+                attrs={"bound": float(node.attrs["bound"])},
+                arrays={"coefficients": coef},
+            )
+        ]
     if node.attrs["form"] == "identity" and not node.attrs["shift"]:
         return []
     attrs = {k: node.attrs[k] for k in ACT_KEYS}

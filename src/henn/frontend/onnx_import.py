@@ -1,14 +1,14 @@
 """ONNX -> henn IR.
 
-Understood: Conv, BatchNormalization, Gemm, MatMul (+ Add of a constant bias), the custom
-`henn.Poly` node (attributes coefficients, name, range), Mul(x, x) / Pow(x, 2) (squares),
-AveragePool / GlobalAveragePool, Flatten / Reshape to (batch, -1), Identity / Dropout (skipped),
-Constant, a trailing Softmax / LogSoftmax (dropped: logits are returned); for residual networks, Add
-of two computed tensors (`add`) and Mul / Add by a per-channel constant (`channel_poly`), where
-(x*x)*a + x*b + c, the way a folded AESPA exports (henn.training.resnet), becomes one per-channel
-quadratic (_fuse_quadratics). Known non-polynomial
-activations (Relu, Sigmoid, ...) become `activation` nodes that approximate_activations rejects
-with a message; every other op is refused here, naming the layer.
+Understood: Conv, BatchNormalization, Gemm, MatMul, the custom `henn.Poly` node (attributes
+coefficients, name, range), AveragePool / GlobalAveragePool, Flatten / Reshape to (batch, -1),
+Identity / Dropout (skipped), Constant, a trailing Softmax / LogSoftmax (dropped: logits are
+returned); Add of two computed tensors (`add`, residual networks); and Mul / Add / Sub / Neg / Pow /
+Div with constants in any order and nesting, folded into one polynomial per channel
+(henn.frontend.elementwise: (x*x)*a + x*b + c, the way a folded AESPA exports, is one per-channel
+quadratic; a constant added after MatMul is its bias). Known non-polynomial activations (Relu,
+Sigmoid, ...: henn.activations) become `activation` nodes; every other op is refused here, naming
+the layer.
 """
 
 from __future__ import annotations
@@ -20,18 +20,20 @@ import re
 
 import numpy as np
 
+from henn.activations import ONNX_OPS
 from henn.errors import InputError, UnsupportedOperation
+from henn.frontend import elementwise
+from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
 from henn.ir.ops import infer_shape
 
 log = logging.getLogger(__name__)
 
-SUPPORTED = ("Conv", "BatchNormalization", "Gemm", "MatMul(+Add)", "henn.Poly", "Mul(x,x)/Pow(x,2)",
-             "Mul/Add by a per-channel constant", "Add of two tensors", "AveragePool", "GlobalAveragePool",
-             "Flatten", "Reshape", "Identity", "Dropout")
-_NONPOLY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "LeakyRelu": "leakyrelu", "Elu": "elu",
-            "Softplus": "softplus", "HardSigmoid": "hardsigmoid", "Gelu": "gelu", "Selu": "selu",
-            "PRelu": "prelu", "HardSwish": "hardswish", "Mish": "mish"}
+SUPPORTED = ("Conv", "BatchNormalization", "Gemm", "MatMul", "henn.Poly",
+             "Mul/Add/Sub/Neg/Pow/Div forming a polynomial in one tensor", "Add of two tensors", "AveragePool",
+             "GlobalAveragePool", "Flatten", "Reshape", "Identity", "Dropout")
+_ELEMENTWISE = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "Neg": np.negative,
+                "Pow": np.power, "Reciprocal": np.reciprocal}
 _SKIP = ("Identity", "Dropout")
 _SOFTMAX = ("Softmax", "LogSoftmax")
 
@@ -98,9 +100,12 @@ class _Builder:
         self.values = {input_name: Value(input_name, tuple(shape))}
         self.nodes: list[Node] = []
         self.names: set[str] = set()
+        self.exprs: dict[str, tuple[Expr, str]] = {}  # elementwise results not emitted yet, and their layer
 
     # ---- helpers ---------------------------------------------------------------------------
     def _src(self, onnx_name: str, layer: str) -> str:
+        if onnx_name not in self.alias and onnx_name in self.exprs:
+            self._materialize(onnx_name)
         if onnx_name not in self.alias:
             raise UnsupportedOperation(f"layer {layer!r} reads {onnx_name!r}, which is neither the image input "
                                        "nor computed from it: henn needs weights as initializers/Constants")
@@ -148,12 +153,15 @@ class _Builder:
                 log.info("dropping trailing %s %r: henn returns logits", op, layer)
             self.alias[node.output[0]] = self._src(node.input[0], layer)
             return
+        if op in _ELEMENTWISE and node.domain in ("", "ai.onnx"):
+            self._elementwise(node, op, layer)
+            return
         src = self._src(node.input[0], layer)
         handler = getattr(self, f"_op_{op}", None) if node.domain in ("", "ai.onnx") else None
         if node.domain == "henn" and op == "Poly":
             handler = self._op_Poly
-        if op in _NONPOLY and node.domain in ("", "ai.onnx"):
-            self._emit("activation", layer, src, node.output[0], {"kind": _NONPOLY[op]})
+        if op in ONNX_OPS and node.domain in ("", "ai.onnx"):
+            self._emit("activation", layer, src, node.output[0], {"kind": ONNX_OPS[op]})
             return
         if handler is None:
             raise UnsupportedOperation(
@@ -176,6 +184,8 @@ class _Builder:
                                                                                        else tuple(axes))
         elif op == "Concat":
             out = np.concatenate([np.atleast_1d(x) for x in c], axis=a.get("axis", 0))
+        elif op in _ELEMENTWISE:
+            out = _ELEMENTWISE[op](*c)
         else:
             raise UnsupportedOperation(f"layer {layer!r} ({op}) computes on constants only; fold it before export "
                                        "(e.g. onnx-simplifier or do_constant_folding=True for that part)")
@@ -231,26 +241,48 @@ class _Builder:
         self._emit("flatten", f"{layer}/flatten", src, f"{src}/flat")
         return self.nodes[-1].output
 
-    def _op_Add(self, node, a, layer, src) -> None:
-        other = [i for i in node.input if i in self.consts]
-        if not other and len(node.input) == 2:  # a residual connection
-            self._emit("add", layer, [src, self._src(node.input[1], layer)], node.output[0])
+    # ---- elementwise arithmetic: polynomials in one tensor (henn.frontend.elementwise) ----------
+    def _elementwise(self, node, op: str, layer: str) -> None:
+        tensors = [i for i in node.input if i not in self.consts]
+        roots = {i: self.exprs[i][0].root if i in self.exprs else self._src(i, layer) for i in tensors}
+        if op == "Add" and len(set(roots.values())) == 2:  # a residual connection
+            self._emit("add", layer, [self._src(i, layer) for i in node.input], node.output[0])
             return
-        prev = self.nodes[-1] if self.nodes and self.nodes[-1].output == src else None
-        if len(other) == 1 and (prev is None or prev.op not in ("linear", "conv2d")):
-            src = self._src(next(i for i in node.input if i not in self.consts), layer)
-            self._channel_affine(layer, src, node.output[0], scale=None, shift=self.consts[other[0]])
-            return
-        if len(other) != 1 or prev is None:
-            raise UnsupportedOperation(f"layer {layer!r} (Add) is supported as the constant bias of the preceding "
-                                       "Gemm/MatMul/Conv, a per-channel constant, or the sum of two computed tensors")
-        c = self.consts[other[0]].reshape(-1)
-        bias = prev.params["bias"]
-        if c.size not in (1, bias.shape[0]):
-            raise UnsupportedOperation(f"layer {layer!r} (Add): a constant of {c.size} values is not a per-output "
-                                       "bias of the preceding layer")
-        prev.params["bias"] = bias + c
-        self.alias[node.output[0]] = src
+        if op == "Pow" and node.input[1] not in self.consts:
+            raise UnsupportedOperation(f"layer {layer!r} (Pow): the exponent must be a constant integer; henn "
+                                       f"compiles {elementwise.SUPPORTED}")
+        if op == "Pow":
+            e = self.consts[node.input[1]].reshape(-1)
+            if e.size != 1:
+                raise UnsupportedOperation(f"layer {layer!r} (Pow): the exponent must be one integer")
+            result = elementwise.power(self._operand(node.input[0], layer, roots), float(e[0]), layer)
+        elif op == "Neg":
+            result = elementwise.neg(self._operand(node.input[0], layer, roots))
+        elif op == "Reciprocal":
+            one = Expr.constant(np.ones(1))
+            result = elementwise.divide(one, self._operand(node.input[0], layer, roots), layer)
+        else:
+            a, b = (self._operand(i, layer, roots) for i in node.input)
+            result = {"Add": elementwise.add, "Sub": elementwise.sub, "Mul": elementwise.mul,
+                      "Div": elementwise.divide}[op](a, b, layer)
+        self.exprs[node.output[0]] = (result, layer)
+
+    def _operand(self, name: str, layer: str, roots: dict[str, str]) -> Expr:
+        if name in self.exprs:
+            return self.exprs[name][0]
+        if name in self.consts:
+            root = next(iter(roots.values()))
+            return Expr.constant(elementwise.per_channel(layer, self.consts[name], self.values[root].shape))
+        return Expr.of(roots[name])
+
+    def _materialize(self, name: str) -> None:
+        expr, layer = self.exprs[name]
+        assert expr.root is not None  # an expression of constants only is folded as a constant
+        made = elementwise.node_for(expr, self.values[expr.root].shape[0])
+        if made is None:
+            self.alias[name] = expr.root
+        else:
+            self._emit(made[0], layer, expr.root, name, made[1], made[2])
 
     def _op_Poly(self, node, a, layer, src) -> None:
         coeffs = tuple(float(c) for c in a.get("coefficients", ()))
@@ -260,49 +292,6 @@ class _Builder:
         name = a.get("name", b"poly")
         name = name.decode() if isinstance(name, bytes) else str(name)
         self._emit("poly", layer, src, node.output[0], {"coefficients": coeffs, "name": name, "range": rng})
-
-    def _op_Mul(self, node, a, layer, src) -> None:
-        if len(node.input) == 2 and node.input[0] == node.input[1]:
-            self._emit("poly", layer, src, node.output[0], {"coefficients": (0.0, 0.0, 1.0), "name": "square",
-                                                            "range": None})
-            return
-        consts = [i for i in node.input if i in self.consts]
-        if len(node.input) == 2 and len(consts) == 1:
-            src = self._src(next(i for i in node.input if i not in self.consts), layer)
-            self._channel_affine(layer, src, node.output[0], scale=self.consts[consts[0]], shift=None)
-            return
-        raise UnsupportedOperation(f"layer {layer!r} (Mul) is supported only as x*x (a square activation) or by a "
-                                   "per-channel constant")
-
-    def _channel_affine(self, layer, src, out, scale, shift) -> None:
-        """x * scale or x + shift with a scalar or per-channel constant: a degree-1 channel_poly."""
-        shape = self.values[src].shape
-        coef = np.zeros((shape[0], 2))
-        coef[:, 1] = 1.0
-        for col, c in ((1, scale), (0, shift)):
-            if c is not None:
-                coef[:, col] = self._per_channel(layer, c, shape)
-        self._emit("channel_poly", layer, src, out, {}, {"coefficients": coef})
-
-    @staticmethod
-    def _per_channel(layer, c: np.ndarray, shape) -> np.ndarray:
-        """One value per channel of a constant that broadcasts onto (1, *shape) without varying inside a
-        channel (a scalar, (C, 1, 1), (1, C, 1, 1), ...: numpy and ONNX broadcasting)."""
-        try:
-            full = np.broadcast_to(c, (1, *shape))[0].reshape(shape[0], -1)
-        except ValueError:
-            full = None
-        if full is None or not np.all(full == full[:, :1]):
-            raise UnsupportedOperation(f"layer {layer!r}: a constant of shape {c.shape} is neither a scalar nor "
-                                       f"one value per channel of {shape}")
-        return full[:, 0]
-
-    def _op_Pow(self, node, a, layer, src) -> None:
-        e = self.consts.get(node.input[1])
-        if e is None or e.size != 1 or float(e.reshape(-1)[0]) != 2.0:
-            raise UnsupportedOperation(f"layer {layer!r} (Pow) is supported only with the constant exponent 2")
-        self._emit("poly", layer, src, node.output[0], {"coefficients": (0.0, 0.0, 1.0), "name": "square",
-                                                        "range": None})
 
     def _op_AveragePool(self, node, a, layer, src) -> None:
         k = tuple(a["kernel_shape"])
@@ -337,36 +326,4 @@ class _Builder:
 
     def finish(self, output: str) -> Graph:
         out = self._src(output, "output")
-        return _fuse_quadratics(Graph(self.input, out, self.nodes, self.values).verify())
-
-
-def _fuse_quadratics(g: Graph) -> Graph:
-    """(x*x)*a + x*b [+ c], each a separate ONNX node, becomes one channel_poly a x^2 + b x + c of x
-    (one plaintext-times-ciphertext pair and one square instead of three products and two additions)."""
-    for add in [n for n in g.nodes if n.op == "add"]:
-        parts = [g.producer(v) for v in add.inputs]
-        if any(p is None or p.op != "channel_poly" or p.params["coefficients"][:, 0].any() for p in parts):
-            continue
-        sq = [g.producer(p.inputs[0]) for p in parts]
-        for i in (0, 1):  # which operand is the scaled square
-            s, lin = sq[i], parts[1 - i]
-            if s is None or s.op != "poly" or tuple(s.attrs["coefficients"]) != (0.0, 0.0, 1.0):
-                continue
-            if s.inputs[0] != lin.inputs[0] or any(len(g.consumers(v)) != 1 for v in (s.output, *add.inputs)):
-                continue
-            coef = np.stack([np.zeros(len(lin.params["coefficients"])), lin.params["coefficients"][:, 1],
-                             parts[i].params["coefficients"][:, 1]], 1)
-            last, nxt = add, g.next_node(add)
-            if nxt is not None and nxt.op == "channel_poly" and np.all(nxt.params["coefficients"][:, 1] == 1.0):
-                coef[:, 0] = nxt.params["coefficients"][:, 0]  # + c
-                last = nxt
-            fused = Node("channel_poly", add.name, [lin.inputs[0]], last.output, {}, {"coefficients": coef})
-            keep = {s.name, parts[0].name, parts[1].name, add.name, last.name}
-            at = g.nodes.index(last)
-            g.nodes[at] = fused
-            g.nodes = [n for n in g.nodes if n.name not in keep or n is fused]
-            for v in (s.output, *add.inputs, add.output):
-                if v != last.output:
-                    g.values.pop(v, None)
-            break
-    return g.verify()
+        return elementwise.fold_affine(Graph(self.input, out, self.nodes, self.values).verify())

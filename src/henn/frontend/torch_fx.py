@@ -3,30 +3,28 @@
 Understood modules: Conv2d, BatchNorm1d/2d, Linear, AvgPool2d, AdaptiveAvgPool2d(1), Flatten,
 Identity, Dropout, polynomial activations (any module with a `coefficients` tensor, constant term
 first, e.g. henn.training.models.PolyAct; optional `name` and `fitted_range`), and known
-non-polynomial activations (ReLU, ...; refused later by approximate_activations). Functions:
-torch.flatten, x.view/reshape(batch, -1), x * x, x ** 2, torch.square, F.avg_pool2d and the
-functional activations. Anything else is refused naming the layer.
+non-polynomial activations (ReLU, ...: henn.activations). Functions: torch.flatten,
+x.view/reshape(batch, -1), F.avg_pool2d, the functional activations, the sum of two computed tensors
+(a residual connection), and +, -, *, /, **, negation (operators, torch.* and tensor methods) with
+numbers or parameters (scalar or one value per channel) in any order and nesting: folded into one
+polynomial per channel (henn.frontend.elementwise). Anything else is refused naming the layer.
 """
 
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
+from henn.activations import TORCH_FUNCTIONS, TORCH_MODULES
 from henn.errors import InputError, UnsupportedOperation
+from henn.frontend import elementwise
+from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
 from henn.ir.ops import infer_shape
 
 SUPPORTED = ("Conv2d", "BatchNorm1d/2d", "Linear", "AvgPool2d", "AdaptiveAvgPool2d(1)", "Flatten", "view/reshape",
-             "polynomial activations (PolyAct)", "x*x", "Identity", "Dropout")
-_NONPOLY_MODULES = {"ReLU": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "SiLU": "silu", "GELU": "gelu",
-                    "LeakyReLU": "leakyrelu", "ELU": "elu", "Softplus": "softplus", "Hardswish": "hardswish",
-                    "Mish": "mish", "ReLU6": "relu6"}
-_NONPOLY_FUNCS = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "silu": "silu", "gelu": "gelu",
-                  "leaky_relu": "leakyrelu", "elu": "elu", "softplus": "softplus"}
-
+             "polynomial activations (PolyAct)", "+ - * / ** forming a polynomial in one tensor", "Identity", "Dropout")
 
 def _np(t) -> np.ndarray:
     return t.detach().cpu().double().numpy().copy()
@@ -34,6 +32,13 @@ def _np(t) -> np.ndarray:
 
 def _pair(v) -> tuple[int, int]:
     return (int(v), int(v)) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def _attribute(model, target: str):
+    obj = model
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def load_torch(model, input_shape) -> Graph:
@@ -59,7 +64,10 @@ def load_torch(model, input_shape) -> Graph:
     b = _Emitter(shape)
     with torch.no_grad():
         for node in graph.nodes:
-            b.add(node, modules)
+            if node.op == "get_attr":
+                b.consts[node.name] = _np(_attribute(model, node.target))
+            else:
+                b.add(node, modules)
     return b.finish()
 
 
@@ -69,21 +77,25 @@ class _Emitter:
         self.nodes: list[Node] = []
         self.alias: dict[str, str] = {}
         self.sizes: set[str] = set()
+        self.consts: dict[str, np.ndarray] = {}  # parameters read by get_attr
+        self.exprs: dict[str, tuple[Expr, str]] = {}  # elementwise results not emitted yet, and their layer
         self.input = None
         self.output = None
         self.shape0 = shape
 
     def _emit(self, op, node, src, attrs=None, params=None) -> None:
-        out = node.name
-        n = Node(op, str(node.target) if node.op == "call_module" else node.name, [src], out, attrs or {},
-                 params or {})
+        name = str(node.target) if node.op == "call_module" else node.name
+        self._emit_named(op, name, node.name, src, attrs, params)
+
+    def _emit_named(self, op, name, out, src, attrs=None, params=None) -> None:
+        n = Node(op, name, [src], out, attrs or {}, params or {})
         try:
             shape = infer_shape(n, [self.values[src].shape])
         except Exception as exc:  # noqa: BLE001 - shape errors come from the model
             raise InputError(f"layer {n.name!r} ({op}) cannot apply to shape {self.values[src].shape}: {exc}") from None
         self.values[out] = Value(out, tuple(shape))
         self.nodes.append(n)
-        self.alias[node.name] = out
+        self.alias[out] = out
 
     def _output(self, arg) -> str:
         """The one tensor the model returns (a 1-tuple counts as one); several outputs or a dict are refused."""
@@ -95,15 +107,27 @@ class _Emitter:
         if isinstance(arg, (tuple, list)):
             raise UnsupportedOperation(f"the model returns {len(arg)} outputs; henn compiles models that return one "
                                        "tensor, the logits: return only those")
-        if not hasattr(arg, "name") or arg.name not in self.alias:
+        if not hasattr(arg, "name") or self._value(arg.name) is None:
             raise UnsupportedOperation(f"the model returns {arg!r}, not a tensor computed from the image input")
         return self.alias[arg.name]
 
     def _src(self, node) -> str:
         arg = node.args[0]
-        if not hasattr(arg, "name") or arg.name not in self.alias:
+        if not hasattr(arg, "name") or self._value(arg.name) is None:
             raise UnsupportedOperation(f"layer {node.name!r} reads something other than the image data")
         return self.alias[arg.name]
+
+    def _value(self, name: str) -> str | None:
+        """The IR value of fx node `name` (an elementwise expression is emitted on its first read)."""
+        if name not in self.alias and name in self.exprs:
+            expr, layer = self.exprs[name]
+            assert expr.root is not None  # expressions of constants only are constants
+            made = elementwise.node_for(expr, self.values[expr.root].shape[0])
+            if made is None:
+                self.alias[name] = expr.root
+            else:
+                self._emit_named(made[0], layer, name, expr.root, made[1], made[2])
+        return self.alias.get(name)
 
     def add(self, node, modules) -> None:
         if node.op == "placeholder":
@@ -159,8 +183,8 @@ class _Emitter:
             self._emit("flatten", node, src)
         elif kind in ("Identity", "Dropout", "Dropout2d"):
             self.alias[node.name] = src
-        elif kind in _NONPOLY_MODULES:
-            self._emit("activation", node, src, {"kind": _NONPOLY_MODULES[kind]})
+        elif kind in TORCH_MODULES:
+            self._emit("activation", node, src, {"kind": TORCH_MODULES[kind]})
         else:
             hint = "; replace max pooling by average pooling and retrain" if "MaxPool" in kind else ""
             raise UnsupportedOperation(f"layer {node.target!r} ({kind}) is not supported: henn compiles "
@@ -184,6 +208,9 @@ class _Emitter:
         if name == "size":
             self.sizes.add(node.name)
             return
+        if name in _ARITHMETIC:
+            self._arithmetic(node, _ARITHMETIC[name])
+            return
         src = self._src(node)
         if t in (torch.flatten,) or name == "flatten":
             start = args[1] if len(args) > 1 else node.kwargs.get("start_dim", 0 if t is torch.flatten else 0)
@@ -199,21 +226,115 @@ class _Emitter:
             else:
                 raise UnsupportedOperation(f"layer {node.name!r}: {name}{tuple(dims)} is supported only as "
                                            "(batch, -1)")
-        elif (t in (operator.mul, torch.mul) and len(args) == 2 and args[0] is args[1]) or t is torch.square or \
-                (t in (operator.pow, torch.pow) and len(args) == 2 and args[1] == 2) or name == "square":
-            self._emit("poly", node, src, {"coefficients": (0.0, 0.0, 1.0), "name": "square", "range": None})
         elif t is F.avg_pool2d:
             kw = node.kwargs
             self._avgpool(node, src, args[1] if len(args) > 1 else kw["kernel_size"],
                           args[2] if len(args) > 2 else kw.get("stride"), args[3] if len(args) > 3 else
                           kw.get("padding", 0), kw.get("ceil_mode", False), kw.get("count_include_pad", True))
-        elif name in _NONPOLY_FUNCS:
-            self._emit("activation", node, src, {"kind": _NONPOLY_FUNCS[name]})
+        elif name in TORCH_FUNCTIONS:
+            self._emit("activation", node, src, {"kind": TORCH_FUNCTIONS[name]})
         else:
             raise UnsupportedOperation(f"layer {node.name!r} ({name}) is not supported: henn compiles "
                                        f"{', '.join(SUPPORTED)}")
 
+    # ---- elementwise arithmetic: polynomials in one tensor (henn.frontend.elementwise) ----------
+    def _arithmetic(self, node, op: str) -> None:
+        args = list(node.args)
+        if node.kwargs.get("rounding_mode") is not None or len(args) > (1 if op in ("neg", "square") else 2):
+            raise UnsupportedOperation(f"layer {node.name!r} ({node.target}) with these arguments is not supported; "
+                                       f"henn compiles {elementwise.SUPPORTED}")
+        if op in ("add", "sub") and "alpha" in node.kwargs:
+            args[1] = _Scaled(args[1], node.kwargs["alpha"])
+        roots = [r for r in (self._root(a) for a in args) if r is not None]
+        if not roots:  # constants only
+            self.consts[node.name] = _OPS_ON_CONSTANTS[op](*(self._constant(a, node.name) for a in args))
+            return
+        if op == "add" and len(set(roots)) == 2 and all(isinstance(a, _fx_node()) for a in args):
+            self._add_tensors(node, args)  # a residual connection
+            return
+        shape = self.values[roots[0]].shape
+        x = [self._operand(a, node.name, shape) for a in args[:2] if op != "pow" or a is args[0]]
+        if op == "pow":
+            if self._root(args[1]) is not None:
+                raise UnsupportedOperation(f"layer {node.name!r} (pow): the exponent must be a constant integer; "
+                                           f"henn compiles {elementwise.SUPPORTED}")
+            e = np.asarray(self._constant(args[1], node.name)).reshape(-1)
+            if e.size != 1:
+                raise UnsupportedOperation(f"layer {node.name!r} (pow): the exponent must be one integer")
+            result = elementwise.power(x[0], float(e[0]), node.name)
+        elif op == "neg":
+            result = elementwise.neg(x[0])
+        elif op == "square":
+            result = elementwise.mul(x[0], x[0], node.name)
+        else:
+            fn = {"add": elementwise.add, "sub": elementwise.sub, "mul": elementwise.mul, "div": elementwise.divide}
+            result = fn[op](x[0], x[1], node.name)
+        self.exprs[node.name] = (result, node.name)
+
+    def _add_tensors(self, node, args) -> None:
+        srcs = [self._value(a.name) or "" for a in args]
+        n = Node("add", node.name, srcs, node.name)
+        try:
+            shape = infer_shape(n, [self.values[v].shape for v in srcs])
+        except Exception as exc:  # noqa: BLE001 - shape errors come from the model
+            raise InputError(f"layer {node.name!r} (add) cannot apply to shapes "
+                             f"{[self.values[v].shape for v in srcs]}: {exc}") from None
+        self.values[node.name] = Value(node.name, tuple(shape))
+        self.nodes.append(n)
+        self.alias[node.name] = node.name
+
+    def _root(self, a) -> str | None:
+        """The IR value an operand is a polynomial in; None for a constant."""
+        if isinstance(a, _Scaled):
+            return self._root(a.arg)
+        if not isinstance(a, _fx_node()) or a.name in self.consts:
+            return None
+        if a.name in self.exprs:
+            return self.exprs[a.name][0].root
+        if a.name not in self.alias:
+            raise UnsupportedOperation(f"layer {a.name!r} is not computed from the image input")
+        return self.alias[a.name]
+
+    def _constant(self, a, layer: str) -> np.ndarray:
+        if isinstance(a, _Scaled):
+            return self._constant(a.arg, layer) * float(a.factor)
+        if isinstance(a, _fx_node()):
+            return self.consts[a.name]
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            return np.array(float(a))
+        if hasattr(a, "detach"):
+            return _np(a)
+        raise UnsupportedOperation(f"layer {layer!r}: operand {a!r} is neither a tensor nor a number")
+
+    def _operand(self, a, layer: str, shape) -> Expr:
+        if isinstance(a, _Scaled):
+            return elementwise.mul(self._operand(a.arg, layer, shape), Expr.constant(np.array([a.factor])), layer)
+        root = self._root(a)
+        if root is None:
+            return Expr.constant(elementwise.per_channel(layer, self._constant(a, layer), shape))
+        return self.exprs[a.name][0] if a.name in self.exprs else Expr.of(root)
+
     def finish(self) -> Graph:
         if self.output is None:
             raise UnsupportedOperation("the traced model has no output")
-        return Graph(self.input, self.output, self.nodes, self.values).verify()
+        return elementwise.fold_affine(Graph(self.input, self.output, self.nodes, self.values).verify())
+
+
+class _Scaled:
+    """torch.add / torch.sub's `alpha`: the second operand times a number."""
+
+    def __init__(self, arg, factor):
+        self.arg, self.factor = arg, float(factor)
+
+
+def _fx_node():
+    from torch import fx
+
+    return fx.Node
+
+
+_ARITHMETIC = {"add": "add", "iadd": "add", "sub": "sub", "isub": "sub", "mul": "mul", "imul": "mul",
+               "truediv": "div", "itruediv": "div", "div": "div", "true_divide": "div", "neg": "neg", "pow": "pow",
+               "square": "square"}
+_OPS_ON_CONSTANTS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "neg": np.negative,
+                     "pow": np.power, "square": np.square}

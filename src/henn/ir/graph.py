@@ -98,7 +98,7 @@ class Graph:
             for key, arr in n.params.items():
                 if not isinstance(arr, np.ndarray) or not np.all(np.isfinite(arr)):
                     raise IRError(f"node {n.name!r} parameter {key!r} is not a finite numpy array")
-            shape = ops.infer_shape(n, [self.values[v].shape for v in n.inputs])
+            shape = ops.infer_shape(n, [self.values[v].shape for v in n.inputs])  # checks n against ops.SPECS
             if tuple(shape) != tuple(self.values[n.output].shape):
                 raise IRError(
                     f"node {n.name!r} ({n.op}) produces shape {tuple(shape)} but its value says "
@@ -106,7 +106,7 @@ class Graph:
                 )
             for v in n.inputs:
                 lin, lout = self.values[v].level, self.values[n.output].level
-                if lin is not None and lout is not None and lout > lin and n.op != "bootstrap":
+                if lin is not None and lout is not None and lout > lin and ops.spec(n).levels != "refresh":
                     raise IRError(f"node {n.name!r} raises the level from {lin} to {lout}")
             defined.add(n.output)
         if self.output not in defined:

@@ -10,17 +10,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from henn.activations import NONPOLYNOMIAL, form
 from henn.ir.graph import Graph, IRError, Node
-
-_NONPOLY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "relu": lambda x: np.maximum(x, 0.0),
-    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
-    "tanh": np.tanh,
-    "silu": lambda x: x / (1.0 + np.exp(-x)),
-    "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0))),
-    "leakyrelu": lambda x: np.where(x > 0, x, 0.01 * x),
-    "softplus": lambda x: np.logaddexp(0.0, x),
-}
+from henn.ir.ops import Op
 
 
 def run(
@@ -33,7 +25,7 @@ def run(
     env = {graph.input: x}
     for node in graph.nodes:
         inp = env[node.inputs[0]]
-        out = inp + env[node.inputs[1]] if node.op == "add" else apply(node, inp)
+        out = inp + env[node.inputs[1]] if node.op == Op.ADD else apply(node, inp)
         if hook is not None:
             hook(node, inp, out)
         env[node.output] = out
@@ -48,31 +40,33 @@ def run(
 
 
 def apply(node: Node, x: np.ndarray) -> np.ndarray:
-    op, a, p = node.op, node.attrs, node.params
-    if op == "conv2d":
-        return conv2d(x, p["weight"], p["bias"], a["stride"], a["pads"])
-    if op == "linear":
-        return x @ p["weight"].T + p["bias"]
-    if op == "batchnorm":
-        shape = (1, -1) + (1,) * (x.ndim - 2)
-        inv = p["scale"] / np.sqrt(p["var"] + a["epsilon"])
-        return (x - p["mean"].reshape(shape)) * inv.reshape(shape) + p["bias"].reshape(shape)
-    if op == "poly":
-        return poly(a, x)
-    if op == "activation":
-        if a["kind"] not in _NONPOLY:
-            raise IRError(f"no reference implementation of activation {a['kind']!r}")
-        return _NONPOLY[a["kind"]](x)
-    if op in ("avgpool", "sumpool"):
+    """A one-input node on a batch x."""
+    try:
+        fn = _APPLY[Op(node.op)]
+    except (ValueError, KeyError):
+        raise IRError(f"the interpreter has no one-input op {node.op!r}") from None
+    return fn(node.attrs, node.params, x)
+
+
+def _batchnorm(a: dict, p: dict, x: np.ndarray) -> np.ndarray:
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    inv = p["scale"] / np.sqrt(p["var"] + a["epsilon"])
+    return (x - p["mean"].reshape(shape)) * inv.reshape(shape) + p["bias"].reshape(shape)
+
+
+def _activation(a: dict, p: dict, x: np.ndarray) -> np.ndarray:
+    act = NONPOLYNOMIAL.get(a["kind"])
+    if act is None or act.function is None:
+        raise IRError(f"no reference implementation of activation {a['kind']!r}")
+    return act.function(x)
+
+
+def _pool(divide: bool):
+    def fn(a: dict, p: dict, x: np.ndarray) -> np.ndarray:
         s = pool_sum(x, a["kernel"], a["stride"], a["pads"])
-        return s / (a["kernel"][0] * a["kernel"][1]) if op == "avgpool" else s
-    if op == "flatten":
-        return x.reshape(len(x), -1)
-    if op == "bootstrap":
-        return x
-    if op == "channel_poly":
-        return channel_poly(p["coefficients"], x)
-    raise IRError(f"interpreter does not know op {op!r}")
+        return s / (a["kernel"][0] * a["kernel"][1]) if divide else s
+
+    return fn
 
 
 def poly(attrs: dict, x: np.ndarray) -> np.ndarray:
@@ -93,19 +87,9 @@ def channel_poly(coefficients: np.ndarray, x: np.ndarray) -> np.ndarray:
     return out
 
 
-def core(form: str, attrs: dict, x: np.ndarray) -> np.ndarray:
+def core(name: str, attrs: dict, x: np.ndarray) -> np.ndarray:
     """What the encrypted program computes for a poly node of this form (no gain, no offset)."""
-    u = x + attrs["shift"]
-    if form == "identity":
-        return u
-    if form == "square":
-        return u * u
-    if form == "cubic":
-        return u * (u * u + attrs["inner"])
-    if form == "quartic":
-        v = u * u + attrs["inner"]
-        return v * v + attrs["tcoef"] * u
-    raise IRError(f"unknown polynomial form {form!r}")
+    return form(name).core(x + attrs["shift"], attrs)
 
 
 def conv2d(x, weight, bias, stride, pads) -> np.ndarray:
@@ -118,6 +102,22 @@ def conv2d(x, weight, bias, stride, pads) -> np.ndarray:
 
 def pool_sum(x, kernel, stride, pads) -> np.ndarray:
     return im2col(x, kernel, stride, pads).sum(axis=(2, 3))
+
+
+_APPLY = {
+    Op.CONV2D: lambda a, p, x: conv2d(x, p["weight"], p["bias"], a["stride"], a["pads"]),
+    Op.LINEAR: lambda a, p, x: x @ p["weight"].T + p["bias"],
+    Op.BATCHNORM: _batchnorm,
+    Op.POLY: lambda a, p, x: poly(a, x),
+    Op.ACTIVATION: _activation,
+    Op.AVGPOOL: _pool(divide=True),
+    Op.SUMPOOL: _pool(divide=False),
+    Op.FLATTEN: lambda a, p, x: x.reshape(len(x), -1),
+    Op.BOOTSTRAP: lambda a, p, x: x,
+    Op.CHANNEL_POLY: lambda a, p, x: channel_poly(p["coefficients"], x),
+}
+if set(_APPLY) | {Op.ADD} != set(Op):  # every op of henn.ir.ops.SPECS has a meaning here
+    raise AssertionError(f"the interpreter lacks ops {sorted(set(Op) - set(_APPLY) - {Op.ADD})}")
 
 
 def im2col(x, kernel, stride, pads) -> np.ndarray:

@@ -12,30 +12,42 @@ degree 2 first would multiply its rounding error by s^2: 100x the error on MNIST
 
 from __future__ import annotations
 
+from henn.activations import COMPLEX_FORMS, CORE_FORMS, form
 from henn.ckks.values import Ciphertext
 from henn.errors import UnsupportedOperation
 
 
 def defers_relin(attrs: dict) -> bool:
     """Whether the core can end on an unrelinearized product: it multiplies, and adds nothing after."""
-    return attrs["form"] in ("square", "cubic") or (attrs["form"] == "quartic" and not attrs["tcoef"])
+    return form(attrs["form"]).defers_relin(attrs)
 
 
 def act_core(ev, x: Ciphertext, attrs: dict, *, relin: bool = True) -> Ciphertext:
-    form = attrs["form"]
+    name = attrs["form"]
+    if name not in _CORES:
+        raise UnsupportedOperation(f"an act step evaluates the forms {', '.join(CORE_FORMS)}, not {name!r}")
     if not relin and not defers_relin(attrs):
-        raise UnsupportedOperation(f"a {form} activation core cannot leave its last product unrelinearized")
+        raise UnsupportedOperation(f"a {name} activation core cannot leave its last product unrelinearized")
     u = ev.add(x, attrs["shift"]) if attrs["shift"] else x
-    if form == "identity":
-        return u
     last = ev.rescale if relin else (lambda ct: ct)  # the last product: rescaled here, or by the layer after
-    if form == "square":
-        return last(ev.square(u, relinearize=relin))
+    return _CORES[name](ev, u, attrs, relin, last)
+
+
+def _square(ev, u, attrs, relin, last):
+    return last(ev.square(u, relinearize=relin))
+
+
+def _inner(ev, u, attrs):
     sq = ev.rescale(ev.square(u))
-    v = ev.add(sq, attrs["inner"]) if attrs["inner"] else sq
-    if form == "cubic":
-        return last(ev.multiply(v, ev.drop_level(u, 1), relinearize=relin))
-    h = last(ev.square(v, relinearize=relin))
+    return ev.add(sq, attrs["inner"]) if attrs["inner"] else sq
+
+
+def _cubic(ev, u, attrs, relin, last):
+    return last(ev.multiply(_inner(ev, u, attrs), ev.drop_level(u, 1), relinearize=relin))
+
+
+def _quartic(ev, u, attrs, relin, last):
+    h = last(ev.square(_inner(ev, u, attrs), relinearize=relin))
     if attrs["tcoef"]:  # never with relin=False (defers_relin)
         q = ev.backend.prime(u.level)
         sigma = h.scale * q / u.scale
@@ -45,7 +57,9 @@ def act_core(ev, x: Ciphertext, attrs: dict, *, relin: bool = True) -> Ciphertex
     return h
 
 
-COMPLEX_ACT_FORMS = ("identity", "square")  # the cores complex packing evaluates part by part
+_CORES = {"identity": lambda ev, u, attrs, relin, last: u, "square": _square, "cubic": _cubic, "quartic": _quartic}
+if tuple(_CORES) != CORE_FORMS:  # every core form of henn.activations.FORMS is evaluated here
+    raise AssertionError(f"encrypted cores {tuple(_CORES)} do not match the forms {CORE_FORMS}")
 
 
 def complex_act_core(ev, x: Ciphertext, attrs: dict, *, relin: bool = True) -> Ciphertext:
@@ -55,14 +69,14 @@ def complex_act_core(ev, x: Ciphertext, attrs: dict, *, relin: bool = True) -> C
     step carries the 1/2); u = z + conj(z) = x_A and v = z - conj(z) = i x_B, so u^2 - i v^2 = x_A^2 +
     i x_B^2: one conjugation, two products, the -i exact (a monomial), one relinearization (or none: a
     sum of products of degree 2, for the linear layer after it, as act_core leaves it)."""
-    form = attrs["form"]
-    if form not in COMPLEX_ACT_FORMS:
+    name = attrs["form"]
+    if name not in COMPLEX_FORMS:
         raise UnsupportedOperation(
-            f"complex packing evaluates {' and '.join(COMPLEX_ACT_FORMS)} activation cores, not {form!r}"
+            f"complex packing evaluates {' and '.join(COMPLEX_FORMS)} activation cores, not {name!r}"
         )
     shift = attrs["shift"]
     z = ev.add(x, complex(shift, shift)) if shift else x
-    if form == "identity":
+    if name == "identity":
         return z
     zc = ev.conjugate(z)
     u, v = ev.add(z, zc), ev.sub(z, zc)

@@ -1,6 +1,6 @@
 """approximate_activations: choose how each polynomial activation is evaluated; refuse the rest.
 
-Every `poly` node gets an evaluation form with the least depth, written as
+Every `poly` node gets an evaluation form (henn.activations.FORMS) with the least depth, written as
 
     p(x) = gain * core(x) + offset,    u = x + shift,
     identity (deg <= 1): core = u                                       0 levels
@@ -11,6 +11,12 @@ Every `poly` node gets an evaluation form with the least depth, written as
 Shifts and inner constants are additions (free); `tcoef * u` is a scalar product on a branch with a
 spare level; gain and offset are later folded into the next linear layer (merge_act_pool), so a
 degree-2 activation costs one level and a degree-4 one two, as in paper 000 Table 5.
+
+    general  (any degree): all of p in the power basis (henn.kernels.poly, output at the input
+             scale): ceil(log2(d + 1)) levels, one more with a fitted range beyond [-1, 1]
+
+The general form serves degrees above 4, and polynomials whose gain and offset no linear layer can
+take (their output reaches a residual addition or a per-channel polynomial before any Conv/Gemm).
 Non-polynomial activations (ReLU, sigmoid, ...) are errors naming the layer and what is supported,
 and so are polynomials with NaN/infinite coefficients or a fitted range that is not a finite
 interval (henn.ranges checks inputs against it).
@@ -23,13 +29,14 @@ import math
 import numpy as np
 from numpy.polynomial import Polynomial
 
-from henn.activations import ACTIVATIONS
+from henn.activations import ACTIVATIONS, CORE_FORMS, FORMS
 from henn.errors import InputError, UnsupportedOperation
 from henn.ir.graph import Graph
-from henn.program import CPOLY_LEVELS
+from henn.ir.ops import LINEAR_OPS
+from henn.kernels.poly import polynomial_depth
+from henn.program import CPOLY_LEVELS, GENERAL_TARGET
 
-MAX_DEGREE = 4
-FORM_LEVELS = {"identity": 0, "square": 1, "cubic": 2, "quartic": 2}
+MAX_DEGREE = max(FORMS[f].max_degree or 0 for f in CORE_FORMS)
 
 
 def run(graph: Graph, options=None) -> Graph:
@@ -39,12 +46,13 @@ def run(graph: Graph, options=None) -> Graph:
             raise UnsupportedOperation(
                 f"layer {n.name!r} is a {n.attrs['kind']} activation, which is not a polynomial and cannot be "
                 f"evaluated on CKKS ciphertexts; supported: henn.Poly activations ({', '.join(ACTIVATIONS)}, or any "
-                f"polynomial of degree <= {MAX_DEGREE}): retrain with henn.training (PolyAct)"
+                "polynomial): retrain with henn.training (PolyAct)"
             )
         if n.op == "poly":
             check_poly(n.attrs, n.name)
         if n.op == "poly" and "form" not in n.attrs:
-            n.attrs.update(decompose(n.attrs["coefficients"], n.name))
+            general = not takes_affine(g, n.output)
+            n.attrs.update(decompose(n.attrs["coefficients"], n.name, general=general, bound=_bound(n.attrs)))
         if n.op == "channel_poly":
             degree = channel_poly_degree(n.params["coefficients"], n.name)
             n.attrs.update(degree=degree, levels=CPOLY_LEVELS[degree])
@@ -97,15 +105,33 @@ def trim(coefficients) -> np.ndarray:
     return c[: keep[-1] + 1] if keep.size else np.zeros(1)
 
 
-def decompose(coefficients, layer: str = "") -> dict:
-    """The evaluation form of the polynomial with these coefficients (constant term first)."""
+def takes_affine(g: Graph, value: str) -> bool:
+    """Whether every path from `value` reaches a Conv/Gemm, another activation or the output through
+    pools and flattens only: merge_act_pool can then move a gain and offset there."""
+    for n in g.consumers(value):
+        if n.op in ("avgpool", "sumpool", "flatten"):
+            if not takes_affine(g, n.output):
+                return False
+        elif n.op not in LINEAR_OPS and n.op != "poly":
+            return False
+    return True
+
+
+def _bound(attrs: dict) -> float | None:
+    rng = attrs.get("range")
+    return max(abs(float(rng[0])), abs(float(rng[1]))) if rng is not None else None
+
+
+def decompose(coefficients, layer: str = "", *, general: bool = False, bound: float | None = None) -> dict:
+    """The evaluation form of the polynomial with these coefficients (constant term first): the
+    general form above degree 4 or when asked (bound: max |x| expected, for its conditioning)."""
     c = trim(coefficients)
     deg = len(c) - 1
-    if deg > MAX_DEGREE:
-        raise UnsupportedOperation(
-            f"layer {layer!r}: a degree-{deg} polynomial activation is not supported; henn "
-            f"evaluates degrees up to {MAX_DEGREE}: refit the activation with a lower degree"
-        )
+    if general or deg > MAX_DEGREE:
+        b = float(bound) if bound is not None and bound > 1 else 1.0
+        levels = polynomial_depth(c, GENERAL_TARGET, b)
+        coef = tuple(float(v) for v in c)
+        return {**_form("general", 0.0, 0.0, 0.0, 1.0, 0.0), "coefficients": coef, "bound": b, "levels": levels}
     if deg <= 1:
         c1 = float(c[1]) if deg == 1 else 0.0
         return _form("identity", 0.0, 0.0, 0.0, c1, float(c[0]))
@@ -123,4 +149,4 @@ def decompose(coefficients, layer: str = "") -> dict:
 
 def _form(form, shift, inner, tcoef, gain, offset) -> dict:
     vals = [float(v) + 0.0 for v in (shift, inner, tcoef, gain, offset)]  # + 0.0: no "-0" in dumps
-    return dict(zip(("shift", "inner", "tcoef", "gain", "offset"), vals), form=form, levels=FORM_LEVELS[form])
+    return dict(zip(("shift", "inner", "tcoef", "gain", "offset"), vals), form=form, levels=FORMS[form].levels or 0)

@@ -39,9 +39,9 @@ def run(graph: Graph, options=None) -> Graph:
             if a["shift"] and prev is not None and prev.op in LINEAR_OPS and len(g.consumers(src)) == 1:
                 prev.params["bias"] = prev.params["bias"] + a["shift"]  # u = x + shift computed by the layer
                 a["shift"] = 0.0
-            shape = g.shape(n.output)
-            pending[n.output] = (a["gain"], np.full(shape, a["offset"]))
-            a["gain"], a["offset"] = 1.0, 0.0
+            if a["form"] != "general":  # the general form keeps all of p in its coefficients
+                pending[n.output] = (a["gain"], np.full(g.shape(n.output), a["offset"]))
+                a["gain"], a["offset"] = 1.0, 0.0
         elif n.op == "avgpool":
             k = n.attrs["kernel"][0] * n.attrs["kernel"][1]
             o = None if offset is None else interpret.apply(n, offset[None])[0]  # still an average here
@@ -52,7 +52,8 @@ def run(graph: Graph, options=None) -> Graph:
                 pending[n.output] = (gain, None if offset is None else interpret.apply(n, offset[None])[0])
         elif any(v in pending for v in n.inputs):
             raise UnsupportedOperation(
-                f"layer {n.name!r} ({n.op}) cannot absorb a constant factor: run approximate_activations first"
+                f"layer {n.name!r} ({n.op}) reads an average pool, whose 1/k^2 factor henn moves into the next "
+                "Conv/Gemm: put a Conv/Gemm between the pool and this layer"
             )
     if g.output in pending:
         gain, offset = pending[g.output]
@@ -88,4 +89,4 @@ def _compose(n, gain: float, offset) -> None:
     o = 0.0 if offset is None else float(offset.flat[0])
     c = Polynomial(n.attrs["coefficients"])(Polynomial([o, gain])).coef
     n.attrs["coefficients"] = tuple(float(x) for x in c)
-    n.attrs.update(decompose(c, n.name))
+    n.attrs.update(decompose(c, n.name, general=n.attrs["form"] == "general", bound=n.attrs.get("bound")))

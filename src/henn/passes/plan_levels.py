@@ -23,9 +23,7 @@ import math
 from henn.ckks.selection import DEFAULT_LOG_SCALE
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph
-from henn.ir.ops import LINEAR_OPS
-
-LEVELLED_OPS = ("poly", "channel_poly")  # nodes whose attrs["levels"] (approximate_activations) say their cost
+from henn.ir.ops import LEVELLED_OPS, LINEAR_OPS
 
 
 def run(graph: Graph, options) -> Graph:

@@ -20,6 +20,7 @@ from henn.ckks.values import Ciphertext, EvaluationKeys
 from henn.errors import InputError, UnsupportedOperation
 from henn.kernels.activation import act_core, complex_act_core
 from henn.kernels.bsgs import Transform, evaluate
+from henn.kernels.poly import evaluate_polynomial
 from henn.program import REGISTER_KINDS, WEIGHT_KINDS, Program, Step, StepKind, weight_count, weight_vector
 from henn.runtime.memory import plaintext_budget, plaintext_bytes
 from henn.runtime.parallel import Parallel
@@ -42,6 +43,7 @@ class Executor:
             StepKind.ROTATION_POOL: self._mpool,
             StepKind.BOOTSTRAP: self._bootstrap,
             StepKind.CHANNEL_POLY: self._cpoly,
+            StepKind.POLY: self._poly,
         }
         missing = {s.kind for s in program.steps} - set(self.handlers) - set(REGISTER_KINDS)
         if missing:
@@ -248,6 +250,15 @@ class Executor:
         relin = step.attrs["relin"]
         core = complex_act_core if self.program.complex_packed else act_core
         return self._elementwise(value, lambda ct: core(self.ev, ct, step.attrs, relin=relin), 4 * self.pool.workers)
+
+    def _poly(self, i: int, step: Step, value):
+        """Any polynomial (henn.kernels.poly), landing on its input's scale."""
+        coef, bound = step.arrays["coefficients"], float(step.attrs["bound"])
+
+        def one(ct: Ciphertext) -> Ciphertext:
+            return evaluate_polynomial(self.ev, ct, coef, target_scale=ct.scale, bound=bound)
+
+        return self._elementwise(value, one, 4 * self.pool.workers)
 
     def _bootstrap(self, i: int, step: Step, value):
         """One ciphertext: the backend splits the bootstrap over two threads; several: the pool runs
