@@ -13,13 +13,14 @@ A new activation is one entry here; a new form is one entry here plus its encryp
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import erf
 
-from henn.errors import InputError
+from henn.errors import InputError, UnsupportedOperation
 
 
 @dataclass(frozen=True)
@@ -104,14 +105,21 @@ def form(name: str) -> Form:
 # ---- non-polynomial activations -----------------------------------------------------------------
 @dataclass(frozen=True)
 class NonPolynomial:
-    """An activation that is not a polynomial: its NumPy meaning (None: none known) and its names in
-    torch (nn module class names, functional names) and ONNX (op types of the default domain)."""
+    """An activation that is not a polynomial: its NumPy meaning (None: none known), its names in
+    torch (nn module class names, functional names) and ONNX (op types of the default domain), and
+    whether approximate_activations fits a polynomial to it on its calibrated range (henn.approximation:
+    smooth enough for a Chebyshev fit of moderate degree; ReLU's kink needs composite sign polynomials)."""
 
     kind: str
     function: Callable[[np.ndarray], np.ndarray] | None
     torch_modules: tuple[str, ...] = ()
     torch_functions: tuple[str, ...] = ()
     onnx_ops: tuple[str, ...] = ()
+    approximated: bool = False
+    # parameters with the value `function` has, by their torch name (module attribute, then the functional
+    # form's arguments in order after the input) and their ONNX attribute name; any other value is refused
+    torch_parameters: tuple[tuple[str, object], ...] = ()
+    onnx_parameters: tuple[tuple[str, object], ...] = ()
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -122,19 +130,67 @@ NONPOLYNOMIAL: dict[str, NonPolynomial] = {
     a.kind: a
     for a in (
         NonPolynomial("relu", lambda x: np.maximum(x, 0.0), ("ReLU",), ("relu",), ("Relu",)),
-        NonPolynomial("sigmoid", _sigmoid, ("Sigmoid",), ("sigmoid",), ("Sigmoid",)),
-        NonPolynomial("tanh", np.tanh, ("Tanh",), ("tanh",), ("Tanh",)),
-        NonPolynomial("silu", lambda x: x * _sigmoid(x), ("SiLU",), ("silu",)),
-        NonPolynomial("gelu", lambda x: 0.5 * x * (1.0 + erf(x / np.sqrt(2.0))), ("GELU",), ("gelu",), ("Gelu",)),
+        NonPolynomial("sigmoid", _sigmoid, ("Sigmoid",), ("sigmoid",), ("Sigmoid",), approximated=True),
+        NonPolynomial("tanh", np.tanh, ("Tanh",), ("tanh",), ("Tanh",), approximated=True),
         NonPolynomial(
-            "leakyrelu", lambda x: np.where(x > 0, x, 0.01 * x), ("LeakyReLU",), ("leaky_relu",), ("LeakyRelu",)
+            "silu",
+            lambda x: x * _sigmoid(x),
+            ("SiLU",),
+            ("silu",),
+            ("Swish",),  # ONNX 24; henn.frontend.onnx_fusion also fuses x * Sigmoid(x) into it
+            approximated=True,
+            onnx_parameters=(("alpha", 1.0),),
         ),
-        NonPolynomial("elu", lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0))), ("ELU",), ("elu",), ("Elu",)),
-        NonPolynomial("softplus", lambda x: np.logaddexp(0.0, x), ("Softplus",), ("softplus",), ("Softplus",)),
         NonPolynomial(
-            "hardswish", lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0, ("Hardswish",), ("hardswish",), ("HardSwish",)
+            "gelu",
+            lambda x: 0.5 * x * (1.0 + erf(x / np.sqrt(2.0))),
+            ("GELU",),
+            ("gelu",),
+            ("Gelu",),
+            approximated=True,
+            torch_parameters=(("approximate", "none"),),
+            onnx_parameters=(("approximate", "none"),),
         ),
-        NonPolynomial("mish", lambda x: x * np.tanh(np.logaddexp(0.0, x)), ("Mish",), ("mish",), ("Mish",)),
+        NonPolynomial(
+            "leakyrelu",
+            lambda x: np.where(x > 0, x, 0.01 * x),
+            ("LeakyReLU",),
+            ("leaky_relu",),
+            ("LeakyRelu",),
+            approximated=True,
+            torch_parameters=(("negative_slope", 0.01),),
+            onnx_parameters=(("alpha", 0.01),),
+        ),
+        NonPolynomial(
+            "elu",
+            lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0))),
+            ("ELU",),
+            ("elu",),
+            ("Elu",),
+            approximated=True,
+            torch_parameters=(("alpha", 1.0),),
+            onnx_parameters=(("alpha", 1.0),),
+        ),
+        NonPolynomial(
+            "softplus",
+            lambda x: np.logaddexp(0.0, x),
+            ("Softplus",),
+            ("softplus",),
+            ("Softplus",),
+            approximated=True,
+            torch_parameters=(("beta", 1.0), ("threshold", 20.0)),
+        ),
+        NonPolynomial(
+            "hardswish",
+            lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+            ("Hardswish",),
+            ("hardswish",),
+            ("HardSwish",),
+            approximated=True,
+        ),
+        NonPolynomial(
+            "mish", lambda x: x * np.tanh(np.logaddexp(0.0, x)), ("Mish",), ("mish",), ("Mish",), approximated=True
+        ),
         NonPolynomial("relu6", lambda x: np.clip(x, 0.0, 6.0), ("ReLU6",), ("relu6",)),
         NonPolynomial("hardsigmoid", None, ("Hardsigmoid",), ("hardsigmoid",), ("HardSigmoid",)),  # slope varies
         NonPolynomial("selu", None, ("SELU",), ("selu",), ("Selu",)),
@@ -143,10 +199,34 @@ NONPOLYNOMIAL: dict[str, NonPolynomial] = {
 }
 
 
+def check_parameters(kind: str, layer: str, given: dict[str, object], onnx: bool = False) -> None:
+    """Refuse an activation whose parameters (torch or ONNX names -> values; unknown names are ignored)
+    differ from those its NumPy meaning has: henn would compute another function."""
+    a = NONPOLYNOMIAL[kind]
+    for name, want in a.onnx_parameters if onnx else a.torch_parameters:
+        got = given.get(name, want)
+        if isinstance(got, bytes):
+            got = got.decode()
+        same = got == want if isinstance(want, str) else _close(got, want)
+        if not same:
+            raise UnsupportedOperation(
+                f"layer {layer!r}: {kind} with {name}={got!r} is not supported: henn evaluates {kind} with "
+                f"{name}={want!r} only; use that, or train with henn's PolyAct"
+            )
+
+
+def _close(got: object, want: object) -> bool:
+    try:
+        return math.isclose(float(got), float(want), rel_tol=1e-6)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+
+
 def _index(names: Callable[[NonPolynomial], tuple[str, ...]]) -> dict[str, str]:
     return {name: a.kind for a in NONPOLYNOMIAL.values() for name in names(a)}
 
 
+APPROXIMATED = tuple(kind for kind, a in NONPOLYNOMIAL.items() if a.approximated)
 TORCH_MODULES = _index(lambda a: a.torch_modules)  # nn module class name -> kind
 TORCH_FUNCTIONS = _index(lambda a: a.torch_functions)  # functional / method name -> kind
 ONNX_OPS = _index(lambda a: a.onnx_ops)  # ONNX op type -> kind

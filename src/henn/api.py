@@ -25,6 +25,7 @@ import psutil
 from tqdm import tqdm
 
 from henn import ranges
+from henn.approximation import TARGET
 from henn.ckks import open_backend
 from henn.compiler.driver import Compiled, compile_model
 from henn.ir import interpret
@@ -42,7 +43,8 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
             activation_check: bool | str = True, calibration=None, params=None, log_scale: int | None = None,
             threads: int | None = None, batch_group: int | None = None, bootstrap: bool = False,
             selection: str | None = None, precision_bits: float | None = None,
-            images_per_set: int = 1, complex_packing: bool = False) -> CompiledModel:
+            images_per_set: int = 1, complex_packing: bool = False,
+            activation_degree: int | dict[str, int] | None = None) -> CompiledModel:
     """Compile a torch.nn.Module or an .onnx file for CKKS inference on `backend`.
 
     mode: "single" (one image per ciphertext set, latency) or "batch" (throughput: G channels of one
@@ -67,6 +69,11 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     complex_packing: batch mode, two images per slot (real and imaginary parts; paper 003, extended to
     square activations by one conjugation each): twice the images per set on the standard ring. Needs
     square (or no) activations and batch_group 1; on lattigo the real-slot ring gives the same count.
+    activation_degree: GELU, SiLU, Sigmoid, Tanh, ELU, Softplus, Mish, LeakyReLU and Hardswish are
+    approximated by polynomials on the range their inputs take over the calibration images (needed for
+    them), widened by a margin (henn.approximation); this sets their degree, one for all (an int) or per
+    layer name (a dict); by default the lowest whose error is within 2^-8 of the activation's output
+    range. describe() lists each approximation; run() refuses inputs that leave its range.
     """
     check_mode = ranges.check_mode(activation_check)
     if selection is None:
@@ -75,11 +82,17 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params, batch_group=batch_group,
                              bootstrap=bootstrap, calibration=calibration, memory_budget=machine_budget(),
                              selection=selection, precision_bits=precision_bits, images_per_set=images_per_set,
-                             complex_packing=complex_packing)
+                             complex_packing=complex_packing, activation_degree=activation_degree)
     cm = CompiledModel(compile_model(model, input_shape, options), backend, check_mode, threads)
     cm.observed_preactivation = _observed_preactivation(model)
     if calibration is not None:
         cm.calibrate(calibration)
+    for a in cm.approximations():
+        if a["relative_error"] > TARGET:
+            log.warning("layer %r: the degree-%d polynomial for %s on [%.3g, %.3g] is off by up to %.2g, %.2g of its "
+                        "output range (target %.2g)%s", a["layer"], a["degree"], a["kind"], *a["range"],
+                        a["max_error"], a["relative_error"], TARGET,
+                        "" if activation_degree else f": {a['kind']} is not smooth enough for a better fit")
     unchecked = [name for name, iv in cm.activation_intervals().items() if iv is None]
     if unchecked and check_mode != "off":
         log.warning("activation layers %s have no fitted range and no calibration data: their inputs are not "
@@ -141,8 +154,27 @@ class CompiledModel:
         boots = f", {self.program.bootstraps} bootstraps" if self.program.bootstraps else ""
         why = "" if self.precision is None else f"; {self.precision.describe()}"
         mode = f"{self.mode} (complex)" if self.program.complex_packed else self.mode
-        return (f"{mode} packing on {self.backend_name}: depth {self.depth}{boots}, {len(self.rotation_steps)} "
-                f"rotation keys, {self.params.describe()}{why}")
+        lines = [f"{mode} packing on {self.backend_name}: depth {self.depth}{boots}, {len(self.rotation_steps)} "
+                 f"rotation keys, {self.params.describe()}{why}"]
+        return "\n".join(lines + self.describe_approximations())
+
+    def describe_approximations(self) -> list[str]:
+        """One line per approximated activation (see approximations())."""
+        return [f"layer {a['layer']!r}: {a['kind']} approximated by a degree-{a['degree']} polynomial on "
+                f"[{a['range'][0]:.4g}, {a['range'][1]:.4g}], max error {a['max_error']:.2g} there "
+                f"({a['relative_error']:.2g} of its output range), {a['levels']} levels"
+                for a in self.approximations()]
+
+    def approximations(self) -> list[dict]:
+        """Each non-polynomial activation evaluated as a polynomial (henn.approximation): layer, kind, degree,
+        the range it was fitted on (= the inputs run() accepts), its max error there (absolute, and relative to
+        the activation's output range) and the levels it costs in the compiled program."""
+        return [
+            {"layer": n.name, "kind": n.attrs["approximates"], "degree": len(n.attrs["coefficients"]) - 1,
+             "range": tuple(n.attrs["range"]), "max_error": n.attrs["approximation_error"],
+             "relative_error": n.attrs["approximation_relative_error"], "levels": n.attrs["levels"]}
+            for n in self.compiled.final.nodes if n.op == "poly" and "approximates" in n.attrs
+        ]
 
     # ---- running -----------------------------------------------------------------------------
     def reference(self, x) -> np.ndarray:

@@ -10,7 +10,10 @@ every `poly` layer gets an accepted interval, centre +- half-width:
 The largest |pre-activation| comes from calibration data: the model's .json metadata (the
 training set, written by `henn train`) and/or sample inputs given to `henn.compile(calibration=)`.
 A layer with neither a fitted range nor calibration data has no interval: compiling warns, and
-its inputs are unchecked. Modes: "error" (refuse the batch), "warn" (log and go on), "off".
+its inputs are unchecked. A non-polynomial activation approximated on its calibrated range
+(approximate_activations, henn.approximation: the observed interval widened by OBSERVED_SLACK about
+its centre) accepts exactly that range: its polynomial leaves the activation quickly beyond it.
+Modes: "error" (refuse the batch), "warn" (log and go on), "off".
 
 Bootstraps (place_bootstraps) have a bound calibrated the same way; beyond it the modular
 reduction wraps values around, so an input that exceeds one is always refused (check_bootstraps).
@@ -64,21 +67,31 @@ def _at(hook, first: int, node, inp, out) -> None:
 
 def observed_peaks(graph: Graph, x: np.ndarray) -> dict[str, float]:
     """The largest |pre-activation| of each polynomial activation over the inputs x."""
-    peaks: dict[str, float] = {}
+    return {name: max(abs(lo), abs(hi)) for name, (lo, hi) in observed_bounds(graph, x, "poly").items()}
+
+
+def observed_bounds(graph: Graph, x: np.ndarray, op: str) -> dict[str, tuple[float, float]]:
+    """(smallest, largest) input of each node of op `op` over the inputs x (non-polynomial activations:
+    the interval approximate_activations fits them on)."""
+    bounds: dict[str, tuple[float, float]] = {}
 
     def hook(node, inp, out, first):
-        if node.op == "poly":
-            peaks[node.name] = max(peaks.get(node.name, 0.0), float(np.max(np.abs(inp))))
+        if node.op == op:
+            lo, hi = bounds.get(node.name, (math.inf, -math.inf))
+            bounds[node.name] = (min(lo, float(np.min(inp))), max(hi, float(np.max(inp))))
 
     _in_chunks(graph, x, hook)
-    return peaks
+    return bounds
 
 
 def accepted_intervals(graph: Graph, observed: dict[str, float]) -> dict[str, tuple[float, float] | None]:
     """Per poly layer: (centre, half-width) of the inputs it accepts, or None (nothing to go by)."""
-    out = {}
+    out: dict[str, tuple[float, float] | None] = {}
     for node in poly_layers(graph):
         rng, seen = node.attrs.get("range"), observed.get(node.name, 0.0)
+        if "approximates" in node.attrs:  # a fit of a non-polynomial activation: exact only on its range
+            out[node.name] = ((rng[0] + rng[1]) / 2, (rng[1] - rng[0]) / 2)
+            continue
         mid, half = 0.0, 0.0
         if rng:
             lo, hi = rng

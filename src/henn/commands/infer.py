@@ -161,6 +161,8 @@ def run(args) -> int:
           f"({compile_s:.2f} s)")
     if cm.precision is not None:
         print(f"params    {cm.precision.describe()}")
+    for line in cm.describe_approximations():
+        print(f"approx    {line}")
     ref = cm.reference(images)
     with cm:
         enc = cm.run(images, progress=True)

@@ -67,6 +67,8 @@ def _level(g: Graph, node: Node) -> int:
 def _act(g: Graph, node: Node) -> list[Step]:
     """An activation's step; none for an identity without shift."""
     if node.attrs["form"] == "general":
+        if node.attrs["shift"]:
+            raise AssertionError(f"layer {node.name!r}: merge_act_pool leaves no shift on a general-form polynomial")
         coef = np.asarray(node.attrs["coefficients"], np.float64)
         return [
             Step(

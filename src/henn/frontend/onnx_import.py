@@ -20,8 +20,9 @@ import re
 
 import numpy as np
 
-from henn.activations import ONNX_OPS
+from henn.activations import ONNX_OPS, check_parameters
 from henn.errors import InputError, UnsupportedOperation
+from henn.frontend.onnx_fusion import fuse_activations
 from henn.frontend import elementwise
 from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
@@ -58,7 +59,7 @@ def load_onnx(model, input_shape: tuple[int, ...] | None = None) -> Graph:
                                    "compiles models with exactly one image input")
     shape = _input_shape(inputs[0], input_shape)
     b = _Builder(_clean(inputs[0].name), shape, consts)
-    nodes = list(g.node)
+    nodes = fuse_activations(list(g.node), consts)
     for idx, node in enumerate(nodes):
         b.add(node, idx, trailing=all(n.op_type in _SOFTMAX + _SKIP for n in nodes[idx:]))
     if len(g.output) != 1:
@@ -161,6 +162,7 @@ class _Builder:
         if node.domain == "henn" and op == "Poly":
             handler = self._op_Poly
         if op in ONNX_OPS and node.domain in ("", "ai.onnx"):
+            check_parameters(ONNX_OPS[op], layer, _attrs(node), onnx=True)
             self._emit("activation", layer, src, node.output[0], {"kind": ONNX_OPS[op]})
             return
         if handler is None:

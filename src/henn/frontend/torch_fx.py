@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from henn.activations import TORCH_FUNCTIONS, TORCH_MODULES
+from henn.activations import NONPOLYNOMIAL, TORCH_FUNCTIONS, TORCH_MODULES, check_parameters
 from henn.errors import InputError, UnsupportedOperation
 from henn.frontend import elementwise
 from henn.frontend.elementwise import Expr
@@ -184,7 +184,10 @@ class _Emitter:
         elif kind in ("Identity", "Dropout", "Dropout2d"):
             self.alias[node.name] = src
         elif kind in TORCH_MODULES:
-            self._emit("activation", node, src, {"kind": TORCH_MODULES[kind]})
+            act = TORCH_MODULES[kind]
+            check_parameters(act, str(node.target), {k: getattr(m, k) for k, _ in NONPOLYNOMIAL[act].torch_parameters
+                                                      if hasattr(m, k)})
+            self._emit("activation", node, src, {"kind": act})
         else:
             hint = "; replace max pooling by average pooling and retrain" if "MaxPool" in kind else ""
             raise UnsupportedOperation(f"layer {node.target!r} ({kind}) is not supported: henn compiles "
@@ -232,7 +235,10 @@ class _Emitter:
                           args[2] if len(args) > 2 else kw.get("stride"), args[3] if len(args) > 3 else
                           kw.get("padding", 0), kw.get("ceil_mode", False), kw.get("count_include_pad", True))
         elif name in TORCH_FUNCTIONS:
-            self._emit("activation", node, src, {"kind": TORCH_FUNCTIONS[name]})
+            act = TORCH_FUNCTIONS[name]
+            names = [k for k, _ in NONPOLYNOMIAL[act].torch_parameters]
+            check_parameters(act, node.name, {**dict(zip(names, args[1:])), **node.kwargs})
+            self._emit("activation", node, src, {"kind": act})
         else:
             raise UnsupportedOperation(f"layer {node.name!r} ({name}) is not supported: henn compiles "
                                        f"{', '.join(SUPPORTED)}")

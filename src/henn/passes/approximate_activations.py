@@ -17,9 +17,18 @@ degree-2 activation costs one level and a degree-4 one two, as in paper 000 Tabl
 
 The general form serves degrees above 4, and polynomials whose gain and offset no linear layer can
 take (their output reaches a residual addition or a per-channel polynomial before any Conv/Gemm).
-Non-polynomial activations (ReLU, sigmoid, ...) are errors naming the layer and what is supported,
-and so are polynomials with NaN/infinite coefficients or a fitted range that is not a finite
-interval (henn.ranges checks inputs against it).
+Its coefficients are in u = x + shift, and |u| <= bound is expected: merge_act_pool folds the shift,
+and the 1 / bound of kernels.poly, into the layer before where it can.
+
+Smooth non-polynomial activations (GELU, SiLU, Sigmoid, Tanh, ELU, Softplus, Mish, and LeakyReLU and
+Hardswish with a larger error) become general-form polynomials: a Chebyshev fit
+(henn.approximation) on the range their inputs take over the calibration images, widened by
+henn.ranges.OBSERVED_SLACK about its centre, which is also the range henn.ranges accepts at run time.
+Their degree is options.activation_degree (one for all or per layer name), else the lowest of
+henn.approximation.DEGREES whose error is within henn.approximation.TARGET of the output range.
+Without calibration images they are refused, and so are the others (ReLU, ...), naming the layer;
+so are polynomials with NaN/infinite coefficients or a fitted range that is not a finite interval
+(henn.ranges checks inputs against it).
 """
 
 from __future__ import annotations
@@ -29,24 +38,31 @@ import math
 import numpy as np
 from numpy.polynomial import Polynomial
 
-from henn.activations import ACTIVATIONS, CORE_FORMS, FORMS
+from henn import approximation, ranges
+from henn.activations import ACTIVATIONS, APPROXIMATED, CORE_FORMS, FORMS, NONPOLYNOMIAL
+from henn.approximation import Approximation
 from henn.errors import InputError, UnsupportedOperation
-from henn.ir.graph import Graph
+from henn.ir.graph import Graph, Node
 from henn.ir.ops import LINEAR_OPS
 from henn.kernels.poly import polynomial_depth
 from henn.program import CPOLY_LEVELS, GENERAL_TARGET
+from henn.runtime.inputs import check_images
 
 MAX_DEGREE = max(FORMS[f].max_degree or 0 for f in CORE_FORMS)
 
 
 def run(graph: Graph, options=None) -> Graph:
     g = graph.copy()
+    fits = fit_activations(g, options)
     for n in g.nodes:
-        if n.op == "activation":
+        if n.op == "activation" and n.name in fits:
+            _replace(n, fits[n.name])
+        elif n.op == "activation":
             raise UnsupportedOperation(
                 f"layer {n.name!r} is a {n.attrs['kind']} activation, which is not a polynomial and cannot be "
                 f"evaluated on CKKS ciphertexts; supported: henn.Poly activations ({', '.join(ACTIVATIONS)}, or any "
-                "polynomial): retrain with henn.training (PolyAct)"
+                f"polynomial), and {', '.join(APPROXIMATED)} (approximated on their calibrated range): retrain "
+                "with one of those (henn.training's PolyAct for a trained polynomial)"
             )
         if n.op == "poly":
             check_poly(n.attrs, n.name)
@@ -57,6 +73,53 @@ def run(graph: Graph, options=None) -> Graph:
             degree = channel_poly_degree(n.params["coefficients"], n.name)
             n.attrs.update(degree=degree, levels=CPOLY_LEVELS[degree])
     return g
+
+
+def fit_activations(g: Graph, options) -> dict[str, Approximation]:
+    """A polynomial for each non-polynomial activation henn approximates, on the range its inputs
+    take over options.calibration (widened by henn.ranges.OBSERVED_SLACK)."""
+    wanted = [n for n in g.nodes if n.op == "activation" and n.attrs["kind"] in APPROXIMATED]
+    if not wanted:
+        return {}
+    calibration = getattr(options, "calibration", None)
+    if calibration is None:
+        n = wanted[0]
+        raise InputError(
+            f"layer {n.name!r} is a {n.attrs['kind']} activation, which henn approximates by a polynomial on the "
+            "range its inputs take: calibration images are needed to approximate it; pass calibration=<sample "
+            "inputs like the training data> to henn.compile (henn compile: --calibration samples.npy)"
+        )
+    degrees = getattr(options, "activation_degree", None)
+    if isinstance(degrees, dict) and set(degrees) - {n.name for n in wanted}:
+        raise InputError(
+            f"activation_degree names layers {sorted(set(degrees) - {n.name for n in wanted})}, which are not "
+            f"approximated activations; those are {[n.name for n in wanted]}"
+        )
+    bounds = ranges.observed_bounds(g, check_images(calibration, tuple(g.input_shape)), "activation")
+    fits = {}
+    for n in wanted:
+        kind, f = n.attrs["kind"], NONPOLYNOMIAL[n.attrs["kind"]].function
+        assert f is not None  # every APPROXIMATED activation has a NumPy meaning
+        lo, hi = approximation.interval(*bounds[n.name], ranges.OBSERVED_SLACK)
+        degree = degrees.get(n.name) if isinstance(degrees, dict) else degrees
+        fits[n.name] = (
+            approximation.choose(kind, f, lo, hi) if degree is None else approximation.fit(kind, f, lo, hi, degree)
+        )
+    return fits
+
+
+def _replace(n: Node, fit: Approximation) -> None:
+    """The activation node becomes a general-form poly node evaluating the fit."""
+    n.op = "poly"
+    n.attrs = {
+        "coefficients": fit.coefficients,
+        "name": fit.kind,
+        "range": (fit.lo, fit.hi),
+        "approximates": fit.kind,
+        "approximation_error": fit.error,
+        "approximation_relative_error": fit.relative_error,
+        **general_form(fit.coefficients, -fit.centre, fit.half_width),
+    }
 
 
 def channel_poly_degree(coefficients: np.ndarray, layer: str) -> int:
@@ -128,10 +191,7 @@ def decompose(coefficients, layer: str = "", *, general: bool = False, bound: fl
     c = trim(coefficients)
     deg = len(c) - 1
     if general or deg > MAX_DEGREE:
-        b = float(bound) if bound is not None and bound > 1 else 1.0
-        levels = polynomial_depth(c, GENERAL_TARGET, b)
-        coef = tuple(float(v) for v in c)
-        return {**_form("general", 0.0, 0.0, 0.0, 1.0, 0.0), "coefficients": coef, "bound": b, "levels": levels}
+        return general_form(c, 0.0, bound)
     if deg <= 1:
         c1 = float(c[1]) if deg == 1 else 0.0
         return _form("identity", 0.0, 0.0, 0.0, c1, float(c[0]))
@@ -145,6 +205,21 @@ def decompose(coefficients, layer: str = "", *, general: bool = False, bound: fl
         return _form("cubic", shift, e[1] / e[3], 0.0, e[3], e[0])
     b = e[2] / (2 * e[4])
     return _form("quartic", shift, b, e[1] / e[4], e[4], e[0] - e[4] * b * b)
+
+
+def general_form(coefficients, shift: float = 0.0, bound: float | None = None) -> dict:
+    """The general form's attributes: p(u) = sum_k coefficients[k] u^k with u = x + shift, |u| <= bound
+    expected (kernels.poly evaluates u / bound when bound > 1: one level, values kept O(1))."""
+    b = float(bound) if bound is not None and bound > 1 else 1.0
+    c = np.asarray(coefficients, dtype=np.float64)
+    c = c[: len(trim(c * b ** np.arange(len(c))))]  # tiny next to the others where |u| reaches b
+    coef = tuple(float(v) for v in c)
+    return {
+        **_form("general", shift, 0.0, 0.0, 1.0, 0.0),
+        "coefficients": coef,
+        "bound": b,
+        "levels": polynomial_depth(c, GENERAL_TARGET, b),
+    }
 
 
 def _form(form, shift, inner, tcoef, gain, offset) -> dict:

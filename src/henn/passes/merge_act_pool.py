@@ -7,7 +7,10 @@ sum-pools and flattens until the next Conv/Gemm absorbs it:  W (g h + o) + b = (
 where W o + b becomes a full per-output bias map (exact also next to zero padding). If the pending
 map reaches the graph output, the client applies it after decryption (meta output_gain/offset).
 A pending map meeting another activation is composed into that polynomial. An activation's input
-shift (u = x + shift) moves into the bias of the layer before it.
+shift (u = x + shift) moves into the bias of the layer before it; so does a general-form polynomial's
+1 / bound (into that layer's weights too), which kernels.poly would otherwise spend a level on. A
+general-form shift that no layer takes is expanded into its coefficients (the poly step evaluates
+polynomials in x).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from henn.errors import UnsupportedOperation
 from henn.ir import interpret
 from henn.ir.graph import Graph
 from henn.ir.ops import LINEAR_OPS
-from henn.passes.approximate_activations import decompose
+from henn.passes.approximate_activations import decompose, general_form
 
 
 def run(graph: Graph, options=None) -> Graph:
@@ -36,12 +39,17 @@ def run(graph: Graph, options=None) -> Graph:
                 _compose(n, gain, offset)
             a = n.attrs
             prev = g.producer(src)
-            if a["shift"] and prev is not None and prev.op in LINEAR_OPS and len(g.consumers(src)) == 1:
+            takes = prev is not None and prev.op in LINEAR_OPS and len(g.consumers(src)) == 1
+            if a["shift"] and takes and prev is not None:
                 prev.params["bias"] = prev.params["bias"] + a["shift"]  # u = x + shift computed by the layer
                 a["shift"] = 0.0
             if a["form"] != "general":  # the general form keeps all of p in its coefficients
                 pending[n.output] = (a["gain"], np.full(g.shape(n.output), a["offset"]))
                 a["gain"], a["offset"] = 1.0, 0.0
+            elif takes and prev is not None and a["bound"] > 1:
+                _divide(prev, a)
+            elif a["shift"]:
+                _unshift(a)
         elif n.op == "avgpool":
             k = n.attrs["kernel"][0] * n.attrs["kernel"][1]
             o = None if offset is None else interpret.apply(n, offset[None])[0]  # still an average here
@@ -87,6 +95,28 @@ def _compose(n, gain: float, offset) -> None:
             f"activation {n.name!r} follows another activation through a padded pool: put a Conv/Gemm between them"
         )
     o = 0.0 if offset is None else float(offset.flat[0])
-    c = Polynomial(n.attrs["coefficients"])(Polynomial([o, gain])).coef
-    n.attrs["coefficients"] = tuple(float(x) for x in c)
-    n.attrs.update(decompose(c, n.name, general=n.attrs["form"] == "general", bound=n.attrs.get("bound")))
+    a = n.attrs
+    if a["form"] == "general":  # p(g x + o + shift) = sum_k (c_k g^k) (x + (o + shift) / g)^k
+        c = np.asarray(a["coefficients"]) * gain ** np.arange(len(a["coefficients"]))
+        a.update(general_form(c, (o + a["shift"]) / gain, a["bound"] / abs(gain)))
+        return
+    c = Polynomial(a["coefficients"])(Polynomial([o, gain])).coef
+    a["coefficients"] = tuple(float(x) for x in c)
+    a.update(decompose(c, n.name))
+
+
+def _divide(prev, a: dict) -> None:
+    """u / bound computed by the layer before (its weights and bias divided): the polynomial in u / bound
+    needs no level of its own for it."""
+    b = a["bound"]
+    prev.params["weight"], prev.params["bias"] = prev.params["weight"] / b, prev.params["bias"] / b
+    prev.attrs["folded_gain"] = prev.attrs.get("folded_gain", 1.0) / b
+    c = np.asarray(a["coefficients"]) * b ** np.arange(len(a["coefficients"]))
+    a.update(general_form(c, 0.0, 1.0))
+
+
+def _unshift(a: dict) -> None:
+    """A general-form polynomial in x itself (no layer before takes its shift): p(x + shift) expanded,
+    |x| <= bound + |shift|."""
+    c = Polynomial(a["coefficients"])(Polynomial([a["shift"], 1.0])).coef
+    a.update(general_form(c, 0.0, a["bound"] + abs(a["shift"])))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from henn.approximation import MAX_DEGREE
 from henn.ckks.params import Parameters
 from henn.errors import InputError
 
@@ -30,6 +31,9 @@ class CompileOptions:
     images_per_set: int = 1  # single mode: images packed side by side in the multiplexed layouts
     bootstrap: bool = False  # place bootstraps when the model is deeper than the parameters allow
     complex_packing: bool = False  # batch mode: two images per slot (henn.compiler.complex_pack), standard ring
+    # non-polynomial activations (GELU, SiLU, ...): the degree of their Chebyshev fit, for all (an int) or per
+    # layer name (a dict; layers not named get the lowest degree meeting henn.approximation.TARGET); None: that
+    activation_degree: int | dict[str, int] | None = None
     calibration: np.ndarray | None = field(default=None, compare=False, repr=False)  # images for value ranges
 
     def __post_init__(self):
@@ -83,9 +87,22 @@ class CompileOptions:
             raise InputError(
                 "complex_packing needs ring='standard' parameters: the conjugate-invariant ring's slots are real"
             )
+        _check_degrees(self.activation_degree)
         if not isinstance(self.bootstrap, bool):
             raise InputError(f"bootstrap must be True or False, got {self.bootstrap!r}")
         if self.params is not None and not isinstance(self.params, Parameters):
             raise InputError(
                 "params must be a henn.ckks.Parameters (use select_parameters, presets.get or Parameters.from_literal)"
+            )
+
+
+def _check_degrees(degree) -> None:
+    values = list(degree.values()) if isinstance(degree, dict) else [] if degree is None else [degree]
+    if isinstance(degree, dict) and not all(isinstance(k, str) for k in degree):
+        raise InputError(f"activation_degree as a dict maps layer names to degrees, got keys {list(degree)!r}")
+    for d in values:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 1 <= d <= MAX_DEGREE:
+            raise InputError(
+                f"activation_degree must be an integer from 1 to {MAX_DEGREE} (or a dict of them per layer "
+                f"name), got {degree!r}"
             )
