@@ -24,8 +24,8 @@ import numpy as np
 
 from henn.ckks import serialization
 from henn.ckks.params import MAX_SPECIAL_PRIME_BITS, Parameters, ParametersLiteral
-from henn.ckks.values import (BootstrapKeys, Ciphertext, EvaluationKeys, GaloisKeys, Plaintext, PublicKey,
-                              RelinKey, SecretKey, check_same_key_set, new_key_id)
+from henn.ckks.values import (KEY_ID_PATTERN, BootstrapKeys, Ciphertext, EvaluationKeys, GaloisKeys, Plaintext,
+                              PublicKey, RelinKey, SecretKey, check_same_key_set, new_key_id)
 from henn.errors import InputError, LevelError, SerializationError, UnsupportedOperation
 
 Values = float | complex | np.ndarray | list
@@ -264,6 +264,27 @@ class Backend(ABC):
     def generate_secret_key(self) -> SecretKey:
         return SecretKey(self._gen_secret_key(), self.name, new_key_id())
 
+    def export_secret_key(self, sk: SecretKey) -> bytes:
+        """The library's bytes of a secret key, for a passphrase-protected key file (henn.deploy.keyfile)
+        only: serialize() refuses secret keys, so they never travel with the objects a server gets."""
+        sk = self._own(sk, SecretKey)
+        return self._export_secret(sk.raw)
+
+    def import_secret_key(self, data: bytes, key_id: str) -> SecretKey:
+        """A secret key of these parameters from export_secret_key()'s bytes; SerializationError when they
+        are not one."""
+        if not isinstance(key_id, str) or not KEY_ID_PATTERN.fullmatch(key_id):
+            raise SerializationError("the secret key's key-set id is malformed: the key file is damaged")
+        return SecretKey(self._import_secret(bytes(data)), self.name, key_id)
+
+    def _export_secret(self, raw: Any) -> bytes:
+        raise UnsupportedOperation(f"the {self.name} backend cannot write its secret key to a file: save clients "
+                                   "of models compiled for lattigo, seal or plain")
+
+    def _import_secret(self, data: bytes) -> Any:
+        raise UnsupportedOperation(f"the {self.name} backend cannot read a secret key from a file: use a model "
+                                   "compiled for lattigo, seal or plain")
+
     def generate_public_key(self, sk: SecretKey) -> PublicKey:
         sk = self._own(sk, SecretKey)
         return PublicKey(self._gen_public_key(sk.raw), self.name, sk.key_id)
@@ -294,10 +315,14 @@ class Backend(ABC):
         """A secret key and the public material for exactly the requested rotation steps (and the
         bootstrapping keys when asked)."""
         sk = self.generate_secret_key()
-        keys = EvaluationKeys(self.generate_public_key(sk), self.generate_relin_key(sk) if relin else None,
+        return sk, self.keys_of(sk, rotations, conjugate, relin, bootstrap)
+
+    def keys_of(self, sk: SecretKey, rotations: Iterable[int] = (), conjugate: bool = False,
+                relin: bool = True, bootstrap: bool = False) -> EvaluationKeys:
+        """The public material of an existing secret key (generate_keys; a client reopened from its key file)."""
+        return EvaluationKeys(self.generate_public_key(sk), self.generate_relin_key(sk) if relin else None,
                               self.generate_galois_keys(sk, rotations, conjugate),
                               self.generate_bootstrap_keys(sk) if bootstrap else None)
-        return sk, keys
 
     # ---- encoding, encryption ------------------------------------------------------------
     def encode(self, values: Values, *, level: int | None = None, scale: float | None = None) -> Plaintext:

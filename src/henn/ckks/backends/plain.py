@@ -24,6 +24,9 @@ _NPY_ERRORS = (ValueError, SyntaxError, TypeError, OverflowError, MemoryError, R
                tokenize.TokenError)
 
 
+_PLAIN_SECRET = b"henn-plain-secret-key"  # the plain backend has no key material: a marker stands for it
+
+
 class _Key:
     """Stands in for key material; remembers what it was made for (kind: a serialization kind or
     "secret_key")."""
@@ -80,6 +83,14 @@ class PlainBackend(Backend):
 
     def _gen_public_key(self, sk):
         return _Key("public_key")
+
+    def _export_secret(self, raw):
+        return _PLAIN_SECRET
+
+    def _import_secret(self, data):
+        if data != _PLAIN_SECRET:
+            raise SerializationError("not a plain backend secret key: the key file is damaged or of another backend")
+        return _Key("secret_key")
 
     def _gen_relin_key(self, sk):
         return _Key("relin_key")

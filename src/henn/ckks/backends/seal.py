@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import math
+import os
 import struct
 from functools import lru_cache
 
@@ -270,6 +271,23 @@ class SealBackend(Backend):
 
     def _gen_public_key(self, sk):
         return _PublicKeyRaw(sk.keygen.create_public_key())
+
+    def _export_secret(self, raw):
+        return raw.key.to_string()
+
+    def _import_secret(self, data):
+        _check_seal_header("secret_key", data)
+        sk = seal.SecretKey()
+        fd = os.memfd_create("henn-secret-key")  # SEAL reads a secret key from a path only: one in memory
+        try:
+            os.write(fd, data)
+            sk.load(self._ctx, f"/proc/self/fd/{fd}")
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise SerializationError(f"SEAL cannot read the secret key ({type(exc).__name__}): the key file is "
+                                     "damaged or of other parameters") from None
+        finally:
+            os.close(fd)
+        return _SecretKeyRaw(seal.KeyGenerator(self._ctx, sk))
 
     def _gen_relin_key(self, sk):
         return sk.keygen.create_relin_keys()

@@ -214,6 +214,14 @@ class LattigoBackend(Backend):
     def _gen_public_key(self, sk):
         return self._new("henn_keygen_public", sk)
 
+    def _export_secret(self, raw):
+        ptr, n = c_void_p(), c_size_t()
+        self._bridge.call("henn_secret_export", self._c(), raw.value, byref(ptr), byref(n))
+        return self._bridge.take_bytes(ptr, n.value)
+
+    def _import_secret(self, data):
+        return self._new("henn_secret_import", data, len(data))
+
     def _gen_relin_key(self, sk):
         return self._new("henn_keygen_relin", sk)
 

@@ -47,6 +47,8 @@ SIGNATURES: dict[str, tuple] = {
     "henn_context_new": (c_int, c_int, INT64S, c_int, INT64S, c_int, UINT64S, UINT64S, c_int, OUT_H, UINT64S,
                          UINT64S),
     "henn_keygen_secret": (H, OUT_H),
+    "henn_secret_export": (H, H, POINTER(c_void_p), POINTER(c_size_t)),
+    "henn_secret_import": (H, c_char_p, c_size_t, OUT_H),
     "henn_keygen_public": (H, H, OUT_H),
     "henn_keygen_relin": (H, H, OUT_H),
     "henn_keygen_galois": (H, H, INT64S, c_int, c_int, OUT_H),

@@ -174,7 +174,10 @@ func newContext(logN int, q, p []uint64, logQ, logP []int, logScale int, ringTyp
 // ---- keys ------------------------------------------------------------------------------------
 
 func (c *ctxObj) genSecretKey() *skObj {
-	sk := c.kgen.GenSecretKeyNew()
+	return c.wrapSecretKey(c.kgen.GenSecretKeyNew())
+}
+
+func (c *ctxObj) wrapSecretKey(sk *rlwe.SecretKey) *skObj {
 	return &skObj{c: c, sk: sk, dec: rlwe.NewDecryptor(c.params, sk), enc: rlwe.NewEncryptor(c.params, sk)}
 }
 

@@ -171,16 +171,21 @@ func henn_marshal(h C.uintptr_t, out *unsafe.Pointer, n *C.size_t, errOut **C.ch
 		if err != nil {
 			return err
 		}
-		buf := C.malloc(C.size_t(len(data) + 1)) // +1: never malloc(0)
-		if buf == nil {
-			return fmt.Errorf("out of memory for a %d-byte buffer", len(data))
-		}
-		if len(data) > 0 {
-			C.memcpy(buf, unsafe.Pointer(&data[0]), C.size_t(len(data)))
-		}
-		*out, *n = buf, C.size_t(len(data))
-		return nil
+		return cBytes(data, out, n)
 	})
+}
+
+// cBytes hands data to the caller as a malloc'd copy (freed with henn_free).
+func cBytes(data []byte, out *unsafe.Pointer, n *C.size_t) error {
+	buf := C.malloc(C.size_t(len(data) + 1)) // +1: never malloc(0)
+	if buf == nil {
+		return fmt.Errorf("out of memory for a %d-byte buffer", len(data))
+	}
+	if len(data) > 0 {
+		C.memcpy(buf, unsafe.Pointer(&data[0]), C.size_t(len(data)))
+	}
+	*out, *n = buf, C.size_t(len(data))
+	return nil
 }
 
 //export henn_unmarshal
