@@ -42,6 +42,10 @@ class SerializationError(InputError):
 
 
 
+class KeyFileError(InputError):
+    """A key file that cannot be opened: not one, damaged, changed, or a wrong passphrase."""
+
+
 class TooLargeError(InputError):
     """A request or upload larger than the model or the server's limits allow."""
 

@@ -429,8 +429,11 @@ STEPS: dict[StepKind, StepSpec] = {
 }
 
 
-@dataclass(frozen=True)
-class Program:
+class PackedIO:
+    """What both ends of a program know: parameters, keys, shapes and the packing of inputs and outputs.
+    Program has it with its steps; the client part of a model file (henn.deploy.client_model) without them,
+    so that a client can make keys, encrypt and decrypt knowing no weight."""
+
     mode: str  # "batch" | "single"
     params: Parameters
     depth: int
@@ -438,12 +441,10 @@ class Program:
     output_shape: tuple[int, ...]
     rotation_steps: tuple[int, ...]
     relin: bool
-    steps: list[Step]
     input_pack: dict  # kind (PACK_KINDS) and the client's slot maps
     output_elem: np.ndarray | None  # logical output index of each slot of the output ciphertexts (not batch)
-    output_gain: float = 1.0
-    output_offset: np.ndarray | None = None
-    final_level: int = 0
+    output_gain: float
+    output_offset: np.ndarray | None
 
     @property
     def input_level(self) -> int:
@@ -472,11 +473,6 @@ class Program:
         return int(self.input_pack.get("images", 1))
 
     @property
-    def bootstraps(self) -> int:
-        """Bootstrap steps (each refreshes every ciphertext of its value)."""
-        return sum(s.kind == StepKind.BOOTSTRAP for s in self.steps)
-
-    @property
     def input_cts(self) -> int:
         """Ciphertexts of one encrypted input set."""
         pack = self.input_pack
@@ -497,6 +493,76 @@ class Program:
         width = self.group if self.input_pack["kind"] == "grouped" else self.params.slots
         return -(-len(self.output_elem) // width) if self.output_elem is not None else 0
 
+    def io_header(self, arrays: dict[str, np.ndarray]) -> dict:
+        """These facts as a file's JSON header (the arrays go into `arrays`); io_fields() reads them back."""
+        pack = {}
+        for k, v in self.input_pack.items():
+            if isinstance(v, np.ndarray):
+                arrays[f"in.{k}"] = v
+            else:
+                pack[k] = v
+        for k, v in (("out.elem", self.output_elem), ("out.offset", self.output_offset)):
+            if v is not None:
+                arrays[k] = v
+        return {
+            "mode": self.mode,
+            "params": self.params.literal().to_dict(),
+            "params_name": self.params.name,
+            "depth": self.depth,
+            "input_shape": list(self.input_shape),
+            "output_shape": list(self.output_shape),
+            "rotation_steps": list(self.rotation_steps),
+            "relin": self.relin,
+            "input_pack": pack,
+            "input_arrays": sorted(k[3:] for k in arrays if k.startswith("in.")),
+            "output_gain": self.output_gain,
+        }
+
+
+def io_fields(h: dict, z: dict[str, np.ndarray]) -> dict:
+    """The PackedIO fields of a header written by io_header (KeyError, TypeError, ValueError when malformed)."""
+    pack = dict(_typed(h["input_pack"], dict))
+    pack.update({k: z[f"in.{_typed(k, str)}"] for k in _typed(h["input_arrays"], list)})
+    shapes = [tuple(_typed(d, int) for d in _typed(h[k], list)) for k in ("input_shape", "output_shape")]
+    gain = h["output_gain"]
+    if isinstance(gain, bool) or not isinstance(gain, (int, float)):
+        raise TypeError(f"output_gain: expected a number, got {type(gain).__name__}")
+    return {
+        "mode": _typed(h["mode"], str),
+        "params": _params(h["params"], h["params_name"]),
+        "depth": _typed(h["depth"], int),
+        "input_shape": shapes[0],
+        "output_shape": shapes[1],
+        "rotation_steps": tuple(_typed(s, int) for s in _typed(h["rotation_steps"], list)),
+        "relin": _typed(h["relin"], bool),
+        "input_pack": pack,
+        "output_elem": z["out.elem"] if "out.elem" in z else None,
+        "output_gain": float(gain),
+        "output_offset": z["out.offset"] if "out.offset" in z else None,
+    }
+
+
+@dataclass(frozen=True)
+class Program(PackedIO):
+    mode: str  # "batch" | "single"
+    params: Parameters
+    depth: int
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    rotation_steps: tuple[int, ...]
+    relin: bool
+    steps: list[Step]
+    input_pack: dict  # kind (PACK_KINDS) and the client's slot maps
+    output_elem: np.ndarray | None  # logical output index of each slot of the output ciphertexts (not batch)
+    output_gain: float = 1.0
+    output_offset: np.ndarray | None = None
+    final_level: int = 0
+
+    @property
+    def bootstraps(self) -> int:
+        """Bootstrap steps (each refreshes every ciphertext of its value)."""
+        return sum(s.kind == StepKind.BOOTSTRAP for s in self.steps)
+
     def summary(self) -> dict:
         return {
             "mode": self.mode,
@@ -510,7 +576,8 @@ class Program:
     def verify(self) -> Program:
         """Check the contract (see the module docstring); ProgramError names what breaks it."""
         slots = self.params.slots
-        _check_pack(self)
+        check_pack(self)
+        _check_complex_steps(self)
         keys = {s % slots for s in self.rotation_steps}
         n, level, degree = self.input_cts, self.depth, 1
         registers: dict[int, tuple[int, int]] = {}  # register -> (ciphertexts, level)
@@ -558,31 +625,7 @@ class Program:
                     "arrays": sorted(s.arrays),
                 }
             )
-        pack = {}
-        for k, v in self.input_pack.items():
-            if isinstance(v, np.ndarray):
-                arrays[f"in.{k}"] = v
-            else:
-                pack[k] = v
-        for k, v in (("out.elem", self.output_elem), ("out.offset", self.output_offset)):
-            if v is not None:
-                arrays[k] = v
-        header = {
-            "format": FORMAT,
-            "mode": self.mode,
-            "params": self.params.literal().to_dict(),
-            "params_name": self.params.name,
-            "depth": self.depth,
-            "input_shape": list(self.input_shape),
-            "output_shape": list(self.output_shape),
-            "rotation_steps": list(self.rotation_steps),
-            "relin": self.relin,
-            "steps": steps,
-            "input_pack": pack,
-            "input_arrays": sorted(k[3:] for k in arrays if k.startswith("in.")),
-            "output_gain": self.output_gain,
-            "final_level": self.final_level,
-        }
+        header = {"format": FORMAT, **self.io_header(arrays), "steps": steps, "final_level": self.final_level}
         buf = io.BytesIO()
         arrays["__header__"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
         np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub misreads **kwds
@@ -606,7 +649,6 @@ class Program:
 
     @classmethod
     def _from_header(cls, h: dict, z) -> Program:
-        params = _params(h["params"], h["params_name"])
         steps = []
         for i, s in enumerate(h["steps"]):
             names = s["arrays"]
@@ -622,24 +664,7 @@ class Program:
                     {k: z[f"s{i}.{k}"] for k in names},
                 )
             )
-        pack = dict(_typed(h["input_pack"], dict))
-        pack.update({k: z[f"in.{k}"] for k in h["input_arrays"]})
-        shapes = [tuple(_typed(d, int) for d in _typed(h[k], list)) for k in ("input_shape", "output_shape")]
-        return cls(
-            _typed(h["mode"], str),
-            params,
-            _typed(h["depth"], int),
-            shapes[0],
-            shapes[1],
-            tuple(_typed(s, int) for s in h["rotation_steps"]),
-            _typed(h["relin"], bool),
-            steps,
-            pack,
-            z["out.elem"] if "out.elem" in z else None,
-            float(h["output_gain"]),
-            z["out.offset"] if "out.offset" in z else None,
-            _typed(h["final_level"], int),
-        )
+        return cls(steps=steps, final_level=_typed(h["final_level"], int), **io_fields(h, z))
 
 
 def _register_step(step: Step, n: int, level: int, registers: dict[int, tuple[int, int]]) -> tuple[int, int]:
@@ -719,7 +744,8 @@ def _check_fields(step: Step, spec: StepSpec) -> None:
             )
 
 
-def _check_pack(p: Program) -> None:
+def check_pack(p: PackedIO) -> None:
+    """The packing facts of a program or of a model file's client part (ProgramError)."""
     pack, slots = p.input_pack, p.params.slots
     kind = pack.get("kind")
     if kind not in PACK_KINDS or (p.mode == "batch") != (kind in ("batch", "grouped")):
@@ -767,9 +793,8 @@ def _check_pack(p: Program) -> None:
         raise ProgramError(f"depth {p.depth} does not fit parameters with {p.params.max_level} levels")
 
 
-def _check_complex(p: Program) -> None:
-    """Complex packing: batch kind, the standard ring (the real-slot ring has no imaginary parts), and act
-    cores that the executor evaluates part by part."""
+def _check_complex(p: PackedIO) -> None:
+    """Complex packing: batch kind, the standard ring (the real-slot ring has no imaginary parts)."""
     flag = p.input_pack.get("complex", False)
     if not isinstance(flag, bool):
         raise ProgramError(f"input packing: complex must be true or false, got {flag!r}")
@@ -781,6 +806,12 @@ def _check_complex(p: Program) -> None:
         raise ProgramError(
             "complex packing needs ring='standard' parameters: the conjugate-invariant ring's slots are real"
         )
+
+
+def _check_complex_steps(p: Program) -> None:
+    """Complex packing: act cores that the executor evaluates part by part."""
+    if not p.complex_packed:
+        return
     for step in p.steps:
         if step.kind == StepKind.POLY:
             raise ProgramError(

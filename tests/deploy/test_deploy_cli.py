@@ -106,8 +106,11 @@ def test_compile_places_bootstraps_from_calibration_inputs(tmp_path, capsys):
     got = np.concatenate([client.decrypt(server.evaluate(session, client.encrypt(x[i : i + 1])), 1) for i in range(3)])
     ref = henn.compile(str(ZOO), (1, 28, 28), backend="plain").reference(x)
     assert np.abs(got - ref).max() < 0.05 and (got.argmax(1) == ref.argmax(1)).all()
-    with pytest.raises(InputError, match="beyond the bound"):  # the file's own bootstrap bound check
-        dataclasses.replace(art.checks, mode="off").run(x * 40.0)
+    with pytest.raises(InputError, match="beyond the bound"):  # the file's own bootstrap bound check, alone
+        dataclasses.replace(art.checks, graph=None, input_bounds=None).run(x * 40.0)
+    with pytest.raises(InputError, match=r"outside -0.1 .. 1.1 \(the calibration inputs' range\)"):  # weight-free
+        art.client_part().checks.run(x * 40.0)
+    assert art.describe()["options"]["calibration_inputs"] == 200 and art.describe()["options"]["bootstrap"]
 
 
 @pytest.mark.parametrize(

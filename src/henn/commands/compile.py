@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +77,21 @@ def register(sub) -> None:
         "ranges, the range of activations without a fitted one and, without --bootstrap or --params, the "
         "parameters (the smallest secure set that keeps their predictions)",
     )
+    p.add_argument(
+        "--input-check",
+        choices=("error", "warn", "off"),
+        default="error",
+        help="what a client does with an image outside the checked ranges (calibration inputs' range, activation "
+        "ranges, bootstrap bounds): error refuses its batch, warn logs it and goes on (its logits are meaningless, "
+        "the others' are not touched), off checks nothing but shapes (default error)",
+    )
     p.add_argument("--out", type=output_file, required=True, help="the model file to write (e.g. model.henn)")
+    p.add_argument(
+        "--client-out",
+        type=output_file,
+        default=None,
+        help="also write the model's client part here (no weights; what `henn serve` hands out): for `henn keygen`",
+    )
     p.set_defaults(handler=run)
 
 
@@ -100,15 +115,32 @@ def run(args) -> int:
         calibration=calibration,
         images_per_set=args.images_per_set,
         complex_packing=args.complex_packing,
+        activation_check=args.input_check,
     )
     checks = InputChecks.from_compiled(
         cm.compiled.checked, cm.activation_intervals(), cm.activation_check, cm.compiled.final
     )
-    artefact = Artefact(cm.program, args.backend, checks, model=args.model.stem)
+    if calibration is not None:
+        checks = dataclasses.replace(checks, input_bounds=InputChecks.bounds_of(calibration))
+    options = {
+        "backend": args.backend,
+        "mode": args.mode,
+        "params": args.params,
+        "bootstrap": args.bootstrap,
+        "calibration_inputs": 0 if calibration is None else len(calibration),
+        "images_per_set": args.images_per_set,
+        "complex_packing": args.complex_packing,
+        "input_check": args.input_check,
+    }
+    artefact = Artefact(cm.program, args.backend, checks, model=args.model.stem, options=options)
     size = artefact.save(args.out)
     d = artefact.describe()
     mib = lambda b: f"{b / 2**20:.1f} MiB"
     print(f"wrote {args.out} ({mib(size)}): {cm.describe()}")
+    print("  options: " + ", ".join(f"{k} {v}" for k, v in options.items()))
+    if args.client_out:
+        client_size = Artefact.load(args.out).client_part().save(args.client_out)
+        print(f"wrote {args.client_out} ({mib(client_size)}): the client part (no weights)")
     if cm.program.bootstraps and calibration is not None:
         print(
             f"  {cm.program.bootstraps} bootstraps placed (ranges from {len(calibration)} calibration inputs); "

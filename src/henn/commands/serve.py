@@ -58,6 +58,10 @@ def register(sub) -> None:
     p.add_argument("--shutdown-timeout", type=int_in(1, 3600), default=30, metavar="S",
                    help="seconds running requests get to finish on SIGTERM/SIGINT (default 30); bodies "
                         "still arriving get HTTP 503 at once")
+    p.add_argument("--share-input-checks", action="store_true",
+                   help="hand clients the weight-derived input checks too (activation ranges, bootstrap bounds: "
+                        "they hold the layers up to the last activation or bootstrap); by default clients get the "
+                        "model's client part without weights (docs/deployment.md)")
     p.set_defaults(handler=run)
 
 
@@ -87,5 +91,6 @@ def run(args) -> int:
         limits=limits,
         threads=args.threads,
         verbose=args.verbose,
+        share_input_checks=args.share_input_checks,
     )
     return 0

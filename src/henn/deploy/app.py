@@ -3,7 +3,7 @@
     GET    /health                      liveness and a few counts (JSON)
     GET    /metrics                     Prometheus text
     GET    /v1/model                    parameters, shapes, rotation steps, limits, sizes (JSON)
-    GET    /v1/model/file               the model file (the client's packing and input checks)
+    GET    /v1/model/file               the model file's client part (packing, input checks; no weights)
     POST   /v1/sessions                 evaluation keys (octet-stream) -> 201 {"session", "expires", ...}
     DELETE /v1/sessions/{id}            204
     POST   /v1/sessions/{id}/infer      ciphertexts (octet-stream) -> ciphertexts (octet-stream)
@@ -50,7 +50,7 @@ def status_of(exc: HennError) -> int:
     return next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
 
 
-def create_app(service: Service, artefact_bytes: bytes):
+def create_app(service: Service, client_part: bytes):
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -127,7 +127,7 @@ def create_app(service: Service, artefact_bytes: bytes):
 
     @app.get("/v1/model/file")
     async def model_file():
-        return Response(artefact_bytes, media_type=CONTENT_TYPE)
+        return Response(client_part, media_type=CONTENT_TYPE)
 
     @app.post("/v1/sessions", status_code=201)
     async def create_session(request: Request):

@@ -2,21 +2,20 @@
 need to run a model, and nothing of the compiler.
 
     format "henn-model/1": a NumPy .npz archive (no pickle) holding
-      __manifest__   JSON: format, henn version, model name, backend, activation_check mode,
-                     the input checks' graph (see checks.py), the program's SHA-256
+      __manifest__   JSON: format, henn version, model name, backend, the compile options, the input
+                     checks' header (mode, input bounds, graphs: see checks.py), the program's SHA-256
       program        the Program file (henn-program/2: steps, parameters, rotation steps, the
                      relinearization need, input and output packing), verified on loading
       check.*        the input checks' weights (boot.*: those of the bootstrap bound checks)
 
 Key requirements, packing and wire sizes are facts of the Program: `describe()` derives them, so
-no second copy can disagree with it."""
+no second copy can disagree with it. This whole file is the server's; `client_part()` is what a client
+gets (client_model.py: no weights)."""
 
 from __future__ import annotations
 
 import hashlib
-import io
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +23,10 @@ import numpy as np
 import henn
 from henn.ckks import backends, serialization
 from henn.deploy.checks import InputChecks
+from henn.deploy.client_model import ClientModel, ClientProgram
+from henn.deploy.files import archive, write_atomic
 from henn.errors import SerializationError
-from henn.program import ARCHIVE_ERRORS, Program, archive_bytes, open_archive
+from henn.program import ARCHIVE_ERRORS, PackedIO, Program, archive_bytes, open_archive
 
 FORMAT = "henn-model/1"
 
@@ -37,6 +38,7 @@ class Artefact:
     checks: InputChecks
     model: str = ""  # a name for people (the source file's stem)
     digest: str = ""  # SHA-256 of the program as stored in a file (set when read: to_bytes is not byte-stable)
+    options: dict = field(default_factory=dict)  # the compile options (henn compile), for people
 
     @property
     def program_bytes(self) -> bytes:
@@ -45,58 +47,15 @@ class Artefact:
     # ---- facts the server and client share ---------------------------------------------------
     def describe(self) -> dict:
         """What a client needs to know before it uploads keys: parameters, shapes, keys, sizes (bytes,
-        upper bounds from henn.ckks.serialization)."""
-        p = self.program
-        params = p.params
-        shape = {"n": params.n, "q_count": len(params.log_q), "p_count": len(params.log_p)}
-        bound = lambda kind, meta: serialization.max_payload(kind, meta, **shape) + 512  # + header and meta
-        galois = bound("galois_keys", {"steps": list(p.rotation_steps), "conjugate": p.complex_packed})
-        relin = bound("relin_key", {}) if p.relin else 0
-        boot = 0
-        # bootstrapping keys live over the bootstrapping modulus: residual primes, the circuit's, its own specials
-        if p.bootstraps and params.bootstrap is not None:
-            b = params.bootstrap
-            boot = (
-                serialization.max_payload(
-                    "bootstrap_keys",
-                    {},
-                    n=params.n,
-                    q_count=len(params.log_q) + b.depth,
-                    p_count=len(b.log_p(len(params.log_q))),
-                )
-                + 512
-            )
-        ct_in = bound("ciphertext", {"level": p.input_level, "degree": 1})
-        ct_out = bound("ciphertext", {"level": p.params.max_level, "degree": 1})
-        return {
-            "format": FORMAT,
-            "model": self.model,
-            "backend": self.backend,
-            "mode": p.mode,
-            "params": params.literal().to_dict(),
-            "params_name": params.name,
-            "params_fingerprint": params.fingerprint(),
-            "params_describe": params.describe(),
-            "input_shape": list(p.input_shape),
-            "output_shape": list(p.output_shape),
-            "images_per_request": p.images_per_set,
-            "complex_packing": p.complex_packed,
-            "input_ciphertexts": p.input_cts,
-            "output_ciphertexts": p.output_cts,
-            "input_level": p.input_level,
-            "rotation_steps": list(p.rotation_steps),
-            "relin": p.relin,
-            "bootstraps": p.bootstraps,
-            "activation_check": self.checks.mode,
-            "max_bytes": {
-                "keys": galois + relin + boot,
-                "galois_keys": galois,
-                "relin_key": relin,
-                "bootstrap_keys": boot,
-                "request": p.input_cts * ct_in,
-                "response": p.output_cts * ct_out,
-            },
-        }
+        upper bounds from henn.ckks.serialization), and the compile options."""
+        return describe_model(self.program, self.backend, self.model, self.checks, self.options)
+
+    def client_part(self, *, share_checks: bool = False) -> ClientModel:
+        """What a client needs, without the weights. share_checks: include the weight-derived input checks
+        (activation ranges, bootstrap bounds): they reveal the layers up to the last activation or bootstrap."""
+        checks = self.checks if share_checks else self.checks.weight_free()
+        options = dict(self.options, shared_input_checks=share_checks and self.checks.shares_weights)
+        return ClientModel(ClientProgram.of(self.program), self.backend, checks, self.model, self.digest, options)
 
     # ---- file ------------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -109,21 +68,15 @@ class Artefact:
             "model": self.model,
             "backend": self.backend,
             "program_sha256": hashlib.sha256(program).hexdigest(),
+            "options": self.options,
             "checks": checks,
         }
-        arrays["__manifest__"] = np.frombuffer(json.dumps(manifest).encode(), np.uint8)
-        arrays["program"] = np.frombuffer(program, np.uint8)
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)  # type: ignore[arg-type]  # the program is compressed already
-        return buf.getvalue()
+        arrays["program"] = np.frombuffer(program, np.uint8)  # compressed already
+        return archive(manifest, arrays)
 
     def save(self, path: str | Path) -> int:
         """Write the file (atomically: a reader never sees half of it); returns its size."""
-        data, path = self.to_bytes(), Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-        return len(data)
+        return write_atomic(path, self.to_bytes())
 
     @classmethod
     def load(cls, path: str | Path) -> Artefact:
@@ -154,7 +107,70 @@ class Artefact:
         if any(g is not None and tuple(g.input_shape) != tuple(prog.input_shape) for g in graphs):
             raise SerializationError("the model file's input checks and program take different input shapes")
         _check_bootstrap_checks(prog, checks)
-        return cls(prog, backend, checks, model, m["program_sha256"])
+        options = m.get("options", {})
+        if not isinstance(options, dict):
+            raise SerializationError("the model file's compile options are not an object: the file is damaged")
+        return cls(prog, backend, checks, model, m["program_sha256"], options)
+
+
+def describe_model(p: PackedIO, backend: str, model: str, checks: InputChecks, options: dict) -> dict:
+    """A model's facts for people and clients (GET /v1/model, `henn compile`, describe()): parameters,
+    shapes, keys, sizes (bytes, upper bounds from henn.ckks.serialization), checks and compile options.
+    `p` is a Program or a client part's ClientProgram (both have `bootstraps`)."""
+    params = p.params
+    bootstraps: int = p.bootstraps  # type: ignore[attr-defined]
+    shape = {"n": params.n, "q_count": len(params.log_q), "p_count": len(params.log_p)}
+    bound = lambda kind, meta: serialization.max_payload(kind, meta, **shape) + 512  # + header and meta
+    galois = bound("galois_keys", {"steps": list(p.rotation_steps), "conjugate": p.complex_packed})
+    relin = bound("relin_key", {}) if p.relin else 0
+    boot = 0
+    # bootstrapping keys live over the bootstrapping modulus: residual primes, the circuit's, its own specials
+    if bootstraps and params.bootstrap is not None:
+        b = params.bootstrap
+        boot = (
+            serialization.max_payload(
+                "bootstrap_keys",
+                {},
+                n=params.n,
+                q_count=len(params.log_q) + b.depth,
+                p_count=len(b.log_p(len(params.log_q))),
+            )
+            + 512
+        )
+    ct_in = bound("ciphertext", {"level": p.input_level, "degree": 1})
+    ct_out = bound("ciphertext", {"level": params.max_level, "degree": 1})
+    return {
+        "format": FORMAT,
+        "model": model,
+        "backend": backend,
+        "mode": p.mode,
+        "params": params.literal().to_dict(),
+        "params_name": params.name,
+        "params_fingerprint": params.fingerprint(),
+        "params_describe": params.describe(),
+        "input_shape": list(p.input_shape),
+        "output_shape": list(p.output_shape),
+        "images_per_request": p.images_per_set,
+        "complex_packing": p.complex_packed,
+        "input_ciphertexts": p.input_cts,
+        "output_ciphertexts": p.output_cts,
+        "input_level": p.input_level,
+        "rotation_steps": list(p.rotation_steps),
+        "relin": p.relin,
+        "bootstraps": bootstraps,
+        "activation_check": checks.mode,
+        "input_check": checks.mode,
+        "input_bounds": None if checks.input_bounds is None else list(checks.input_bounds),
+        "options": options,
+        "max_bytes": {
+            "keys": galois + relin + boot,
+            "galois_keys": galois,
+            "relin_key": relin,
+            "bootstrap_keys": boot,
+            "request": p.input_cts * ct_in,
+            "response": p.output_cts * ct_out,
+        },
+    }
 
 
 def _check_bootstrap_checks(program: Program, checks: InputChecks) -> None:

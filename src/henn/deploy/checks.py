@@ -1,6 +1,16 @@
 """The client-side input checks a compiled model file carries: the activation-range check of
 henn.ranges and the bootstraps' bound check, without the compiler.
 
+Both are derived from the weights (the graph holds the first layers' weights), so the client part of a
+model file (client_model.py) carries them only where the server opts in (`henn serve
+--share-input-checks`); otherwise it carries `weight_free()`: the range of the calibration inputs
+(`input_bounds`, widened by BOUNDS_MARGIN of its width on each side), when the model was compiled with them.
+
+The mode ("error" | "warn" | "off", `henn compile --input-check`) applies to every check: "error"
+refuses a batch with an out-of-range image (naming it), "warn" logs each such image and lets the batch
+through (its logits are meaningless, the others' are not touched), "off" checks nothing but shapes
+and finiteness.
+
 The activation check needs every polynomial activation's pre-activations, so the file keeps the
 checked graph (after fold_batchnorm + approximate_activations) up to its last `poly` node, with each
 node's accepted interval. A bootstrapping program also keeps its final graph up to the last
@@ -11,12 +21,13 @@ and attribute types, then `Graph.verify()`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from henn import ranges
-from henn.errors import SerializationError
+from henn.errors import InputError, SerializationError
 from henn.ir.graph import Graph, IRError, Node, Value
 from henn.ir.ops import OPS
 
@@ -24,6 +35,9 @@ CHECK_OPS = tuple(op for op in OPS if op != "activation")  # all the interpreter
 _COMPILER_ATTRS = ("packing", "rescale", "folded_gain", "levels")  # plans and level facts: not needed to interpret
 _TUPLE_ATTRS = ("stride", "pads", "kernel", "range", "coefficients")
 MAX_NODES = 4096
+BOUNDS_MARGIN = 0.1  # input_bounds accept this fraction of the calibration range's width beyond each end
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -34,6 +48,7 @@ class InputChecks:
     intervals: dict[str, tuple[float, float] | None]
     mode: str  # "error" | "warn" | "off" (henn.ranges.check_mode)
     bootstraps: Graph | None = None  # the final graph up to its last bootstrap (None: no bootstrap)
+    input_bounds: tuple[float, float] | None = None  # accepted input values (from calibration inputs)
 
     @classmethod
     def from_compiled(
@@ -46,18 +61,82 @@ class InputChecks:
             return cls(None, {}, mode, bootstraps)
         return cls(_prefix(checked, polys[-1]), dict(intervals), mode, bootstraps)
 
+    @staticmethod
+    def bounds_of(calibration: np.ndarray) -> tuple[float, float]:
+        """The input values accepted after calibration inputs: their range, widened by BOUNDS_MARGIN."""
+        lo, hi = float(np.min(calibration)), float(np.max(calibration))
+        pad = BOUNDS_MARGIN * (hi - lo) or BOUNDS_MARGIN * max(abs(lo), 1.0)
+        return (lo - pad, hi + pad)
+
+    @property
+    def shares_weights(self) -> bool:
+        """Whether these checks hold weight-derived graphs (the activation or the bootstrap check)."""
+        return self.graph is not None or self.bootstraps is not None
+
+    def weight_free(self) -> InputChecks:
+        """The checks that reveal no weight: the input bounds and the mode."""
+        return InputChecks(None, {}, self.mode, None, self.input_bounds)
+
+    def with_mode(self, mode: str) -> InputChecks:
+        return replace(self, mode=ranges.check_mode(mode))
+
     def run(self, x: np.ndarray) -> None:
-        """Refuse (mode "error") or log ("warn") images whose pre-activations leave an interval; refuse
-        images whose values before a bootstrap exceed its bound (always)."""
+        """Refuse (mode "error") or log ("warn") images whose values leave the input bounds, whose
+        pre-activations leave an interval or whose values before a bootstrap exceed its bound."""
+        if self.mode == "off":
+            return
+        if self.input_bounds is not None:
+            self._check_bounds(x)
         if self.graph is not None:
             ranges.check(self.graph, x, self.intervals, self.mode)
-        if self.bootstraps is not None:
+        if self.bootstraps is None:
+            return
+        if self.mode == "error":
             ranges.check_bootstraps(self.bootstraps, x)
+            return
+        nodes, peaks = ranges.bootstrap_peaks(self.bootstraps, x)
+        for node, peak in zip(nodes, peaks.T):
+            for i in np.nonzero(peak > node.attrs["bound"])[0]:
+                log.warning(
+                    "image %d: values before %s reach %.3g, beyond the bound %.3g calibrated for it; its "
+                    "logits are meaningless (input check 'warn': evaluating anyway)",
+                    i,
+                    node.name,
+                    peak[i],
+                    node.attrs["bound"],
+                )
+
+    def _check_bounds(self, x: np.ndarray) -> None:
+        lo, hi = self.input_bounds  # type: ignore[misc]  # run() checked it
+        flat = x.reshape(len(x), -1)
+        bad = np.nonzero(((flat < lo) | (flat > hi)).any(axis=1))[0]
+        if not bad.size:
+            return
+        i = int(bad[0])
+        msg = (
+            f"image {i}: values from {flat[i].min():.3g} to {flat[i].max():.3g}, outside {lo:.3g} .. {hi:.3g} "
+            "(the calibration inputs' range)"
+        )
+        if self.mode == "error":
+            raise InputError(
+                f"{msg}: feed inputs scaled like the calibration data, or compile with "
+                "--input-check warn (log such images and go on) or off"
+            )
+        for k in bad:
+            log.warning(
+                "image %d: values outside %.3g .. %.3g, the calibration inputs' range; its logits may be "
+                "meaningless (input check 'warn': evaluating anyway)",
+                k,
+                lo,
+                hi,
+            )
 
     # ---- file form ---------------------------------------------------------------------------
     def to_header(self) -> tuple[dict, dict[str, np.ndarray]]:
         arrays: dict[str, np.ndarray] = {}
         header: dict = {"mode": self.mode, "graph": None}
+        if self.input_bounds is not None:
+            header["input_bounds"] = list(self.input_bounds)
         if self.bootstraps is not None:
             header["bootstraps"] = _graph_header(self.bootstraps, "boot", arrays)
         if self.graph is None:
@@ -71,19 +150,20 @@ class InputChecks:
         """Checks from a file; SerializationError when anything is malformed."""
         try:
             mode = ranges.check_mode(h["mode"])
+            bounds = _bounds(h.get("input_bounds"))
             boot = h.get("bootstraps")
             bootstraps = None if boot is None else _graph_from(boot, "boot", arrays)
             if bootstraps is not None and not any(n.op == "bootstrap" for n in bootstraps.nodes):
                 raise ValueError("the bootstrap check graph has no bootstrap")
             if h["graph"] is None:
-                return cls(None, {}, mode, bootstraps)
+                return cls(None, {}, mode, bootstraps, bounds)
             graph = _graph_from(h["graph"], "check", arrays)
             if any(n.op in ("bootstrap", "add", "channel_poly") for n in graph.nodes):
                 raise ValueError("the activation check graph holds ops of the bootstrap check")
             intervals = {_str(k): _interval(v) for k, v in _dict(h["intervals"]).items()}
             if set(intervals) != {n.name for n in ranges.poly_layers(graph)}:
                 raise ValueError("intervals do not name the activation layers")
-            return cls(graph, intervals, mode, bootstraps)
+            return cls(graph, intervals, mode, bootstraps, bounds)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, IRError) as exc:
             raise SerializationError(f"malformed input checks: {type(exc).__name__}: {exc}") from None
 
@@ -177,6 +257,15 @@ def _interval(v) -> tuple[float, float] | None:
     if not (np.isfinite(mid) and np.isfinite(half) and half > 0):
         raise ValueError(f"interval {v!r} is not a finite centre and a positive half-width")
     return (mid, half)
+
+
+def _bounds(v) -> tuple[float, float] | None:
+    if v is None:
+        return None
+    lo, hi = (float(x) for x in _list(v))
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise ValueError(f"input bounds {v!r} are not finite with low < high")
+    return (lo, hi)
 
 
 def _str(v) -> str:

@@ -1,11 +1,14 @@
 """Both ends of a deployed model, each from the model file alone (no compiler import):
 
-    client = Client.load("model.henn")           # holds the secret key
+    client = Client.load("model.client.henn")    # the client part (or the whole file); holds the secret key
     keys = client.generate_keys()                # public evaluation keys only
-    server = Server.load("model.henn")
+    server = Server.load("model.henn")           # the whole model file: the weights
     session = server.open_session(server.read_keys(client.key_blobs()))
+    client.release_keys()                        # the evaluation keys are the server's now
     out = server.evaluate(session, client.encrypt(images))      # bytes in, bytes out
     logits = client.decrypt(out, len(images))
+    client.save("client.key", passphrase=...)    # the secret key encrypted at rest (keyfile.py)
+    client = Client.open("client.key", passphrase=...)
 
 Everything between them is bytes in henn's serialization format (henn.ckks.serialization: one
 versioned header per object), as it travels over the network (henn.deploy.app, henn.deploy.remote)."""
@@ -21,9 +24,12 @@ import numpy as np
 
 from henn.ckks import open_backend
 from henn.ckks.values import BootstrapKeys, Ciphertext, EvaluationKeys, GaloisKeys, RelinKey
+from henn.deploy import keyfile
 from henn.deploy.artefact import Artefact
+from henn.deploy.client_model import ClientModel
+from henn.deploy.files import write_atomic
 from henn.deploy.flood import check_bits, flood
-from henn.errors import InputError
+from henn.errors import InputError, KeyFileError, SerializationError
 from henn.runtime import client as runtime_client
 from henn.runtime import server as runtime_server
 from henn.runtime.inputs import check_images
@@ -32,18 +38,29 @@ UPLOAD_KINDS = (RelinKey, GaloisKeys)  # what a server needs: no public key, nev
 
 
 class Client:
+    """The client of a deployed model: keys, checks, encryption and decryption, from the model's client part
+    (an Artefact, the whole file, gives its client part with its input checks: its holder has the weights)."""
+
     def __init__(
-        self, artefact: Artefact, *, threads: int | None = None, flood_bits: int | None = None, seed: int | None = None
+        self,
+        model: ClientModel | Artefact,
+        *,
+        threads: int | None = None,
+        flood_bits: int | None = None,
+        seed: int | None = None,
     ):
-        self.artefact, self.program = artefact, artefact.program
-        self.backend = open_backend(artefact.backend, self.program.params)
-        self.runtime = runtime_client.Client(self.program, self.backend, threads=threads)
+        if isinstance(model, Artefact):
+            model = model.client_part(share_checks=True)
+        self.model, self.program = model, model.program
+        self.backend = open_backend(model.backend, self.program.params)
+        self.runtime = runtime_client.Client(self.program, self.backend, threads=threads)  # type: ignore[arg-type]
         self.flood_bits = check_bits(flood_bits)
         self._rng = np.random.default_rng(secrets.randbits(128) if seed is None else seed)
 
     @classmethod
     def load(cls, path: str | Path, **options) -> Client:
-        return cls(Artefact.load(path), **options)
+        """A client without keys of a model file: its client part (`GET /v1/model/file`) or the whole file."""
+        return cls(ClientModel.load(path), **options)
 
     def generate_keys(self) -> EvaluationKeys:
         return self.runtime.generate_keys()
@@ -52,13 +69,76 @@ class Client:
         """The evaluation keys a server needs, serialized (relinearization key, Galois keys, and the
         bootstrapping keys of a bootstrapping program: gigabytes at N = 2^16)."""
         keys = self._keys()
+        if keys.galois is None:
+            raise InputError(
+                "the evaluation keys were released (release_keys()): make them again with regenerate_keys(), "
+                "or read the file save_evaluation_keys() wrote"
+            )
         return [self.backend.serialize(k) for k in (keys.relin, keys.galois, keys.bootstrap) if k is not None]
+
+    def save_evaluation_keys(self, path: str | Path) -> int:
+        """Write the evaluation keys (public: the body of a key upload, `henn evaluate --keys`); their size."""
+        return write_atomic(path, self.key_blobs())
+
+    def release_keys(self) -> None:
+        """Drop the evaluation keys once uploaded or written (hundreds of MiB; GiB with bootstrapping keys);
+        encryption and decryption go on. regenerate_keys() makes them again from the secret key."""
+        self.runtime.release_keys()
+
+    def regenerate_keys(self) -> EvaluationKeys:
+        return self.runtime.regenerate_keys()
+
+    @property
+    def key_id(self) -> str | None:
+        """The key set's id (public: every key and ciphertext carries it); None before generate_keys()."""
+        return self.runtime.key_id
+
+    # ---- the key file -----------------------------------------------------------------------
+    def save(self, path: str | Path, *, passphrase: str | bytes) -> None:
+        """Write the secret key and the model's client part to a new file (mode 0600), encrypted under
+        `passphrase` (keyfile.py: Argon2id + AES-256-GCM). The evaluation keys are not in it: write them
+        with save_evaluation_keys() (they are public) or make them again after open()."""
+        secret, key_id = self.runtime.export_secret_key()
+        facts = {
+            "backend": self.model.backend,
+            "params": self.backend.actual_params.fingerprint(),
+            "key_id": key_id,
+            "model_sha256": self.model.model_sha256,
+        }
+        keyfile.write_private(path, keyfile.lock(secret, self.model.to_bytes(), facts, passphrase))
+
+    @classmethod
+    def open(cls, path: str | Path, *, passphrase: str | bytes, **options) -> Client:
+        """The client saved in `path` (save()): its secret key, ready to encrypt and decrypt; KeyFileError
+        for a wrong passphrase or a changed file (nothing is kept of it)."""
+        where = str(path)
+        header, secret, model_bytes = keyfile.unlock(Path(path).read_bytes(), passphrase, where)
+        try:
+            model = ClientModel.from_bytes(model_bytes)
+        except SerializationError as exc:
+            raise KeyFileError(f"{where} holds a damaged model description ({exc})") from None
+        if model.backend != header["backend"] or model.model_sha256 != header["model_sha256"]:
+            raise KeyFileError(f"{where}: its header and its model description disagree: the file is damaged")
+        client = cls(model, **options)
+        try:
+            if client.backend.actual_params.fingerprint() != header["params"]:
+                raise KeyFileError(
+                    f"{where} was saved with other encryption parameters (primes) than its model gives here"
+                )
+            client.runtime.import_secret_key(secret, header["key_id"])
+        except SerializationError as exc:
+            client.close()
+            raise KeyFileError(f"{where} holds a secret key its backend cannot read ({exc})") from None
+        except BaseException:
+            client.close()
+            raise
+        return client
 
     def check(self, images) -> np.ndarray:
         """Images (B, *input_shape) as float64, refused (InputError) where the model file's input
         checks refuse them (shape, finiteness, activation ranges)."""
         x = check_images(images, self.program.input_shape)
-        self.artefact.checks.run(x)
+        self.model.checks.run(x)
         return x
 
     def batches(self, n_images: int) -> list[range]:

@@ -3,8 +3,11 @@
     model = henn.connect("http://127.0.0.1:8000")      # fetch the model file, make keys, upload them
     logits = model.predict(images)                      # check, encrypt, send, receive, decrypt
 
-Keys are generated here; only the evaluation keys (relinearization, Galois) are uploaded, the
-secret key never leaves this object. Large uploads show a progress bar (tqdm)."""
+Keys are generated here; only the evaluation keys (relinearization, Galois) are uploaded, then
+released from memory; the secret key never leaves this object, except encrypted under a passphrase
+(`model.client.save(path, passphrase=...)`, and `henn.connect(url, client=Client.open(path, ...))` to
+use it again). The server hands out the client part of its model file only (no weights). Large
+uploads show a progress bar (tqdm)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from henn.deploy.artefact import Artefact
+from henn.deploy.client_model import ClientModel
 from henn.deploy.local import Client
 from henn.deploy.wire import CONTENT_TYPE, chunks, split
 from henn.errors import BackendError, HennError, InputError, SessionError
@@ -42,6 +45,7 @@ class RemoteModel:
         threads: int | None = None,
         seed: int | None = None,
         retries: int = 5,
+        client: Client | None = None,
     ):
         try:
             import httpx
@@ -50,11 +54,18 @@ class RemoteModel:
         self.url, self.progress, self.retries = url.rstrip("/"), progress, retries
         self.http = httpx.Client(base_url=self.url, timeout=timeout)
         self.info = self._json("GET", "/v1/model")
-        data = self._call("GET", "/v1/model/file").content
-        artefact = Artefact.from_bytes(data)
-        if artefact.digest != self.info["model_sha256"]:
-            raise RemoteError("the model file the server sent does not match its description")
-        self.client = Client(artefact, threads=threads, flood_bits=flood_bits, seed=seed)
+        if client is None:
+            model = ClientModel.from_bytes(self._call("GET", "/v1/model/file").content)
+            if model.model_sha256 != self.info["model_sha256"]:
+                raise RemoteError("the model file the server sent does not match its description")
+            client = Client(model, threads=threads, flood_bits=flood_bits, seed=seed)
+        elif client.model.model_sha256 != self.info["model_sha256"]:
+            self.http.close()
+            raise InputError(
+                "this client was made for another model than the server's (their model ids differ): make its "
+                "keys with the server's model file (`henn keygen --model`)"
+            )
+        self.client = client
         self.stats = {
             "key_bytes": 0,
             "keygen_s": 0.0,
@@ -71,7 +82,10 @@ class RemoteModel:
 
     def _open_session(self) -> str:
         t0 = time.perf_counter()
-        self.client.generate_keys()
+        if self.client.key_id is None:
+            self.client.generate_keys()
+        elif self.client.runtime.keys is None or self.client.runtime.keys.galois is None:
+            self.client.regenerate_keys()  # a client opened from its key file
         blobs = self.client.key_blobs()
         t1 = time.perf_counter()
         size = sum(len(b) for b in blobs)
@@ -91,6 +105,7 @@ class RemoteModel:
             )
         finally:
             bar.close()
+        self.client.release_keys()  # the server holds them now
         self.stats.update(key_bytes=size, keygen_s=t1 - t0, upload_s=time.perf_counter() - t1)
         log.info("session %s: %.1f MiB of evaluation keys uploaded", answer["session"][:6], size / 2**20)
         return answer["session"]

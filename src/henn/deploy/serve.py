@@ -16,14 +16,18 @@ from henn.errors import BackendError
 log = logging.getLogger(__name__)
 
 
-def build(model: str | Path, store: str | Path, limits: Limits, threads: int | None = None):
-    """The ASGI app and its service for a model file (tests and benchmarks run it in-process too)."""
+def build(
+    model: str | Path, store: str | Path, limits: Limits, threads: int | None = None, share_input_checks: bool = False
+):
+    """The ASGI app and its service for a model file (tests and benchmarks run it in-process too). Clients
+    get the file's client part (no weights); share_input_checks adds the weight-derived input checks."""
     from henn.deploy.app import create_app
 
-    data = Path(model).read_bytes()
-    service = Service(Server(Artefact.from_bytes(data), threads=threads), SessionStore(store), limits)
+    artefact = Artefact.load(model)
+    client_part = artefact.client_part(share_checks=share_input_checks).to_bytes()
+    service = Service(Server(artefact, threads=threads), SessionStore(store), limits)
     service.store.expire()
-    return create_app(service, data), service
+    return create_app(service, client_part), service
 
 
 def serve(
@@ -35,12 +39,13 @@ def serve(
     limits: Limits,
     threads: int | None = None,
     verbose: int = 0,
+    share_input_checks: bool = False,
 ) -> None:
     try:
         import uvicorn
     except ImportError:
         raise BackendError("henn serve needs the serve extra: pip install 'henn[serve]'") from None
-    app, service = build(model, store, limits, threads)
+    app, service = build(model, store, limits, threads, share_input_checks)
     log.warning(
         "serving %s (%s, %s) on http://%s:%d",
         Path(model).name,

@@ -26,12 +26,46 @@ class Client:
     def generate_keys(self) -> EvaluationKeys:
         """Create the secret key (kept here) and return the public evaluation keys for the server."""
         t0 = time.perf_counter()
-        self._sk, self.keys = self.backend.generate_keys(rotations=self.program.rotation_steps,
-                                                         conjugate=self.program.complex_packed,
-                                                         relin=self.program.relin,
-                                                         bootstrap=self.program.bootstraps > 0)
+        self._sk = self.backend.generate_secret_key()
+        self.keys = self._keys_of(self._sk)
         self.seconds["keygen"] = time.perf_counter() - t0
         return self.keys
+
+    def regenerate_keys(self) -> EvaluationKeys:
+        """The evaluation keys of the secret key held (after release_keys(), or in a client opened from its
+        key file): new keys for the same key set, as good as the first ones."""
+        self._need_keys()
+        t0 = time.perf_counter()
+        self.keys = self._keys_of(self._sk)
+        self.seconds["keygen"] = time.perf_counter() - t0
+        return self.keys
+
+    def _keys_of(self, sk) -> EvaluationKeys:
+        p = self.program
+        return self.backend.keys_of(sk, rotations=p.rotation_steps, conjugate=p.complex_packed, relin=p.relin,
+                                    bootstrap=p.bootstraps > 0)
+
+    def release_keys(self) -> None:
+        """Drop the evaluation keys (relinearization, Galois, bootstrapping: the server's, hundreds of MiB to
+        GiB) once uploaded or written; the secret and public keys stay, encryption and decryption go on."""
+        if self.keys is not None:
+            self.keys = EvaluationKeys(public=self.keys.public)
+
+    def export_secret_key(self) -> tuple[bytes, str]:
+        """(the secret key's library bytes, its key-set id): for a passphrase-protected key file only
+        (henn.deploy.keyfile); nothing else ever writes or sends them."""
+        self._need_keys()
+        return self.backend.export_secret_key(self._sk), self._sk.key_id
+
+    def import_secret_key(self, data: bytes, key_id: str) -> None:
+        """Hold the secret key of a key file (and a public key of it): encrypt and decrypt at once,
+        regenerate_keys() for the evaluation keys."""
+        self._sk = self.backend.import_secret_key(data, key_id)
+        self.keys = EvaluationKeys(public=self.backend.generate_public_key(self._sk))
+
+    @property
+    def key_id(self) -> str | None:
+        return None if self._sk is None else self._sk.key_id
 
     # ---- packing -----------------------------------------------------------------------------
     def batches(self, n_images: int) -> list[range]:

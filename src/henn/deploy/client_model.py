@@ -1,0 +1,145 @@
+"""The client part of a model file: what a client needs to make keys, check, encrypt and decrypt, and no
+weight. `GET /v1/model/file` hands out this part; the whole model file stays with the server.
+
+    format "henn-client-model/1": a NumPy .npz archive (no pickle) holding
+      __manifest__   JSON: format, henn version, model name, backend, model_sha256 (the model file's program
+                     digest: the server's model id), the compile options, the program's inputs and outputs
+                     (henn.program.PackedIO: parameters, rotation steps, shapes, packing) and bootstrap
+                     count, the input checks' header (checks.py)
+      in.*, out.*    the packing's slot maps (indices) and the output offset
+      check.*, boot.*  the weight-derived input checks, only where the server shares them (opt-in)
+
+Weights, encoded diagonals and biases are never in this part unless the input checks are shared: then
+the activation check's graph holds the layers up to the last activation (their weights), and a
+bootstrapping program's bound check the layers up to the last bootstrap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import henn
+from henn.ckks import backends
+from henn.ckks.params import Parameters
+from henn.deploy.checks import InputChecks
+from henn.deploy.files import archive, write_atomic
+from henn.errors import SerializationError
+from henn.program import ARCHIVE_ERRORS, PackedIO, Program, ProgramError, check_pack, io_fields, open_archive
+
+FORMAT = "henn-client-model/1"
+MAX_BOOTSTRAPS = 1 << 12
+
+
+@dataclass(frozen=True)
+class ClientProgram(PackedIO):
+    """A program's inputs and outputs (PackedIO) and how many bootstraps it runs (their keys): no steps."""
+
+    mode: str
+    params: Parameters
+    depth: int
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    rotation_steps: tuple[int, ...]
+    relin: bool
+    input_pack: dict
+    output_elem: np.ndarray | None
+    output_gain: float
+    output_offset: np.ndarray | None
+    bootstraps: int
+
+    @classmethod
+    def of(cls, p: Program) -> ClientProgram:
+        return cls(
+            p.mode,
+            p.params,
+            p.depth,
+            tuple(p.input_shape),
+            tuple(p.output_shape),
+            tuple(p.rotation_steps),
+            p.relin,
+            dict(p.input_pack),
+            p.output_elem,
+            p.output_gain,
+            p.output_offset,
+            p.bootstraps,
+        )
+
+
+@dataclass(frozen=True)
+class ClientModel:
+    program: ClientProgram
+    backend: str
+    checks: InputChecks
+    model: str = ""
+    model_sha256: str = ""  # the server's model id (the model file's program digest)
+    options: dict = field(default_factory=dict)  # the compile options (henn compile), for people
+
+    def describe(self) -> dict:
+        from henn.deploy.artefact import describe_model
+
+        return describe_model(self.program, self.backend, self.model, self.checks, self.options)
+
+    # ---- file ------------------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        checks, arrays = self.checks.to_header()
+        manifest = {
+            "format": FORMAT,
+            "henn_version": henn.__version__,
+            "model": self.model,
+            "backend": self.backend,
+            "model_sha256": self.model_sha256,
+            "options": self.options,
+            "program": dict(self.program.io_header(arrays), bootstraps=self.program.bootstraps),
+            "checks": checks,
+        }
+        return archive(manifest, arrays)
+
+    def save(self, path: str | Path) -> int:
+        """Write the file (atomically); returns its size."""
+        return write_atomic(path, self.to_bytes())
+
+    @classmethod
+    def load(cls, path: str | Path) -> ClientModel:
+        return cls.from_bytes(Path(path).read_bytes())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> ClientModel:
+        """The client part of a model file, or of a whole model file (whose holder has the weights anyway:
+        its input checks come along); anything malformed is a SerializationError."""
+        from henn.deploy.artefact import FORMAT as MODEL_FORMAT
+        from henn.deploy.artefact import Artefact
+
+        try:
+            z, m = open_archive(data, "__manifest__")
+        except ARCHIVE_ERRORS as exc:
+            raise SerializationError(f"not a henn model file ({exc}): write it with `henn compile --out`") from None
+        got = m.get("format") if isinstance(m, dict) else None
+        if got == MODEL_FORMAT:
+            return Artefact.from_bytes(data).client_part(share_checks=True)
+        if got != FORMAT:
+            raise SerializationError(f"model file format {got!r} is neither {FORMAT!r} nor {MODEL_FORMAT!r}")
+        assert isinstance(m, dict)
+        try:
+            backend, model, digest = m["backend"], m["model"], m["model_sha256"]
+            if backend not in backends.names() or not isinstance(model, str) or not isinstance(digest, str):
+                raise ValueError(f"unknown backend {backend!r}, or a model name or digest that is not a string")
+            options = m.get("options", {})
+            if not isinstance(options, dict):
+                raise TypeError("options are not an object")
+            h = m["program"]
+            boots = h["bootstraps"]
+            if not isinstance(boots, int) or isinstance(boots, bool) or not 0 <= boots <= MAX_BOOTSTRAPS:
+                raise ValueError(f"bootstraps {boots!r}")
+            program = ClientProgram(**io_fields(h, z), bootstraps=boots)
+            check_pack(program)
+            checks = InputChecks.from_header(m["checks"], z)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, ProgramError) as exc:
+            raise SerializationError(f"malformed client model file: {type(exc).__name__}: {exc}") from None
+        graphs = (checks.graph, checks.bootstraps)
+        if any(g is not None and tuple(g.input_shape) != tuple(program.input_shape) for g in graphs):
+            raise SerializationError("the client model file's input checks and program take different input shapes")
+        if checks.bootstraps is not None and sum(n.op == "bootstrap" for n in checks.bootstraps.nodes) != boots:
+            raise SerializationError(f"the client model file bounds another number of bootstraps than its {boots}")
+        return cls(program, backend, checks, model, digest, options)
