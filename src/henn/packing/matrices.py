@@ -62,7 +62,7 @@ def matrix(node: Node, in_shape) -> sp.csr_matrix:
         per_ch = m // wts.shape[0]
         vals = np.repeat(wts, per_ch, axis=0)  # (m, T)
         rows = np.broadcast_to(np.arange(m)[:, None], cols.shape)
-        keep = cols >= 0
+        keep = (cols >= 0) & (vals != 0)  # the zero blocks of a grouped conv cost no diagonal
         return sp.csr_matrix((vals[keep], (rows[keep], cols[keep])), shape=(m, n_in))
     raise UnsupportedOperation(f"layer {node.name!r} ({node.op}) is not a linear operation")
 
@@ -80,12 +80,13 @@ def full_bias(node: Node, in_shape) -> np.ndarray:
 
 def segment_matrix(nodes, in_shape):
     """Composed sparse matrix and flattened bias of a run of linear ops (sumpool/flatten/conv/linear),
-    and the output shape."""
+    and the output shape: out = M_k (... (M_1 x + b_1) ...) + b_k = M x + bias."""
     m, shape, bias = None, tuple(in_shape), None
     for n in nodes:
         mat = matrix(n, shape)
         m = mat if m is None else mat @ m
+        bias = None if bias is None else mat @ bias
         if n.op in ("conv2d", "linear"):
-            bias = full_bias(n, shape)
+            bias = full_bias(n, shape) if bias is None else bias + full_bias(n, shape)
         shape = infer_shape(n, [shape])
     return m.tocsr(), (np.zeros(m.shape[0]) if bias is None else bias), shape

@@ -5,8 +5,9 @@ batch   every ciphertext holds one scalar (pixel / activation) of up to `slots` 
         rotations; meta min_slots = 1.
 single  one image per ciphertext set (latency), or `images_per_set` images side by side in the
         multiplexed layouts (throughput: ResNet-20's later stages fill a quarter and an eighth of a
-        ciphertext with one image; henn.packing.layout.image_starts). The chain is cut at activations into segments,
-        each with at most one Conv/Gemm (plus sum-pools/flattens before it). The first segment,
+        ciphertext with one image; henn.packing.layout.image_starts). The chain is cut at activations and
+        between consecutive Conv/Gemm layers into segments, each with at most one Conv/Gemm (plus
+        sum-pools/flattens before it). The first segment,
         if it is a Conv, uses the client-packed `taps` strategy and lays its output out as the next
         Conv's im2col; later segments use the cheapest generalized-diagonal plan (direct, hybrid,
         expanded, optionally blocked over the input's replicas; henn.packing.single), within the
@@ -171,7 +172,10 @@ def _same_layout(node: Node, a: Layout, b: Layout) -> Layout:
 
 
 def segments(g: Graph) -> list[list]:
-    """Runs of linear nodes between activations (and bootstraps), in order (empty runs included)."""
+    """Runs of linear nodes between activations (and bootstraps), in order (empty runs included), each
+    with at most one Conv/Gemm: consecutive Conv/Gemm layers that fuse_linear left apart (cheaper so, or
+    not one layer) are evaluated one after another, the pools and flattens between them going with the
+    layer after them (composed into its matrix)."""
     out: list[list] = []
     cur: list = []
     for n in g.nodes:
@@ -180,6 +184,10 @@ def segments(g: Graph) -> list[list]:
             out.append([n])
             cur = []
         elif n.op in SEGMENT_OPS:
+            lin = [k for k, m in enumerate(cur) if m.op in LINEAR_OPS]
+            if n.op in LINEAR_OPS and lin:
+                out.append(cur[: lin[-1] + 1])
+                cur = cur[lin[-1] + 1 :]
             cur.append(n)
         else:
             raise UnsupportedOperation(f"layer {n.name!r} ({n.op}) cannot be packed; run the earlier passes first")
@@ -195,12 +203,7 @@ def _plan_single(g: Graph, max_slots: int) -> None:
         if seg and seg[0].op == "poly":
             g.values[seg[0].output].meta["layout"] = layout
             continue
-        lin = [n for n in seg if n.op in ("conv2d", "linear")]
-        if len(lin) > 1:
-            raise UnsupportedOperation(
-                f"layers {lin[0].name!r} and {lin[1].name!r} follow each other without an "
-                "activation: single mode needs one Conv/Gemm between activations"
-            )
+        lin = [n for n in seg if n.op in LINEAR_OPS]
         if not lin:
             if any(n.op == "sumpool" for n in seg):
                 raise UnsupportedOperation("single mode cannot pool without a following Conv/Gemm: use mode='batch'")
@@ -238,9 +241,11 @@ def _plan_single(g: Graph, max_slots: int) -> None:
 
 
 def _next_conv(segs, i):
-    """The Conv of the segment after the next activation, when that segment is just that Conv."""
-    if i + 2 < len(segs):
-        nxt = [n for n in segs[i + 2] if n.op != "flatten"]
-        if len(nxt) == 1 and nxt[0].op == "conv2d" and segs[i + 2][0] is nxt[0]:
+    """The Conv of the next segment (after the next activation, or right after this one), when that
+    segment is just that Conv."""
+    j = i + 2 if i + 1 < len(segs) and segs[i + 1] and segs[i + 1][0].op == "poly" else i + 1
+    if j < len(segs) and segs[j]:
+        nxt = [n for n in segs[j] if n.op != "flatten"]
+        if len(nxt) == 1 and nxt[0].op == "conv2d" and segs[j][0] is nxt[0]:
             return nxt[0]
     return None
