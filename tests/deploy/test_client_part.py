@@ -80,6 +80,8 @@ def test_a_client_with_only_the_client_part_runs_end_to_end(model, tmp_path):
     part = ClientModel.load(part_path)
     assert part.checks.graph is None and part.checks.bootstraps is None and part.checks.mode == "error"
     assert part.model_sha256 == Artefact.load(path).digest
+    with pytest.raises(SerializationError, match="client part .* whole model file"):
+        Server.load(part_path)
     client, server = Client.load(part_path), Server.load(path)
     x, labels = digits(3)
     client.generate_keys()

@@ -89,6 +89,8 @@ def test_a_saved_client_reconnects_to_a_server(model, tmp_path):
             got = r.predict(x)
             assert r.client.runtime.keys.galois is None  # released after the upload
         np.testing.assert_allclose(got, cm.run(x, encrypted=False), atol=1e-6)
+        r = henn_cli("predict", "--server", server.url, "--images", "2", "--client", str(tmp_path / "c.key"))
+        assert r.returncode == 0 and "accuracy 1.0000" in r.stdout, r.stderr
         _, other_path = compile_file(tmp_path / "sq.henn", model=SQUARE_ZOO)
         stranger = Client.load(other_path)
         stranger.generate_keys()

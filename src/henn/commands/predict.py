@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from henn import cli_secrets
 from henn.cli_args import int_in, output_file
 from henn.deploy.flood import MAX_BITS, MIN_BITS
 
@@ -30,6 +31,13 @@ def register(sub) -> None:
         help="noise flooding of the decrypted logits: bits of precision kept (IND-CPA^D mitigation)",
     )
     p.add_argument("--json", type=output_file, default=None, help="write the results as JSON here")
+    p.add_argument(
+        "--client",
+        type=Path,
+        default=None,
+        help="a saved client's key file (henn keygen --out): its key set, evaluation keys made again from it",
+    )
+    cli_secrets.add_argument(p)
     p.set_defaults(handler=run)
 
 
@@ -37,7 +45,12 @@ def run(args) -> int:
     import henn
     from henn.commands.infer import load_images
 
-    with henn.connect(args.server, flood_bits=args.flood_bits) as remote:
+    options = {"flood_bits": args.flood_bits}
+    if args.client is not None:
+        from henn.deploy import Client
+
+        options = {"client": Client.open(args.client, passphrase=cli_secrets.passphrase(args), **options)}
+    with henn.connect(args.server, **options) as remote:
         info, stats = remote.info, remote.stats
         kind = "mnist" if tuple(info["input_shape"]) == (1, 28, 28) else "cifar"
         images, labels, source = load_images(kind, args.data_dir, args.images)

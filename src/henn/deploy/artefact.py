@@ -23,6 +23,7 @@ import numpy as np
 import henn
 from henn.ckks import backends, serialization
 from henn.deploy.checks import InputChecks
+from henn.deploy.client_model import FORMAT as CLIENT_FORMAT
 from henn.deploy.client_model import ClientModel, ClientProgram
 from henn.deploy.files import archive, write_atomic
 from henn.errors import SerializationError
@@ -87,12 +88,20 @@ class Artefact:
         """Load and verify a model file; anything malformed is a SerializationError."""
         try:
             z, m = open_archive(data, "__manifest__")
-            program = archive_bytes(z, "program")
         except ARCHIVE_ERRORS as exc:
             raise SerializationError(f"not a henn model file ({exc}): write it with `henn compile --out`") from None
         if not isinstance(m, dict) or m.get("format") != FORMAT:
             got = m.get("format") if isinstance(m, dict) else None
+            if got == CLIENT_FORMAT:
+                raise SerializationError(
+                    "this is a model's client part (no weights): give the server the whole model file "
+                    "(henn compile --out)"
+                )
             raise SerializationError(f"model file format {got!r} is not {FORMAT!r}: compile the model again")
+        try:
+            program = archive_bytes(z, "program")
+        except ARCHIVE_ERRORS as exc:
+            raise SerializationError(f"not a henn model file ({exc}): write it with `henn compile --out`") from None
         if m.get("program_sha256") != hashlib.sha256(program).hexdigest():
             raise SerializationError("the model file's program does not match its checksum: the file is damaged")
         backend, model = m.get("backend"), m.get("model")
