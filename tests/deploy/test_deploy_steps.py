@@ -88,6 +88,8 @@ def test_a_saved_client_reconnects_to_a_server(model, tmp_path):
         with henn.connect(server.url, progress=False, client=Client.open(tmp_path / "c.key", passphrase=PASS)) as r:
             got = r.predict(x)
             assert r.client.runtime.keys.galois is None  # released after the upload
+            r.save(tmp_path / "again.key", passphrase=PASS)
+        assert Client.open(tmp_path / "again.key", passphrase=PASS).key_id == client.key_id
         np.testing.assert_allclose(got, cm.run(x, encrypted=False), atol=1e-6)
         r = henn_cli("predict", "--server", server.url, "--images", "2", "--client", str(tmp_path / "c.key"))
         assert r.returncode == 0 and "accuracy 1.0000" in r.stdout, r.stderr

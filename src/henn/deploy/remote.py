@@ -147,6 +147,11 @@ class RemoteModel:
             pass
         return r.content
 
+    def save(self, path, *, passphrase: str | bytes) -> None:
+        """Keep this client's secret key in a key file (Client.save); henn.connect(url, client=Client.open(...))
+        uses it again."""
+        self.client.save(path, passphrase=passphrase)
+
     def close(self, *, delete: bool = True) -> None:
         if delete:
             try:
