@@ -65,7 +65,7 @@ def _plan(exponents: list[int], budget: int) -> tuple[list[int], list[int]]:
     return direct + inner_direct, [giant] + inner_giants
 
 
-def _coefficients(coeffs) -> np.ndarray:
+def coefficient_vector(coeffs) -> np.ndarray:
     try:
         c = np.asarray(coeffs, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -126,7 +126,7 @@ def _core_depth(c: np.ndarray, mode: str) -> int:
 
 def polynomial_depth(coeffs, target_scale=None, bound=None) -> int:
     """Levels `evaluate_polynomial` consumes with the same arguments (see the module table)."""
-    c, mode, bnd = _coefficients(coeffs), _mode(target_scale), _check_bound(bound)
+    c, mode, bnd = coefficient_vector(coeffs), _mode(target_scale), _check_bound(bound)
     if bnd is not None:
         c = c * bnd ** np.arange(len(c))
     return _core_depth(c, mode) + (bnd is not None)
@@ -145,7 +145,7 @@ def output_level(input_level: int, coeffs, target_scale=None, bound=None) -> int
 
 def polynomial_cost(coeffs, target_scale=None, bound=None) -> dict[str, int]:
     """Operation counts: ciphertext products (incl. squarings), scalar products, rescales, depth."""
-    c, mode, bnd = _coefficients(coeffs), _mode(target_scale), _check_bound(bound)
+    c, mode, bnd = coefficient_vector(coeffs), _mode(target_scale), _check_bound(bound)
     if bnd is not None:
         c = c * bnd ** np.arange(len(c))
     d, depth = len(c) - 1, _core_depth(c, mode)
@@ -247,7 +247,7 @@ def evaluate_polynomial(ev, ct: Ciphertext, coeffs, *, target_scale=None, bound=
     natural scale), or the natural scale ("natural") - see the module docstring. Needs a
     relinearization key when the degree is >= 2. Inputs must satisfy |x| <= 1 or use `bound`.
     """
-    c, mode, bnd = _coefficients(coeffs), _mode(target_scale), _check_bound(bound)
+    c, mode, bnd = coefficient_vector(coeffs), _mode(target_scale), _check_bound(bound)
     if not isinstance(ct, Ciphertext):
         raise InputError(f"evaluate_polynomial needs a Ciphertext, got {type(ct).__name__}")
     output_level(ct.level, c, target_scale, bound)  # raises LevelError early when depth is missing
