@@ -15,6 +15,9 @@ nn = torch.nn
 F = torch.nn.functional
 
 import henn  # noqa: E402
+import precision_table  # noqa: E402
+from henn.errors import UnsupportedOperation  # noqa: E402
+from henn.frontend import load_model  # noqa: E402
 
 ATOL = 1e-5
 
@@ -96,3 +99,100 @@ def test_consecutive_linear_layers(name, tmp_path):
     ops = _runs_like_torch(_seeded(*layers()), shape, ("single", "batch"), tmp_path)
     for got in ops.values():
         assert sum(op in ("conv2d", "linear") for op in got) <= n_linear, got
+
+
+# ---- grouped, depthwise, dilated and padded convolutions --------------------------------------------
+
+
+class Padded(nn.Module):
+    """F.pad (left, right, top, bottom) before a layer."""
+
+    def __init__(self, pads, layer, **kw):
+        super().__init__()
+        self.pads, self.layer, self.kw = pads, layer, kw
+
+    def forward(self, x):
+        return self.layer(F.pad(x, self.pads, **self.kw))
+
+
+def _head(n):
+    return [Square(), nn.Flatten(), nn.Linear(n, 4)]
+
+
+CONVOLUTIONS = {  # name: (layers, input shape)
+    "depthwise x2": (lambda: [nn.Conv2d(2, 4, 3, groups=2, padding=1), *_head(256)], (2, 8, 8)),
+    "grouped": (lambda: [nn.Conv2d(3, 4, 1), nn.Conv2d(4, 6, 3, groups=2, stride=2), *_head(54)], (3, 8, 8)),
+    "dilated": (lambda: [nn.Conv2d(1, 2, 3, dilation=2), *_head(32)], (1, 8, 8)),
+    "padding same": (lambda: [nn.Conv2d(1, 2, (3, 2), padding="same"), *_head(128)], (1, 8, 8)),
+    "ZeroPad2d asymmetric": (lambda: [nn.ZeroPad2d((1, 0, 2, 1)), nn.Conv2d(1, 2, 3), *_head(126)], (1, 8, 8)),
+    "F.pad + padding": (lambda: [Padded((0, 1, 1, 0), nn.Conv2d(1, 2, 3, padding=1)), *_head(162)], (1, 8, 8)),
+    "depthwise separable": (lambda: [nn.Conv2d(3, 3, 3, groups=3, padding=1), nn.Conv2d(3, 4, 1), *_head(256)],
+                            (3, 8, 8)),
+}
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
+@pytest.mark.parametrize("name", list(CONVOLUTIONS))
+def test_convolutions(name, tmp_path):
+    layers, shape = CONVOLUTIONS[name]
+    _runs_like_torch(_seeded(*layers()), shape, ("single", "batch"), tmp_path)
+
+
+def _onnx_conv(attrs: dict, shape=(2, 7, 6), out_channels=4, group=1, seed=0):
+    """One ONNX Conv (then a Flatten) with the given attributes, random weights."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    w = rng.normal(0, 0.5, (out_channels, shape[0] // group, 3, 3)).astype(np.float32)
+    b = rng.normal(0, 0.1, out_channels).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=group, **attrs),
+             helper.make_node("Flatten", ["c"], ["y"], axis=1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", *shape])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", None])],
+                              initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("attrs,group,pads", [  # pads: torch F.pad's (left, right, top, bottom), by hand
+    ({"pads": [1, 0, 2, 1]}, 1, (0, 1, 1, 2)),  # begin and end differ
+    ({"pads": [0, 2, 1, 0], "strides": [2, 1], "dilations": [1, 2]}, 2, (2, 0, 0, 1)),
+    ({"auto_pad": "SAME_UPPER", "strides": [2, 2]}, 1, (0, 1, 1, 1)),  # 7 x 6 -> 4 x 3
+    ({"auto_pad": "SAME_LOWER", "strides": [2, 2]}, 2, (1, 0, 1, 1)),
+])
+def test_onnx_conv_attributes(attrs, group, pads):
+    """Conv attributes torch exports otherwise, against torch on the padded input, in single mode."""
+    from onnx import numpy_helper
+
+    model = _onnx_conv(attrs, group=group)
+    w, b = (torch.from_numpy(numpy_helper.to_array(t).copy()) for t in model.graph.initializer)
+    x = _images((2, 7, 6))
+    with torch.no_grad():
+        want = F.conv2d(F.pad(torch.from_numpy(x), pads), w, b, stride=attrs.get("strides", 1),
+                        dilation=attrs.get("dilations", 1), groups=group).flatten(1).double().numpy()
+    with _compiled(model, (2, 7, 6), "single") as cm:
+        np.testing.assert_allclose(cm.run(x, encrypted=False), want, rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("layers,match", [
+    (lambda: [nn.Conv2d(1, 2, 3, padding=1, padding_mode="reflect")], r"'0'.*padding_mode='reflect'.*zero padding"),
+    (lambda: [Padded((1, 1, 1, 1), nn.Conv2d(1, 2, 3), mode="reflect")], r"mode 'reflect'.*zero padding"),
+    (lambda: [Padded((1, 1, 1, 1), nn.Conv2d(1, 2, 3), value=1.0)], r"value 1\.0.*zero padding"),
+    (lambda: [nn.ZeroPad2d(1), Square()], r"zero padding is supported right before a Conv2d or an average pool"),
+    (lambda: [Padded((-1, 0, 0, 0), nn.Conv2d(1, 2, 3))], r"non-negative zero padding"),
+])
+def test_refused_with_the_reason(layers, match):
+    with pytest.raises(UnsupportedOperation, match=match):
+        load_model(_seeded(*layers(), nn.Flatten()), (1, 8, 8))
+
+
+def test_depthwise_separable_block_encrypted_on_lattigo():
+    """Depthwise conv -> pointwise conv -> activation, single mode on a small insecure ring (N = 2^11)."""
+    from residual_params import insecure
+
+    model = _seeded(*CONVOLUTIONS["depthwise separable"][0]())
+    x = _images((3, 8, 8))
+    params = insecure("insecure_test_residual_l17", 17)
+    with henn.compile(model, (3, 8, 8), backend="lattigo", mode="single", params=params,
+                      activation_check=False) as cm:
+        got = cm.run(x)
+    precision_table.within("lattigo-e2e", "depthwise_separable", _torch(model, x), got, 1e-3)

@@ -1,14 +1,15 @@
 """ONNX -> henn IR.
 
-Understood: Conv, BatchNormalization, Gemm, MatMul, the custom `henn.Poly` node (attributes
-coefficients, name, range), AveragePool / GlobalAveragePool, Flatten / Reshape to (batch, -1),
-Identity / Dropout (skipped), Constant, a trailing Softmax / LogSoftmax (dropped: logits are
-returned); Add of two computed tensors (`add`, residual networks); and Mul / Add / Sub / Neg / Pow /
-Div with constants in any order and nesting, folded into one polynomial per channel
-(henn.frontend.elementwise: (x*x)*a + x*b + c, the way a folded AESPA exports, is one per-channel
-quadratic; a constant added after MatMul is its bias). Known non-polynomial activations (Relu,
-Sigmoid, ...: henn.activations) become `activation` nodes; every other op is refused here, naming
-the layer.
+Understood: Conv (any group, dilations, explicit or SAME_UPPER / SAME_LOWER pads:
+henn.frontend.conv), Pad with zeros right before a Conv or an AveragePool (their padding),
+BatchNormalization, Gemm, MatMul, the custom `henn.Poly` node (attributes coefficients, name, range),
+AveragePool / GlobalAveragePool, Flatten / Reshape to (batch, -1), Identity / Dropout (skipped),
+Constant, a trailing Softmax / LogSoftmax (dropped: logits are returned); Add of two computed
+tensors (`add`, residual networks); and Mul / Add / Sub / Neg / Pow / Div with constants in any order
+and nesting, folded into one polynomial per channel (henn.frontend.elementwise: (x*x)*a + x*b + c, the
+way a folded AESPA exports, is one per-channel quadratic; a constant added after MatMul is its bias).
+Known non-polynomial activations (Relu, Sigmoid, ...: henn.activations) become `activation` nodes;
+every other op is refused here, naming the layer.
 """
 
 from __future__ import annotations
@@ -23,19 +24,20 @@ import numpy as np
 from henn.activations import ONNX_OPS, check_parameters
 from henn.errors import InputError, UnsupportedOperation
 from henn.frontend.onnx_fusion import fuse_activations
-from henn.frontend import elementwise
+from henn.frontend import conv, elementwise
 from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
 from henn.ir.ops import infer_shape
 
 log = logging.getLogger(__name__)
 
-SUPPORTED = ("Conv", "BatchNormalization", "Gemm", "MatMul", "henn.Poly",
-             "Mul/Add/Sub/Neg/Pow/Div forming a polynomial in one tensor", "Add of two tensors", "AveragePool",
-             "GlobalAveragePool", "Flatten", "Reshape", "Identity", "Dropout")
+SUPPORTED = ("Conv", "Pad (zeros, before a Conv or AveragePool)", "BatchNormalization", "Gemm", "MatMul",
+             "henn.Poly", "Mul/Add/Sub/Neg/Pow/Div forming a polynomial in one tensor", "Add of two tensors",
+             "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Identity", "Dropout")
 _ELEMENTWISE = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "Neg": np.negative,
                 "Pow": np.power, "Reciprocal": np.reciprocal}
 _SKIP = ("Identity", "Dropout")
+_PADDED_READERS = ("Conv", "AveragePool", "Pad")  # take a zero padding before them as their own
 _SOFTMAX = ("Softmax", "LogSoftmax")
 
 
@@ -87,6 +89,17 @@ def _clean(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.:/-]", "_", name) or "v"
 
 
+def _slice(c: list) -> np.ndarray:
+    """ONNX Slice on a constant: inputs data, starts, ends[, axes[, steps]]."""
+    data, starts, ends = c[0], c[1].astype(np.int64), c[2].astype(np.int64)
+    axes = c[3].astype(np.int64) if len(c) > 3 and c[3] is not None else np.arange(len(starts))
+    steps = c[4].astype(np.int64) if len(c) > 4 and c[4] is not None else np.ones(len(starts), np.int64)
+    index = [slice(None)] * data.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps):  # numpy clamps +-INT64_MAX as ONNX does
+        index[int(axis)] = slice(int(start), int(end), int(step))
+    return data[tuple(index)]
+
+
 def _attrs(node) -> dict:
     import onnx
 
@@ -102,15 +115,25 @@ class _Builder:
         self.nodes: list[Node] = []
         self.names: set[str] = set()
         self.exprs: dict[str, tuple[Expr, str]] = {}  # elementwise results not emitted yet, and their layer
+        self.padded: dict[str, tuple[str, conv.Pads]] = {}  # zero-padded values: (source, pads) for the next layer
 
     # ---- helpers ---------------------------------------------------------------------------
     def _src(self, onnx_name: str, layer: str) -> str:
+        if onnx_name in self.padded:
+            raise UnsupportedOperation(f"layer {layer!r} reads the zero-padded {onnx_name!r}: henn compiles zero "
+                                       "padding right before a Conv or an AveragePool (it becomes their padding)")
         if onnx_name not in self.alias and onnx_name in self.exprs:
             self._materialize(onnx_name)
         if onnx_name not in self.alias:
             raise UnsupportedOperation(f"layer {layer!r} reads {onnx_name!r}, which is neither the image input "
                                        "nor computed from it: henn needs weights as initializers/Constants")
         return self.alias[onnx_name]
+
+    def _padded_src(self, onnx_name: str, layer: str) -> tuple[str, conv.Pads]:
+        """The value a Conv / AveragePool / Pad reads and the zero padding put around it before."""
+        if onnx_name in self.padded:
+            return self.padded[onnx_name]
+        return self._src(onnx_name, layer), (0, 0, 0, 0)
 
     def _const(self, name: str, layer: str) -> np.ndarray:
         if name not in self.consts:
@@ -157,8 +180,9 @@ class _Builder:
         if op in _ELEMENTWISE and node.domain in ("", "ai.onnx"):
             self._elementwise(node, op, layer)
             return
-        src = self._src(node.input[0], layer)
-        handler = getattr(self, f"_op_{op}", None) if node.domain in ("", "ai.onnx") else None
+        plain = node.domain in ("", "ai.onnx")
+        src = "" if plain and op in _PADDED_READERS else self._src(node.input[0], layer)  # they read _padded_src
+        handler = getattr(self, f"_op_{op}", None) if plain else None
         if node.domain == "henn" and op == "Poly":
             handler = self._op_Poly
         if op in ONNX_OPS and node.domain in ("", "ai.onnx"):
@@ -173,6 +197,8 @@ class _Builder:
         handler(node, a, layer, src)
 
     def _fold_constant(self, node, op, a, layer) -> None:
+        from onnx import numpy_helper
+
         c = [self.consts[i] if i else None for i in node.input]
         if op in _SKIP + ("Cast",):
             out = c[0]
@@ -188,29 +214,52 @@ class _Builder:
             out = np.concatenate([np.atleast_1d(x) for x in c], axis=a.get("axis", 0))
         elif op in _ELEMENTWISE:
             out = _ELEMENTWISE[op](*c)
+        elif op == "ConstantOfShape":
+            fill = a.get("value")
+            out = np.full(c[0].astype(np.int64), 0.0 if fill is None else numpy_helper.to_array(fill).reshape(-1)[0])
+        elif op == "Reshape":
+            target = c[1].astype(np.int64)
+            target = np.where(target == 0, np.array(c[0].shape)[: len(target)], target) if not a.get("allowzero") \
+                else target
+            out = c[0].reshape(tuple(target))
+        elif op == "Slice":
+            out = _slice(c)
         else:
             raise UnsupportedOperation(f"layer {layer!r} ({op}) computes on constants only; fold it before export "
                                        "(e.g. onnx-simplifier or do_constant_folding=True for that part)")
         self.consts[node.output[0]] = np.asarray(out, dtype=np.float64)
 
     def _op_Conv(self, node, a, layer, src) -> None:
+        src, extra = self._padded_src(node.input[0], layer)
         w = self._const(node.input[1], layer)
-        if a.get("group", 1) != 1:
-            raise UnsupportedOperation(f"layer {layer!r}: grouped/depthwise convolution (group={a['group']}) is "
-                                       "not supported: use group=1")
-        if any(d != 1 for d in a.get("dilations", [1, 1])):
-            raise UnsupportedOperation(f"layer {layer!r}: dilated convolution is not supported: use dilation 1")
-        if w.ndim != 4:
-            raise UnsupportedOperation(f"layer {layer!r}: only 2-D convolutions are supported (weight {w.shape})")
-        pads = tuple(a.get("pads", [0, 0, 0, 0]))
+        dilation = tuple(a.get("dilations", [1, 1]))
+        w = conv.dense_weight(layer, w, int(a.get("group", 1)), (int(dilation[0]), int(dilation[-1])))
+        stride = tuple(int(v) for v in a.get("strides", [1, 1]))
         auto = a.get("auto_pad", b"NOTSET")
         auto = auto.decode() if isinstance(auto, bytes) else auto
-        if auto not in ("NOTSET", "VALID"):
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            pads = conv.same_pads(self.values[src].shape[1:], w.shape[2:], stride, upper=auto == "SAME_UPPER")
+        elif auto in ("NOTSET", "VALID"):
+            p = [int(v) for v in a.get("pads", [0, 0, 0, 0])] if auto == "NOTSET" else [0, 0, 0, 0]
+            pads = (p[0], p[1], p[2], p[3])
+        else:
             raise UnsupportedOperation(f"layer {layer!r}: auto_pad={auto} is not supported: export explicit pads")
         bias = self._const(node.input[2], layer) if len(node.input) > 2 and node.input[2] else np.zeros(w.shape[0])
-        self._emit("conv2d", layer, src, node.output[0],
-                   {"stride": tuple(a.get("strides", [1, 1])), "pads": (pads[0], pads[1], pads[2], pads[3])},
+        self._emit("conv2d", layer, src, node.output[0], {"stride": stride, "pads": conv.add_pads(pads, extra)},
                    {"weight": w, "bias": bias})
+
+    def _op_Pad(self, node, a, layer, src) -> None:
+        src, extra = self._padded_src(node.input[0], layer)
+        pads = self._const(node.input[1], layer) if len(node.input) > 1 else np.asarray(a.get("pads", ()))
+        value = self._const(node.input[2], layer).reshape(-1)[0] if len(node.input) > 2 and node.input[2] else \
+            a.get("value", 0.0)
+        mode = a.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+        if len(node.input) > 3 and node.input[3]:
+            raise UnsupportedOperation(f"layer {layer!r}: Pad with axes is not supported; export pads of every axis")
+        if mode != "constant" or float(value) != 0.0:
+            conv.zero_pads(layer, (), float(value), mode)  # refuses, naming what is supported
+        self.padded[node.output[0]] = (src, conv.add_pads(extra, conv.onnx_pads(layer, pads)))
 
     def _op_BatchNormalization(self, node, a, layer, src) -> None:
         p = [self._const(n, layer) for n in node.input[1:5]]
@@ -296,6 +345,7 @@ class _Builder:
         self._emit("poly", layer, src, node.output[0], {"coefficients": coeffs, "name": name, "range": rng})
 
     def _op_AveragePool(self, node, a, layer, src) -> None:
+        src, extra = self._padded_src(node.input[0], layer)
         k = tuple(a["kernel_shape"])
         pads = tuple(a.get("pads", [0, 0, 0, 0]))
         if any(pads) and not a.get("count_include_pad", 0):
@@ -304,7 +354,7 @@ class _Builder:
         if a.get("ceil_mode", 0):
             raise UnsupportedOperation(f"layer {layer!r}: AveragePool ceil_mode=1 is not supported")
         self._emit("avgpool", layer, src, node.output[0],
-                   {"kernel": k, "stride": tuple(a.get("strides", k)), "pads": pads})
+                   {"kernel": k, "stride": tuple(a.get("strides", k)), "pads": conv.add_pads(pads, extra)})
 
     def _op_GlobalAveragePool(self, node, a, layer, src) -> None:
         _, h, w = self.values[src].shape

@@ -1,13 +1,15 @@
 """PyTorch module -> henn IR through torch.fx (torch is imported here only, lazily).
 
-Understood modules: Conv2d, BatchNorm1d/2d, Linear, AvgPool2d, AdaptiveAvgPool2d(1), Flatten,
-Identity, Dropout, polynomial activations (any module with a `coefficients` tensor, constant term
-first, e.g. henn.training.models.PolyAct; optional `name` and `fitted_range`), and known
-non-polynomial activations (ReLU, ...: henn.activations). Functions: torch.flatten,
-x.view/reshape(batch, -1), F.avg_pool2d, the functional activations, the sum of two computed tensors
-(a residual connection), and +, -, *, /, **, negation (operators, torch.* and tensor methods) with
-numbers or parameters (scalar or one value per channel) in any order and nesting: folded into one
-polynomial per channel (henn.frontend.elementwise). Anything else is refused naming the layer.
+Understood modules: Conv2d (any groups, dilation, padding "same" / "valid" / explicit:
+henn.frontend.conv), BatchNorm1d/2d, Linear, AvgPool2d, AdaptiveAvgPool2d(1), Flatten, Identity,
+Dropout, ZeroPad2d / ConstantPad2d(value 0) and F.pad right before a Conv2d or an average pool (their
+padding), polynomial activations (any module with a `coefficients` tensor, constant term first, e.g.
+henn.training.models.PolyAct; optional `name` and `fitted_range`), and known non-polynomial
+activations (ReLU, ...: henn.activations). Functions: torch.flatten, x.view/reshape(batch, -1),
+F.avg_pool2d, the functional activations, the sum of two computed tensors (a residual connection),
+and +, -, *, /, **, negation (operators, torch.* and tensor methods) with numbers or parameters
+(scalar or one value per channel) in any order and nesting: folded into one polynomial per channel
+(henn.frontend.elementwise). Anything else is refused naming the layer.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import numpy as np
 
 from henn.activations import NONPOLYNOMIAL, TORCH_FUNCTIONS, TORCH_MODULES, check_parameters
 from henn.errors import InputError, UnsupportedOperation
-from henn.frontend import elementwise
+from henn.frontend import conv, elementwise
 from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
 from henn.ir.ops import infer_shape
 
-SUPPORTED = ("Conv2d", "BatchNorm1d/2d", "Linear", "AvgPool2d", "AdaptiveAvgPool2d(1)", "Flatten", "view/reshape",
-             "polynomial activations (PolyAct)", "+ - * / ** forming a polynomial in one tensor", "Identity", "Dropout")
+SUPPORTED = ("Conv2d", "zero padding before a Conv2d or AvgPool2d", "BatchNorm1d/2d", "Linear", "AvgPool2d",
+             "AdaptiveAvgPool2d(1)", "Flatten", "view/reshape", "polynomial activations (PolyAct)",
+             "+ - * / ** forming a polynomial in one tensor", "Identity", "Dropout")
 
 def _np(t) -> np.ndarray:
     return t.detach().cpu().double().numpy().copy()
@@ -79,6 +82,7 @@ class _Emitter:
         self.sizes: set[str] = set()
         self.consts: dict[str, np.ndarray] = {}  # parameters read by get_attr
         self.exprs: dict[str, tuple[Expr, str]] = {}  # elementwise results not emitted yet, and their layer
+        self.padded: dict[str, tuple[str, conv.Pads]] = {}  # zero-padded values: (source, pads) for the next layer
         self.input = None
         self.output = None
         self.shape0 = shape
@@ -117,8 +121,23 @@ class _Emitter:
             raise UnsupportedOperation(f"layer {node.name!r} reads something other than the image data")
         return self.alias[arg.name]
 
+    def _padded_src(self, node) -> tuple[str, conv.Pads]:
+        """The value a Conv / average pool / padding reads and the zero padding put around it before."""
+        arg = node.args[0]
+        if hasattr(arg, "name") and arg.name in self.padded:
+            return self.padded[arg.name]
+        return self._src(node), (0, 0, 0, 0)
+
+    def _pad(self, node, src_pads: tuple[str, conv.Pads], pads: conv.Pads) -> None:
+        self.padded[node.name] = (src_pads[0], conv.add_pads(src_pads[1], pads))
+
     def _value(self, name: str) -> str | None:
         """The IR value of fx node `name` (an elementwise expression is emitted on its first read)."""
+        if name in self.padded:
+            raise UnsupportedOperation(
+                f"layer {name!r}: zero padding is supported right before a Conv2d or an average pool (it becomes "
+                "their padding), not before other layers"
+            )
         if name not in self.alias and name in self.exprs:
             expr, layer = self.exprs[name]
             assert expr.root is not None  # expressions of constants only are constants
@@ -146,20 +165,16 @@ class _Emitter:
             raise UnsupportedOperation(f"layer {node.name!r}: fx op {node.op} is not supported")
 
     def _module(self, node, m) -> None:
-        kind, src = type(m).__name__, self._src(node)
+        kind = type(m).__name__
+        if kind in ("Conv2d", "AvgPool2d", "ZeroPad2d", "ConstantPad2d"):
+            self._padded_module(node, m, kind)
+            return
+        src = self._src(node)
         if hasattr(m, "coefficients"):
             rng = getattr(m, "fitted_range", None)
             self._emit("poly", node, src, {"coefficients": tuple(float(c) for c in _np(m.coefficients).reshape(-1)),
                                            "name": str(getattr(m, "name", "poly")),
                                            "range": None if rng is None else (float(rng[0]), float(rng[1]))})
-        elif kind == "Conv2d":
-            if m.groups != 1 or _pair(m.dilation) != (1, 1) or isinstance(m.padding, str) or m.padding_mode != "zeros":
-                raise UnsupportedOperation(f"layer {node.target!r}: only Conv2d with groups=1, dilation=1 and explicit "
-                                           "zero padding is supported")
-            ph, pw = _pair(m.padding)
-            bias = _np(m.bias) if m.bias is not None else np.zeros(m.out_channels)
-            self._emit("conv2d", node, src, {"stride": _pair(m.stride), "pads": (ph, pw, ph, pw)},
-                       {"weight": _np(m.weight), "bias": bias})
         elif kind in ("BatchNorm2d", "BatchNorm1d"):
             c = m.num_features
             self._emit("batchnorm", node, src, {"epsilon": float(m.eps)},
@@ -172,8 +187,6 @@ class _Emitter:
                                            "tensor; flatten first")
             bias = _np(m.bias) if m.bias is not None else np.zeros(m.out_features)
             self._emit("linear", node, src, {}, {"weight": _np(m.weight), "bias": bias})
-        elif kind == "AvgPool2d":
-            self._avgpool(node, src, m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad)
         elif kind == "AdaptiveAvgPool2d" and _pair(m.output_size) == (1, 1):
             _, h, w = self.values[src].shape
             self._emit("avgpool", node, src, {"kernel": (h, w), "stride": (h, w), "pads": (0, 0, 0, 0)})
@@ -193,14 +206,38 @@ class _Emitter:
             raise UnsupportedOperation(f"layer {node.target!r} ({kind}) is not supported: henn compiles "
                                        f"{', '.join(SUPPORTED)}{hint}")
 
-    def _avgpool(self, node, src, kernel, stride, padding, ceil_mode, count_include_pad) -> None:
+    def _padded_module(self, node, m, kind: str) -> None:
+        """Modules that read a zero-padded value: the padding is theirs."""
+        src, extra = self._padded_src(node)
+        layer = str(node.target)
+        if kind in ("ZeroPad2d", "ConstantPad2d"):
+            self._pad(node, (src, extra), conv.zero_pads(layer, m.padding, float(getattr(m, "value", 0.0)), "constant"))
+        elif kind == "AvgPool2d":
+            self._avgpool(node, src, m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad, extra)
+        else:
+            if m.padding_mode != "zeros":
+                raise UnsupportedOperation(f"layer {layer!r}: Conv2d padding_mode={m.padding_mode!r} is not supported; "
+                                           "henn compiles zero padding")
+            weight = conv.dense_weight(layer, _np(m.weight), m.groups, _pair(m.dilation))
+            if m.padding == "same":
+                pads = conv.same_pads(self.values[src].shape[1:], weight.shape[2:], (1, 1), upper=True)
+            elif m.padding == "valid":
+                pads = (0, 0, 0, 0)
+            else:
+                ph, pw = _pair(m.padding)
+                pads = (ph, pw, ph, pw)
+            bias = _np(m.bias) if m.bias is not None else np.zeros(m.out_channels)
+            self._emit("conv2d", node, src, {"stride": _pair(m.stride), "pads": conv.add_pads(pads, extra)},
+                       {"weight": weight, "bias": bias})
+
+    def _avgpool(self, node, src, kernel, stride, padding, ceil_mode, count_include_pad, extra) -> None:
         k = _pair(kernel)
         s = _pair(stride) if stride else k
         ph, pw = _pair(padding)
         if ceil_mode or ((ph or pw) and not count_include_pad):
             raise UnsupportedOperation(f"layer {node.name!r}: AvgPool2d with ceil_mode or padding without "
                                        "count_include_pad is not supported")
-        self._emit("avgpool", node, src, {"kernel": k, "stride": s, "pads": (ph, pw, ph, pw)})
+        self._emit("avgpool", node, src, {"kernel": k, "stride": s, "pads": conv.add_pads((ph, pw, ph, pw), extra)})
 
     def _function(self, node) -> None:
         import torch
@@ -213,6 +250,9 @@ class _Emitter:
             return
         if name in _ARITHMETIC:
             self._arithmetic(node, _ARITHMETIC[name])
+            return
+        if t is F.pad or t is F.avg_pool2d:
+            self._padded_function(node, t)
             return
         src = self._src(node)
         if t in (torch.flatten,) or name == "flatten":
@@ -229,11 +269,6 @@ class _Emitter:
             else:
                 raise UnsupportedOperation(f"layer {node.name!r}: {name}{tuple(dims)} is supported only as "
                                            "(batch, -1)")
-        elif t is F.avg_pool2d:
-            kw = node.kwargs
-            self._avgpool(node, src, args[1] if len(args) > 1 else kw["kernel_size"],
-                          args[2] if len(args) > 2 else kw.get("stride"), args[3] if len(args) > 3 else
-                          kw.get("padding", 0), kw.get("ceil_mode", False), kw.get("count_include_pad", True))
         elif name in TORCH_FUNCTIONS:
             act = TORCH_FUNCTIONS[name]
             names = [k for k, _ in NONPOLYNOMIAL[act].torch_parameters]
@@ -242,6 +277,21 @@ class _Emitter:
         else:
             raise UnsupportedOperation(f"layer {node.name!r} ({name}) is not supported: henn compiles "
                                        f"{', '.join(SUPPORTED)}")
+
+    def _padded_function(self, node, t) -> None:
+        import torch.nn.functional as F
+
+        src, extra = self._padded_src(node)
+        args, kw = node.args, node.kwargs
+        if t is F.pad:
+            pads = args[1] if len(args) > 1 else kw["pad"]
+            mode = args[2] if len(args) > 2 else kw.get("mode", "constant")
+            value = args[3] if len(args) > 3 else kw.get("value")
+            self._pad(node, (src, extra), conv.zero_pads(node.name, pads, float(value or 0.0), str(mode)))
+            return
+        self._avgpool(node, src, args[1] if len(args) > 1 else kw["kernel_size"],
+                      args[2] if len(args) > 2 else kw.get("stride"), args[3] if len(args) > 3 else
+                      kw.get("padding", 0), kw.get("ceil_mode", False), kw.get("count_include_pad", True), extra)
 
     # ---- elementwise arithmetic: polynomials in one tensor (henn.frontend.elementwise) ----------
     def _arithmetic(self, node, op: str) -> None:
@@ -297,9 +347,10 @@ class _Emitter:
             return None
         if a.name in self.exprs:
             return self.exprs[a.name][0].root
-        if a.name not in self.alias:
+        value = self._value(a.name)
+        if value is None:
             raise UnsupportedOperation(f"layer {a.name!r} is not computed from the image input")
-        return self.alias[a.name]
+        return value
 
     def _constant(self, a, layer: str) -> np.ndarray:
         if isinstance(a, _Scaled):
