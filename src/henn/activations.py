@@ -80,6 +80,25 @@ def _quartic(u: np.ndarray, a: dict) -> np.ndarray:
     return v * v + a["tcoef"] * u
 
 
+def chebyshev_chain(u: np.ndarray, components, bound: float, times_input: bool) -> np.ndarray:
+    """s_m(...s_1(u / bound)) [* u], each s_i a Chebyshev series: henn.kernels.chebyshev.evaluate_chain in NumPy."""
+    with np.errstate(over="ignore", invalid="ignore"):  # beyond [-1, 1] a chain is meaningless (ranges refuse it)
+        y = u / bound
+        for c in components:
+            y = np.polynomial.chebyshev.chebval(y, c)
+        return u * y if times_input else y
+
+
+def chebyshev_series(attrs: dict) -> list[np.ndarray]:
+    """A chebyshev-form node's series: its coefficients, all series back to back, split by its degrees."""
+    ends = np.cumsum([d + 1 for d in attrs["degrees"]])
+    return np.split(np.asarray(attrs["coefficients"], dtype=np.float64), ends[:-1])
+
+
+def _chebyshev(u: np.ndarray, a: dict) -> np.ndarray:
+    return chebyshev_chain(u, chebyshev_series(a), a["bound"], a["times_input"])
+
+
 _NEVER = lambda attrs: False
 FORMS: dict[str, Form] = {
     f.name: f
@@ -90,6 +109,9 @@ FORMS: dict[str, Form] = {
         Form("quartic", 4, 2, lambda a: not a["tcoef"], False, _quartic),
         # any degree in the power basis (henn.kernels.poly), all of p in attrs["coefficients"]
         Form("general", None, None, _NEVER, False, lambda u, a: np.polynomial.polynomial.polyval(u, a["coefficients"])),
+        # a chain of Chebyshev series on u / bound, optionally times u (henn.kernels.chebyshev): approximations;
+        # attrs["coefficients"]: the series back to back, attrs["degrees"]: theirs
+        Form("chebyshev", None, None, _NEVER, False, _chebyshev),
     )
 }
 CORE_FORMS = tuple(name for name, f in FORMS.items() if f.levels is not None)  # act steps: shift/inner/tcoef
@@ -108,7 +130,7 @@ class NonPolynomial:
     """An activation that is not a polynomial: its NumPy meaning (None: none known), its names in
     torch (nn module class names, functional names) and ONNX (op types of the default domain), and
     whether approximate_activations fits a polynomial to it on its calibrated range (henn.approximation:
-    smooth enough for a Chebyshev fit of moderate degree; ReLU's kink needs composite sign polynomials)."""
+    a Chebyshev fit; or, with sign_form (a, b), x (a + b sign x) by composite sign polynomials)."""
 
     kind: str
     function: Callable[[np.ndarray], np.ndarray] | None
@@ -120,6 +142,7 @@ class NonPolynomial:
     # form's arguments in order after the input) and their ONNX attribute name; any other value is refused
     torch_parameters: tuple[tuple[str, object], ...] = ()
     onnx_parameters: tuple[tuple[str, object], ...] = ()
+    sign_form: tuple[float, float] | None = None
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -129,7 +152,16 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 NONPOLYNOMIAL: dict[str, NonPolynomial] = {
     a.kind: a
     for a in (
-        NonPolynomial("relu", lambda x: np.maximum(x, 0.0), ("ReLU",), ("relu",), ("Relu",)),
+        NonPolynomial(
+            "relu",
+            lambda x: np.maximum(x, 0.0),
+            ("ReLU",),
+            ("relu",),
+            ("Relu",),
+            approximated=True,
+            sign_form=(0.5, 0.5),
+        ),
+        NonPolynomial("abs", np.abs, (), ("abs",), ("Abs",), approximated=True, sign_form=(0.0, 1.0)),
         NonPolynomial("sigmoid", _sigmoid, ("Sigmoid",), ("sigmoid",), ("Sigmoid",), approximated=True),
         NonPolynomial("tanh", np.tanh, ("Tanh",), ("tanh",), ("Tanh",), approximated=True),
         NonPolynomial(

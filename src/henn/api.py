@@ -44,7 +44,8 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
             threads: int | None = None, batch_group: int | None = None, bootstrap: bool = False,
             selection: str | None = None, precision_bits: float | None = None,
             images_per_set: int = 1, complex_packing: bool = False,
-            activation_degree: int | dict[str, int] | None = None) -> CompiledModel:
+            activation_degree: int | dict[str, int] | None = None,
+            activation_bits: float | dict[str, float] | None = None) -> CompiledModel:
     """Compile a torch.nn.Module or an .onnx file for CKKS inference on `backend`.
 
     mode: "single" (one image per ciphertext set, latency) or "batch" (throughput: G channels of one
@@ -74,6 +75,9 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     them), widened by a margin (henn.approximation); this sets their degree, one for all (an int) or per
     layer name (a dict); by default the lowest whose error is within 2^-8 of the activation's output
     range. describe() lists each approximation; run() refuses inputs that leave its range.
+    activation_bits: ReLU and |x| are x (a + b s(x / R)) on [-R, R] (their calibrated range), s a composite of
+    minimax sign polynomials within 2^-bits (henn.approximation.composite): the max error is about R 2^-bits;
+    one for all or per layer name; by default 8.
     """
     check_mode = ranges.check_mode(activation_check)
     if selection is None:
@@ -82,7 +86,8 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params, batch_group=batch_group,
                              bootstrap=bootstrap, calibration=calibration, memory_budget=machine_budget(),
                              selection=selection, precision_bits=precision_bits, images_per_set=images_per_set,
-                             complex_packing=complex_packing, activation_degree=activation_degree)
+                             complex_packing=complex_packing, activation_degree=activation_degree,
+                             activation_bits=activation_bits)
     cm = CompiledModel(compile_model(model, input_shape, options), backend, check_mode, threads)
     cm.observed_preactivation = _observed_preactivation(model)
     if calibration is not None:
@@ -160,17 +165,21 @@ class CompiledModel:
 
     def describe_approximations(self) -> list[str]:
         """One line per approximated activation (see approximations())."""
-        return [f"layer {a['layer']!r}: {a['kind']} approximated by a degree-{a['degree']} polynomial on "
-                f"[{a['range'][0]:.4g}, {a['range'][1]:.4g}], max error {a['max_error']:.2g} there "
+        return [f"layer {a['layer']!r}: {a['kind']} approximated by "
+                + (f"a degree-{a['degree']} polynomial" if len(a["degrees"]) == 1 else
+                   f"composed polynomials of degrees {a['degrees']}")
+                + f" on [{a['range'][0]:.4g}, {a['range'][1]:.4g}], max error {a['max_error']:.2g} there "
                 f"({a['relative_error']:.2g} of its output range), {a['levels']} levels"
                 for a in self.approximations()]
 
     def approximations(self) -> list[dict]:
         """Each non-polynomial activation evaluated as a polynomial (henn.approximation): layer, kind, degree,
         the range it was fitted on (= the inputs run() accepts), its max error there (absolute, and relative to
-        the activation's output range) and the levels it costs in the compiled program."""
+        the activation's output range) and the levels it costs in the compiled program; degrees: those of the
+        composed polynomials (ReLU's composite sign), degree: the whole polynomial's in x."""
         return [
-            {"layer": n.name, "kind": n.attrs["approximates"], "degree": len(n.attrs["coefficients"]) - 1,
+            {"layer": n.name, "kind": n.attrs["approximates"],
+             "degree": math.prod(n.attrs["degrees"]) + n.attrs["times_input"], "degrees": tuple(n.attrs["degrees"]),
              "range": tuple(n.attrs["range"]), "max_error": n.attrs["approximation_error"],
              "relative_error": n.attrs["approximation_relative_error"], "levels": n.attrs["levels"]}
             for n in self.compiled.final.nodes if n.op == "poly" and "approximates" in n.attrs

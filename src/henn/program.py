@@ -17,8 +17,11 @@ level where they are used) and small attributes. Step kinds (`StepKind`, specifi
                   rotate-and-sums; `stride` physical slots per virtual one (grouped batch packing)
     mpool         2x2 sum-pool on multiplexed layouts by rotations
     bootstrap     refresh every ciphertext to the top level; attrs bound: the values' range (calibrated)
-    poly          elementwise polynomial of any degree in the power basis (henn.kernels.poly), attrs bound
-                  (max |x| expected, 1: none), coefficients c0..cd; output at its input's scale
+    poly          elementwise polynomial of any degree, output at its input's scale; coefficients: one row per
+                  series (constant first, zero-padded). chebyshev False: one row c0..cd in the power basis
+                  (henn.kernels.poly), attrs bound (max |x| expected, 1: none), shift 0. chebyshev True: a chain
+                  of Chebyshev series s_m(...s_1((x + shift) / bound)), times (x + shift) if times_input
+                  (henn.kernels.chebyshev.evaluate_chain)
     cpoly         per-slot polynomial sum_k c_k x^k (degree 1 or 2: a per-channel quadratic, a folded
                   AESPA), coefficients (degree + 1, ciphertexts, width): each row repeats over the slots
     save / load / add   registers, for networks that are graphs (residual connections): `save`
@@ -59,6 +62,7 @@ from henn.ckks.params import Parameters, ParametersLiteral
 from henn.errors import HennError, SerializationError
 from henn.activations import COMPLEX_FORMS, CORE_FORMS
 from henn.kernels.activation import defers_relin
+from henn.kernels.chebyshev import chain_depth
 from henn.kernels.poly import polynomial_depth
 
 # 3: BSGS diagonals as palette codes; 4: single mode packs several images (multi); 5: lazy relinearization (relin);
@@ -341,23 +345,36 @@ def _cpoly_check(step: Step, n_in: int, slots: int) -> None:
 
 
 MAX_POLY_COEFFICIENTS = 64
+MAX_POLY_SERIES = 8
 GENERAL_TARGET = 2.0**40  # any fixed target scale: the poly step's levels do not depend on it
 
 
 def _poly_check(step: Step, n_in: int, slots: int) -> None:
-    coef = step.arrays["coefficients"]
-    if not 1 <= len(coef) <= MAX_POLY_COEFFICIENTS or step.attrs["bound"] < 1:
+    coef, a = step.arrays["coefficients"], step.attrs
+    rows, width = coef.shape
+    power_ok = rows == 1 and a["bound"] >= 1 and not a["shift"] and not a["times_input"]
+    if (
+        not 1 <= width <= MAX_POLY_COEFFICIENTS
+        or not 1 <= rows <= MAX_POLY_SERIES
+        or not np.all(np.isfinite(coef))
+        or not (a["bound"] > 0 if a["chebyshev"] else power_ok)
+    ):
         raise ProgramError(
-            f"layer {step.name!r}: a polynomial of {len(coef)} coefficients with bound "
-            f"{step.attrs['bound']} (1 to {MAX_POLY_COEFFICIENTS} coefficients, bound >= 1)"
+            f"layer {step.name!r}: {rows} polynomial(s) of {width} coefficients with bound {a['bound']}, shift "
+            f"{a['shift']}, times_input {a['times_input']} (1 to {MAX_POLY_SERIES} finite series of 1 to "
+            f"{MAX_POLY_COEFFICIENTS} coefficients, bound > 0; in the power basis one, bound >= 1, no shift or "
+            "product)"
         )
     if step.level < poly_levels(step):
         raise ProgramError(f"layer {step.name!r}: its polynomial needs {poly_levels(step)} levels, not {step.level}")
 
 
 def poly_levels(step: Step) -> int:
-    """Levels a poly step consumes (henn.kernels.poly at a fixed target scale)."""
-    return polynomial_depth(step.arrays["coefficients"], GENERAL_TARGET, step.attrs["bound"])
+    """Levels a poly step consumes (henn.kernels.chebyshev's chain, or henn.kernels.poly at a fixed target scale)."""
+    coef, a = step.arrays["coefficients"], step.attrs
+    if a["chebyshev"]:
+        return chain_depth(list(coef), shift=a["shift"], bound=a["bound"], times_input=a["times_input"])
+    return polynomial_depth(coef[0], GENERAL_TARGET, a["bound"])
 
 
 def degree_after(step: Step, degree: int) -> int:
@@ -420,7 +437,11 @@ STEPS: dict[StepKind, StepSpec] = {
         {"degree": "int"}, {"coefficients": ("f", 3)}, lambda s, n: n, _cpoly_check, frees_inputs=True
     ),
     StepKind.POLY: StepSpec(
-        {"bound": "float"}, {"coefficients": ("f", 1)}, lambda s, n: n, _poly_check, frees_inputs=True
+        {"bound": "float", "shift": "float", "chebyshev": "bool", "times_input": "bool"},
+        {"coefficients": ("f", 2)},
+        lambda s, n: n,
+        _poly_check,
+        frees_inputs=True,
     ),
     # the register kinds' counts and levels are checked by Program.verify, which tracks the registers
     StepKind.SAVE: StepSpec({"register": "int"}, {}, lambda s, n: n, _NO_CHECK),

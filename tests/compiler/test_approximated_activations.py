@@ -85,17 +85,17 @@ def _budget(cm, last_weight) -> float:
 
 def _check_predictions(got, want, budget, smooth: bool):
     """Equal predictions wherever torch's top-2 gap exceeds twice the budget: most test digits for smooth
-    activations; LeakyReLU's and Hardswish's larger error leaves more within reach of the budget."""
+    activations; LeakyReLU's larger error leaves more within reach of the budget."""
     np.testing.assert_array_less(np.abs(got - want).max(), budget)
     top2 = np.sort(want, axis=1)[:, -2:]
     clear = top2[:, 1] - top2[:, 0] > 2 * budget
-    assert clear.mean() >= (0.7 if smooth else 0.2), f"only {clear.sum()} of {len(clear)} digits are clear"
+    assert clear.mean() >= (0.7 if smooth else 0.5), f"only {clear.sum()} of {len(clear)} digits are clear"
     np.testing.assert_array_equal(got[clear].argmax(1), want[clear].argmax(1))
     assert (got.argmax(1) == want.argmax(1)).mean() >= 0.9
 
 
 def test_every_registered_approximation_is_tested():
-    assert set(APPROXIMATED) == set(MODULES)
+    assert set(APPROXIMATED) == set(MODULES) | {"relu", "abs"}  # the composite sign ones: test_composite_relu.py
 
 
 @pytest.mark.parametrize("source", ["torch", "onnx"])
@@ -108,14 +108,14 @@ def test_mlp_matches_torch_within_the_reported_error(kind, source, digits, tmp_p
         (a,) = cm.approximations()
         got = cm.run(test)
         assert a["kind"] == kind and a["degree"] <= approximation.MAX_DEGREE
-        # smooth activations meet the target; LeakyReLU and Hardswish (kinks) get what a degree within the
-        # conditioning limit gives (0.5-2% of their output range here), and say so
-        assert a["relative_error"] <= (approximation.TARGET if kind not in ("leakyrelu", "hardswish") else 0.03)
+        # smooth activations and Hardswish (degree 31, in the Chebyshev basis) meet the target; LeakyReLU's kink
+        # gets what degree 63 gives (0.6% of its output range here), and says so
+        assert a["relative_error"] <= (approximation.TARGET if kind != "leakyrelu" else 0.008)
         lo, hi = a["range"]
         assert lo < -1 and hi > 1
         assert cm.depth == 2 + a["levels"]  # two Gemms and the polynomial
         assert f"layer {a['layer']!r}: {kind} approximated by a degree-{a['degree']} polynomial" in cm.describe()
-        smooth = kind not in ("leakyrelu", "hardswish")
+        smooth = kind != "leakyrelu"
         _check_predictions(got, _torch(model, test), _budget(cm, model[3].weight.detach().numpy()), smooth)
 
 
@@ -151,7 +151,7 @@ def test_activation_degree_sets_the_degree_and_the_depth(digits):
         assert cm.approximations()[0]["degree"] == 3
     with pytest.raises(InputError, match=r"activation_degree names layers \['fc'\].*those are \['2'\]"):
         henn.compile(model, SHAPE, backend="plain", calibration=cal, activation_degree={"fc": 3})
-    with pytest.raises(InputError, match="activation_degree must be an integer from 1 to 31"):
+    with pytest.raises(InputError, match="activation_degree must be an integer from 1 to 63"):
         henn.compile(model, SHAPE, backend="plain", calibration=cal, activation_degree=64)
 
 
@@ -171,12 +171,12 @@ def test_refused_without_calibration():
         henn.compile(_mlp("gelu"), SHAPE, backend="plain")
 
 
-def test_relu_and_other_parameters_are_refused(digits):
+def test_relu6_and_other_parameters_are_refused(digits):
     cal, _ = digits
     torch.manual_seed(0)
-    relu = nn.Sequential(nn.Flatten(), nn.Linear(196, 8), nn.ReLU(), nn.Linear(8, 10)).eval()
-    with pytest.raises(UnsupportedOperation, match=r"layer '2' is a relu activation, which is not a polynomial"):
-        henn.compile(relu, SHAPE, backend="plain", calibration=cal)
+    relu6 = nn.Sequential(nn.Flatten(), nn.Linear(196, 8), nn.ReLU6(), nn.Linear(8, 10)).eval()
+    with pytest.raises(UnsupportedOperation, match=r"layer '2' is a relu6 activation, which is not a polynomial"):
+        henn.compile(relu6, SHAPE, backend="plain", calibration=cal)
     leaky = nn.Sequential(nn.Flatten(), nn.Linear(196, 8), nn.LeakyReLU(0.2), nn.Linear(8, 10)).eval()
     with pytest.raises(UnsupportedOperation, match=r"layer '2': leakyrelu with negative_slope=0.2 is not supported"):
         henn.compile(leaky, SHAPE, backend="plain", calibration=cal)

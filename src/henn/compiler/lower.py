@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from henn.activations import chebyshev_series
 from henn.ir.graph import Graph, Node
 from henn.ir.ops import LINEAR_OPS
 from henn.packing import bsgs, grouped, matrices, multi, single
@@ -66,19 +67,21 @@ def _level(g: Graph, node: Node) -> int:
 
 def _act(g: Graph, node: Node) -> list[Step]:
     """An activation's step; none for an identity without shift."""
-    if node.attrs["form"] == "general":
-        if node.attrs["shift"]:
+    a = node.attrs
+    if a["form"] in ("general", "chebyshev"):
+        if a["form"] == "general" and a["shift"]:
             raise AssertionError(f"layer {node.name!r}: merge_act_pool leaves no shift on a general-form polynomial")
-        coef = np.asarray(node.attrs["coefficients"], np.float64)
-        return [
-            Step(
-                StepKind.POLY,
-                node.name,
-                _level(g, node),
-                attrs={"bound": float(node.attrs["bound"])},
-                arrays={"coefficients": coef},
-            )
-        ]
+        rows = chebyshev_series(a) if a["form"] == "chebyshev" else [a["coefficients"]]
+        coef = np.zeros((len(rows), max(len(r) for r in rows)))
+        for i, r in enumerate(rows):
+            coef[i, : len(r)] = r
+        attrs = {
+            "bound": float(a["bound"]),
+            "shift": float(a["shift"]),
+            "chebyshev": a["form"] == "chebyshev",
+            "times_input": bool(a.get("times_input", False)),
+        }
+        return [Step(StepKind.POLY, node.name, _level(g, node), attrs=attrs, arrays={"coefficients": coef})]
     if node.attrs["form"] == "identity" and not node.attrs["shift"]:
         return []
     attrs = {k: node.attrs[k] for k in ACT_KEYS}

@@ -20,13 +20,20 @@ take (their output reaches a residual addition or a per-channel polynomial befor
 Its coefficients are in u = x + shift, and |u| <= bound is expected: merge_act_pool folds the shift,
 and the 1 / bound of kernels.poly, into the layer before where it can.
 
+    chebyshev (approximations): s_m(...s_1(t)) [* u], t = u / bound, Chebyshev series evaluated in the
+             Chebyshev basis (henn.kernels.chebyshev): sum of ceil(log2(d_i + 1)) levels, one more for
+             the product by u, one more for t when bound != 1 (merge_act_pool folds it where it can)
+
 Smooth non-polynomial activations (GELU, SiLU, Sigmoid, Tanh, ELU, Softplus, Mish, and LeakyReLU and
-Hardswish with a larger error) become general-form polynomials: a Chebyshev fit
+Hardswish with a larger error) become chebyshev-form polynomials: a Chebyshev fit
 (henn.approximation) on the range their inputs take over the calibration images, widened by
 henn.ranges.OBSERVED_SLACK about its centre, which is also the range henn.ranges accepts at run time.
 Their degree is options.activation_degree (one for all or per layer name), else the lowest of
 henn.approximation.DEGREES whose error is within henn.approximation.TARGET of the output range.
-Without calibration images they are refused, and so are the others (ReLU, ...), naming the layer;
+ReLU and |x| become x (a + b s(t)) with s a composite of minimax sign polynomials on [-R, R], R the
+largest |input| widened the same way, within R 2^-bits (bits: options.activation_bits, one for all or
+per layer name, else henn.approximation.SIGN_BITS).
+Without calibration images they are refused, and so are the others (ReLU6, SELU, ...), naming the layer;
 so are polynomials with NaN/infinite coefficients or a fitted range that is not a finite interval
 (henn.ranges checks inputs against it).
 """
@@ -44,6 +51,7 @@ from henn.approximation import Approximation
 from henn.errors import InputError, UnsupportedOperation
 from henn.ir.graph import Graph, Node
 from henn.ir.ops import LINEAR_OPS
+from henn.kernels.chebyshev import chain_depth
 from henn.kernels.poly import polynomial_depth
 from henn.program import CPOLY_LEVELS, GENERAL_TARGET
 from henn.runtime.inputs import check_images
@@ -64,7 +72,7 @@ def run(graph: Graph, options=None) -> Graph:
                 f"polynomial), and {', '.join(APPROXIMATED)} (approximated on their calibrated range): retrain "
                 "with one of those (henn.training's PolyAct for a trained polynomial)"
             )
-        if n.op == "poly":
+        if n.op == "poly" and n.name not in fits:
             check_poly(n.attrs, n.name)
         if n.op == "poly" and "form" not in n.attrs:
             general = not takes_affine(g, n.output)
@@ -89,36 +97,51 @@ def fit_activations(g: Graph, options) -> dict[str, Approximation]:
             "range its inputs take: calibration images are needed to approximate it; pass calibration=<sample "
             "inputs like the training data> to henn.compile (henn compile: --calibration samples.npy)"
         )
-    degrees = getattr(options, "activation_degree", None)
-    if isinstance(degrees, dict) and set(degrees) - {n.name for n in wanted}:
-        raise InputError(
-            f"activation_degree names layers {sorted(set(degrees) - {n.name for n in wanted})}, which are not "
-            f"approximated activations; those are {[n.name for n in wanted]}"
-        )
+    signs = [n.name for n in wanted if NONPOLYNOMIAL[n.attrs["kind"]].sign_form is not None]
+    degrees = _per_layer(options, "activation_degree", [n.name for n in wanted if n.name not in signs])
+    bits = _per_layer(options, "activation_bits", signs)
     bounds = ranges.observed_bounds(g, check_images(calibration, tuple(g.input_shape)), "activation")
     fits = {}
     for n in wanted:
-        kind, f = n.attrs["kind"], NONPOLYNOMIAL[n.attrs["kind"]].function
+        kind, act = n.attrs["kind"], NONPOLYNOMIAL[n.attrs["kind"]]
+        f = act.function
         assert f is not None  # every APPROXIMATED activation has a NumPy meaning
+        if act.sign_form is not None:
+            lo, hi = approximation.symmetric_interval(*bounds[n.name], ranges.OBSERVED_SLACK)
+            b = bits(n.name)
+            fits[n.name] = approximation.composite(
+                f"{kind} (composite sign)", f, lo, hi, act.sign_form, approximation.SIGN_BITS if b is None else b
+            )
+            continue
         lo, hi = approximation.interval(*bounds[n.name], ranges.OBSERVED_SLACK)
-        degree = degrees.get(n.name) if isinstance(degrees, dict) else degrees
+        degree = degrees(n.name)
         fits[n.name] = (
             approximation.choose(kind, f, lo, hi) if degree is None else approximation.fit(kind, f, lo, hi, degree)
         )
     return fits
 
 
+def _per_layer(options, option: str, layers: list[str]):
+    """The option's value for a layer: one for all, or a dict by layer name (naming only `layers`)."""
+    value = getattr(options, option, None)
+    if isinstance(value, dict) and set(value) - set(layers):
+        raise InputError(
+            f"{option} names layers {sorted(set(value) - set(layers))}, which are not activations it applies to; "
+            f"those are {layers}"
+        )
+    return lambda name: value.get(name) if isinstance(value, dict) else value
+
+
 def _replace(n: Node, fit: Approximation) -> None:
-    """The activation node becomes a general-form poly node evaluating the fit."""
+    """The activation node becomes a chebyshev-form poly node evaluating the fit."""
     n.op = "poly"
     n.attrs = {
-        "coefficients": fit.coefficients,
         "name": fit.kind,
         "range": (fit.lo, fit.hi),
         "approximates": fit.kind,
         "approximation_error": fit.error,
         "approximation_relative_error": fit.relative_error,
-        **general_form(fit.coefficients, -fit.centre, fit.half_width),
+        **chebyshev_form(fit.components, -fit.centre, fit.half_width, fit.times_input),
     }
 
 
@@ -219,6 +242,19 @@ def general_form(coefficients, shift: float = 0.0, bound: float | None = None) -
         "coefficients": coef,
         "bound": b,
         "levels": polynomial_depth(c, GENERAL_TARGET, b),
+    }
+
+
+def chebyshev_form(components, shift: float, bound: float, times_input: bool) -> dict:
+    """The chebyshev form's attributes: s_m(...s_1(u / bound)) [* u], u = x + shift (see the module docstring)."""
+    comps = [np.asarray(c, dtype=np.float64) for c in components]
+    return {
+        **_form("chebyshev", shift, 0.0, 0.0, 1.0, 0.0),
+        "coefficients": tuple(float(v) for c in comps for v in c),
+        "degrees": tuple(len(c) - 1 for c in comps),
+        "bound": float(bound),
+        "times_input": bool(times_input),
+        "levels": chain_depth(comps, shift=float(shift), bound=float(bound), times_input=bool(times_input)),
     }
 
 

@@ -10,7 +10,8 @@ A pending map meeting another activation is composed into that polynomial. An ac
 shift (u = x + shift) moves into the bias of the layer before it; so does a general-form polynomial's
 1 / bound (into that layer's weights too), which kernels.poly would otherwise spend a level on. A
 general-form shift that no layer takes is expanded into its coefficients (the poly step evaluates
-polynomials in x).
+polynomials in x). A chebyshev-form chain's t = u / bound moves into that layer too, or stays in its
+step (one level) where no layer takes it.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from __future__ import annotations
 import numpy as np
 from numpy.polynomial import Polynomial
 
+from henn.activations import chebyshev_series
 from henn.errors import UnsupportedOperation
 from henn.ir import interpret
 from henn.ir.graph import Graph
 from henn.ir.ops import LINEAR_OPS
-from henn.passes.approximate_activations import decompose, general_form
+from henn.passes.approximate_activations import chebyshev_form, decompose, general_form
 
 
 def run(graph: Graph, options=None) -> Graph:
@@ -43,7 +45,10 @@ def run(graph: Graph, options=None) -> Graph:
             if a["shift"] and takes and prev is not None:
                 prev.params["bias"] = prev.params["bias"] + a["shift"]  # u = x + shift computed by the layer
                 a["shift"] = 0.0
-            if a["form"] != "general":  # the general form keeps all of p in its coefficients
+            if a["form"] == "chebyshev":  # its map t = u / bound: into the layer before where it can go
+                if takes and prev is not None and a["bound"] != 1:
+                    _divide_chebyshev(prev, a)
+            elif a["form"] != "general":  # the general form keeps all of p in its coefficients
                 pending[n.output] = (a["gain"], np.full(g.shape(n.output), a["offset"]))
                 a["gain"], a["offset"] = 1.0, 0.0
             elif takes and prev is not None and a["bound"] > 1:
@@ -96,6 +101,14 @@ def _compose(n, gain: float, offset) -> None:
         )
     o = 0.0 if offset is None else float(offset.flat[0])
     a = n.attrs
+    if a["form"] == "chebyshev":  # u = g x + o + shift = g (x + (o + shift) / g): t = sign(g) (...) / (bound / |g|)
+        comps = chebyshev_series(a)
+        if gain < 0:  # s_1(-t): T_k(-t) = (-1)^k T_k(t)
+            comps[0] = comps[0] * (-1.0) ** np.arange(len(comps[0]))
+        if a["times_input"]:  # u * y = (x + shift') * (g y)
+            comps[-1] = comps[-1] * gain
+        a.update(chebyshev_form(comps, (o + a["shift"]) / gain, a["bound"] / abs(gain), a["times_input"]))
+        return
     if a["form"] == "general":  # p(g x + o + shift) = sum_k (c_k g^k) (x + (o + shift) / g)^k
         c = np.asarray(a["coefficients"]) * gain ** np.arange(len(a["coefficients"]))
         a.update(general_form(c, (o + a["shift"]) / gain, a["bound"] / abs(gain)))
@@ -109,10 +122,24 @@ def _divide(prev, a: dict) -> None:
     """u / bound computed by the layer before (its weights and bias divided): the polynomial in u / bound
     needs no level of its own for it."""
     b = a["bound"]
-    prev.params["weight"], prev.params["bias"] = prev.params["weight"] / b, prev.params["bias"] / b
-    prev.attrs["folded_gain"] = prev.attrs.get("folded_gain", 1.0) / b
+    _divide_layer(prev, b)
     c = np.asarray(a["coefficients"]) * b ** np.arange(len(a["coefficients"]))
     a.update(general_form(c, 0.0, 1.0))
+
+
+def _divide_chebyshev(prev, a: dict) -> None:
+    """t = u / bound computed by the layer before; a product by u becomes one by t = u / bound, times bound."""
+    b = a["bound"]
+    _divide_layer(prev, b)
+    comps = chebyshev_series(a)
+    if a["times_input"]:
+        comps[-1] = comps[-1] * b
+    a.update(chebyshev_form(comps, a["shift"], 1.0, a["times_input"]))
+
+
+def _divide_layer(prev, b: float) -> None:
+    prev.params["weight"], prev.params["bias"] = prev.params["weight"] / b, prev.params["bias"] / b
+    prev.attrs["folded_gain"] = prev.attrs.get("folded_gain", 1.0) / b
 
 
 def _unshift(a: dict) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from henn.approximation import MAX_DEGREE
+from henn.approximation import MAX_DEGREE, MAX_SIGN_BITS
 from henn.ckks.params import Parameters
 from henn.errors import InputError
 
@@ -34,6 +34,8 @@ class CompileOptions:
     # non-polynomial activations (GELU, SiLU, ...): the degree of their Chebyshev fit, for all (an int) or per
     # layer name (a dict; layers not named get the lowest degree meeting henn.approximation.TARGET); None: that
     activation_degree: int | dict[str, int] | None = None
+    # ReLU and |x| (composite sign polynomials): max error 2^-bits of their range, for all or per layer name
+    activation_bits: float | dict[str, float] | None = None
     calibration: np.ndarray | None = field(default=None, compare=False, repr=False)  # images for value ranges
 
     def __post_init__(self):
@@ -88,6 +90,7 @@ class CompileOptions:
                 "complex_packing needs ring='standard' parameters: the conjugate-invariant ring's slots are real"
             )
         _check_degrees(self.activation_degree)
+        _check_bits(self.activation_bits)
         if not isinstance(self.bootstrap, bool):
             raise InputError(f"bootstrap must be True or False, got {self.bootstrap!r}")
         if self.params is not None and not isinstance(self.params, Parameters):
@@ -105,4 +108,14 @@ def _check_degrees(degree) -> None:
             raise InputError(
                 f"activation_degree must be an integer from 1 to {MAX_DEGREE} (or a dict of them per layer "
                 f"name), got {degree!r}"
+            )
+
+
+def _check_bits(bits) -> None:
+    values = list(bits.values()) if isinstance(bits, dict) else [] if bits is None else [bits]
+    for b in values:
+        if isinstance(b, bool) or not isinstance(b, (int, float, np.integer)) or not 1 <= b <= MAX_SIGN_BITS:
+            raise InputError(
+                f"activation_bits must be a number of bits from 1 to {MAX_SIGN_BITS} (or a dict of them per layer "
+                f"name), got {bits!r}"
             )

@@ -20,6 +20,7 @@ from henn.ckks.values import Ciphertext, EvaluationKeys
 from henn.errors import InputError, UnsupportedOperation
 from henn.kernels.activation import act_core, complex_act_core
 from henn.kernels.bsgs import Transform, evaluate
+from henn.kernels.chebyshev import evaluate_chain
 from henn.kernels.poly import evaluate_polynomial
 from henn.program import REGISTER_KINDS, WEIGHT_KINDS, Program, Step, StepKind, weight_count, weight_vector
 from henn.runtime.memory import plaintext_budget, plaintext_bytes
@@ -252,11 +253,17 @@ class Executor:
         return self._elementwise(value, lambda ct: core(self.ev, ct, step.attrs, relin=relin), 4 * self.pool.workers)
 
     def _poly(self, i: int, step: Step, value):
-        """Any polynomial (henn.kernels.poly), landing on its input's scale."""
-        coef, bound = step.arrays["coefficients"], float(step.attrs["bound"])
+        """Any polynomial, landing on its input's scale: a chain of Chebyshev series (henn.kernels.chebyshev)
+        or one power series (henn.kernels.poly)."""
+        coef, a = step.arrays["coefficients"], step.attrs
+        bound = float(a["bound"])
 
         def one(ct: Ciphertext) -> Ciphertext:
-            return evaluate_polynomial(self.ev, ct, coef, target_scale=ct.scale, bound=bound)
+            if a["chebyshev"]:
+                return evaluate_chain(
+                    self.ev, ct, list(coef), shift=float(a["shift"]), bound=bound, times_input=a["times_input"]
+                )
+            return evaluate_polynomial(self.ev, ct, coef[0], target_scale=ct.scale, bound=bound)
 
         return self._elementwise(value, one, 4 * self.pool.workers)
 
