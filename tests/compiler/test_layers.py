@@ -196,3 +196,53 @@ def test_depthwise_separable_block_encrypted_on_lattigo():
                       activation_check=False) as cm:
         got = cm.run(x)
     precision_table.within("lattigo-e2e", "depthwise_separable", _torch(model, x), got, 1e-3)
+
+
+# ---- average pools, pass-through layers, flattens ----------------------------------------------------
+
+
+class Mean(nn.Module):
+    def __init__(self, keepdim):
+        super().__init__()
+        self.keepdim = keepdim
+
+    def forward(self, x):
+        return x.mean((2, 3), keepdim=self.keepdim)
+
+
+POOLS = {  # name: (layers, input shape, modes)
+    "avgpool 3/2 pad 1": (lambda: [nn.Conv2d(1, 2, 3), Square(), nn.AvgPool2d(3, 2, padding=1), nn.Flatten(),
+                                   nn.Linear(18, 4)], (1, 8, 8), ("single", "batch")),
+    "avgpool excluding pad": (lambda: [nn.Conv2d(1, 2, 3), Square(), nn.AvgPool2d(3, 2, padding=1,
+                                       count_include_pad=False), nn.Dropout(), nn.Flatten(), nn.Linear(18, 4)],
+                              (1, 8, 8), ("single", "batch")),
+    "avgpool (2, 3) stride (1, 2)": (lambda: [nn.Conv2d(1, 2, 3), Square(), nn.AvgPool2d((2, 3), (1, 2)),
+                                              nn.Conv2d(2, 3, 2), Square(), nn.Flatten(), nn.Linear(12, 4)],
+                                     (1, 8, 8), ("single", "batch")),
+    "adaptive 2x3": (lambda: [nn.Conv2d(1, 2, 3), Square(), nn.AdaptiveAvgPool2d((2, 3)), nn.Identity(),
+                              nn.Flatten(), nn.Linear(12, 4)], (1, 8, 8), ("single", "batch")),
+    "global mean": (lambda: [nn.Conv2d(3, 4, 3), Square(), Mean(False), nn.Linear(4, 4)], (3, 8, 8),
+                    ("single", "batch")),
+    "global mean keepdim": (lambda: [nn.Conv2d(3, 4, 3), Square(), Mean(True), nn.Flatten(), nn.Linear(4, 4)],
+                            (3, 8, 8), ("single", "batch")),
+    "F.pad + avgpool ceil_mode": (lambda: [nn.Conv2d(1, 2, 3), Square(), Padded((1, 1, 1, 1), nn.AvgPool2d(
+                                  2, ceil_mode=True, count_include_pad=False)), nn.Flatten(), nn.Linear(32, 4)],
+                                  (1, 8, 8), ("single", "batch")),
+}
+
+
+@pytest.mark.parametrize("name", list(POOLS))
+def test_average_pools(name, tmp_path):
+    layers, shape, modes = POOLS[name]
+    _runs_like_torch(_seeded(*layers()), shape, modes, tmp_path)
+
+
+@pytest.mark.parametrize("layers,match", [
+    (lambda: [nn.AvgPool2d(3, 2, padding=1, count_include_pad=False), Square()],
+     r"count_include_pad=False.*right before a Linear"),
+    (lambda: [nn.AvgPool2d(3, 2, ceil_mode=True)], r"ceil_mode adds a partial window"),
+    (lambda: [nn.AdaptiveAvgPool2d(3)], r"AdaptiveAvgPool2d to 3x3 from 8x8.*divide the input"),
+])
+def test_pools_refused_with_the_reason(layers, match):
+    with pytest.raises(UnsupportedOperation, match=match):
+        load_model(_seeded(*layers(), nn.Flatten(), nn.Linear(9, 2)), (1, 8, 8))

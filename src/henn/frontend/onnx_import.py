@@ -3,11 +3,12 @@
 Understood: Conv (any group, dilations, explicit or SAME_UPPER / SAME_LOWER pads:
 henn.frontend.conv), Pad with zeros right before a Conv or an AveragePool (their padding),
 BatchNormalization, Gemm, MatMul, the custom `henn.Poly` node (attributes coefficients, name, range),
-AveragePool / GlobalAveragePool, Flatten / Reshape to (batch, -1), Identity / Dropout (skipped),
-Constant, a trailing Softmax / LogSoftmax (dropped: logits are returned); Add of two computed
-tensors (`add`, residual networks); and Mul / Add / Sub / Neg / Pow / Div with constants in any order
-and nesting, folded into one polynomial per channel (henn.frontend.elementwise: (x*x)*a + x*b + c, the
-way a folded AESPA exports, is one per-channel quadratic; a constant added after MatMul is its bias).
+AveragePool / GlobalAveragePool / ReduceMean over H, W (henn.frontend.pool), Flatten / Reshape to
+(batch, -1), Identity / Dropout (skipped), Constant, a trailing Softmax / LogSoftmax (dropped: logits
+are returned); Add of two computed tensors (`add`, residual networks); and Mul / Add / Sub / Neg / Pow
+/ Div with constants in any order and nesting, folded into one polynomial per channel
+(henn.frontend.elementwise: (x*x)*a + x*b + c, the way a folded AESPA exports, is one per-channel
+quadratic; a constant added after MatMul is its bias).
 Known non-polynomial activations (Relu, Sigmoid, ...: henn.activations) become `activation` nodes;
 every other op is refused here, naming the layer.
 """
@@ -24,7 +25,7 @@ import numpy as np
 from henn.activations import ONNX_OPS, check_parameters
 from henn.errors import InputError, UnsupportedOperation
 from henn.frontend.onnx_fusion import fuse_activations
-from henn.frontend import conv, elementwise
+from henn.frontend import conv, elementwise, pool
 from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
 from henn.ir.ops import infer_shape
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 SUPPORTED = ("Conv", "Pad (zeros, before a Conv or AveragePool)", "BatchNormalization", "Gemm", "MatMul",
              "henn.Poly", "Mul/Add/Sub/Neg/Pow/Div forming a polynomial in one tensor", "Add of two tensors",
-             "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Identity", "Dropout")
+             "AveragePool", "GlobalAveragePool", "ReduceMean over (H, W)", "Flatten", "Reshape", "Identity", "Dropout")
 _ELEMENTWISE = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "Neg": np.negative,
                 "Pow": np.power, "Reciprocal": np.reciprocal}
 _SKIP = ("Identity", "Dropout")
@@ -116,6 +117,7 @@ class _Builder:
         self.names: set[str] = set()
         self.exprs: dict[str, tuple[Expr, str]] = {}  # elementwise results not emitted yet, and their layer
         self.padded: dict[str, tuple[str, conv.Pads]] = {}  # zero-padded values: (source, pads) for the next layer
+        self.rescaled = pool.Rescaled()  # factors owed by average pools that exclude their padding
 
     # ---- helpers ---------------------------------------------------------------------------
     def _src(self, onnx_name: str, layer: str) -> str:
@@ -147,7 +149,10 @@ class _Builder:
             name, k = f"{layer}#{k}", k + 1
         self.names.add(name)
         srcs = list(src) if isinstance(src, (list, tuple)) else [src]
-        node = Node(op, name, srcs, _clean(out_name), attrs or {}, params or {})
+        params = params or {}
+        for v in srcs:
+            params = self.rescaled.take(name, op if len(srcs) == 1 else "add", v, _clean(out_name), params)
+        node = Node(op, name, srcs, _clean(out_name), attrs or {}, params)
         shapes = [self.values[v].shape for v in srcs]
         try:
             shape = infer_shape(node, shapes)
@@ -348,13 +353,30 @@ class _Builder:
         src, extra = self._padded_src(node.input[0], layer)
         k = tuple(a["kernel_shape"])
         pads = tuple(a.get("pads", [0, 0, 0, 0]))
-        if any(pads) and not a.get("count_include_pad", 0):
-            raise UnsupportedOperation(f"layer {layer!r}: padded AveragePool needs count_include_pad=1 "
-                                       "(a constant divisor); remove the padding or set it")
-        if a.get("ceil_mode", 0):
-            raise UnsupportedOperation(f"layer {layer!r}: AveragePool ceil_mode=1 is not supported")
-        self._emit("avgpool", layer, src, node.output[0],
-                   {"kernel": k, "stride": tuple(a.get("strides", k)), "pads": conv.add_pads(pads, extra)})
+        include = bool(a.get("count_include_pad", 0))
+        if any(extra) and any(pads) and not include:
+            raise UnsupportedOperation(f"layer {layer!r}: Pad before an AveragePool that excludes its own padding "
+                                       "from the count is not supported; set count_include_pad=1")
+        if any(d != 1 for d in a.get("dilations", [1, 1])):
+            raise UnsupportedOperation(f"layer {layer!r}: dilated AveragePool is not supported")
+        attrs, r = pool.avgpool(layer, self.values[src].shape, k, tuple(a.get("strides", k)),
+                                conv.add_pads(pads, extra), bool(a.get("ceil_mode", 0)), include or any(extra))
+        self._emit("avgpool", layer, src, node.output[0], attrs)
+        if r is not None:
+            self.rescaled.owed[self.alias[node.output[0]]] = r
+
+    def _op_ReduceMean(self, node, a, layer, src) -> None:
+        axes = a.get("axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            axes = self._const(node.input[1], layer).astype(np.int64).tolist()
+        if axes is None or sorted(int(x) % 4 for x in axes) != [2, 3] or len(self.values[src].shape) != 3:
+            raise UnsupportedOperation(f"layer {layer!r}: ReduceMean over axes {axes} is not supported; henn compiles "
+                                       "the mean over height and width (axes 2, 3: a global average pool)")
+        if a.get("keepdims", 1):
+            _, h, w = self.values[src].shape
+            self._emit("avgpool", layer, src, node.output[0], {"kernel": (h, w), "stride": (h, w), "pads": (0,) * 4})
+        else:
+            self._op_GlobalAveragePool(node, a, layer, src)
 
     def _op_GlobalAveragePool(self, node, a, layer, src) -> None:
         _, h, w = self.values[src].shape
@@ -378,4 +400,5 @@ class _Builder:
 
     def finish(self, output: str) -> Graph:
         out = self._src(output, "output")
+        self.rescaled.check_output(out)
         return elementwise.fold_affine(Graph(self.input, out, self.nodes, self.values).verify())

@@ -1,15 +1,16 @@
 """PyTorch module -> henn IR through torch.fx (torch is imported here only, lazily).
 
 Understood modules: Conv2d (any groups, dilation, padding "same" / "valid" / explicit:
-henn.frontend.conv), BatchNorm1d/2d, Linear, AvgPool2d, AdaptiveAvgPool2d(1), Flatten, Identity,
-Dropout, ZeroPad2d / ConstantPad2d(value 0) and F.pad right before a Conv2d or an average pool (their
-padding), polynomial activations (any module with a `coefficients` tensor, constant term first, e.g.
-henn.training.models.PolyAct; optional `name` and `fitted_range`), and known non-polynomial
-activations (ReLU, ...: henn.activations). Functions: torch.flatten, x.view/reshape(batch, -1),
-F.avg_pool2d, the functional activations, the sum of two computed tensors (a residual connection),
-and +, -, *, /, **, negation (operators, torch.* and tensor methods) with numbers or parameters
-(scalar or one value per channel) in any order and nesting: folded into one polynomial per channel
-(henn.frontend.elementwise). Anything else is refused naming the layer.
+henn.frontend.conv), BatchNorm1d/2d, Linear, AvgPool2d and AdaptiveAvgPool2d (henn.frontend.pool),
+Flatten, Identity, Dropout, ZeroPad2d / ConstantPad2d(value 0) and F.pad right before a Conv2d or an
+average pool (their padding), polynomial activations (any module with a `coefficients` tensor,
+constant term first, e.g. henn.training.models.PolyAct; optional `name` and `fitted_range`), and
+known non-polynomial activations (ReLU, ...: henn.activations). Functions: torch.flatten,
+x.view/reshape(batch, -1), F.avg_pool2d, x.mean over height and width, the functional activations,
+the sum of two computed tensors (a residual connection), and +, -, *, /, **, negation (operators,
+torch.* and tensor methods) with numbers or parameters (scalar or one value per channel) in any order
+and nesting: folded into one polynomial per channel (henn.frontend.elementwise). Anything else is
+refused naming the layer.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ import numpy as np
 
 from henn.activations import NONPOLYNOMIAL, TORCH_FUNCTIONS, TORCH_MODULES, check_parameters
 from henn.errors import InputError, UnsupportedOperation
-from henn.frontend import conv, elementwise
+from henn.frontend import conv, elementwise, pool
 from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
 from henn.ir.ops import infer_shape
 
 SUPPORTED = ("Conv2d", "zero padding before a Conv2d or AvgPool2d", "BatchNorm1d/2d", "Linear", "AvgPool2d",
-             "AdaptiveAvgPool2d(1)", "Flatten", "view/reshape", "polynomial activations (PolyAct)",
+             "AdaptiveAvgPool2d", "mean over (H, W)", "Flatten", "view/reshape", "polynomial activations (PolyAct)",
              "+ - * / ** forming a polynomial in one tensor", "Identity", "Dropout")
 
 def _np(t) -> np.ndarray:
@@ -83,6 +84,7 @@ class _Emitter:
         self.consts: dict[str, np.ndarray] = {}  # parameters read by get_attr
         self.exprs: dict[str, tuple[Expr, str]] = {}  # elementwise results not emitted yet, and their layer
         self.padded: dict[str, tuple[str, conv.Pads]] = {}  # zero-padded values: (source, pads) for the next layer
+        self.rescaled = pool.Rescaled()  # factors owed by average pools that exclude their padding
         self.input = None
         self.output = None
         self.shape0 = shape
@@ -92,7 +94,7 @@ class _Emitter:
         self._emit_named(op, name, node.name, src, attrs, params)
 
     def _emit_named(self, op, name, out, src, attrs=None, params=None) -> None:
-        n = Node(op, name, [src], out, attrs or {}, params or {})
+        n = Node(op, name, [src], out, attrs or {}, self.rescaled.take(name, op, src, out, params or {}))
         try:
             shape = infer_shape(n, [self.values[src].shape])
         except Exception as exc:  # noqa: BLE001 - shape errors come from the model
@@ -187,9 +189,8 @@ class _Emitter:
                                            "tensor; flatten first")
             bias = _np(m.bias) if m.bias is not None else np.zeros(m.out_features)
             self._emit("linear", node, src, {}, {"weight": _np(m.weight), "bias": bias})
-        elif kind == "AdaptiveAvgPool2d" and _pair(m.output_size) == (1, 1):
-            _, h, w = self.values[src].shape
-            self._emit("avgpool", node, src, {"kernel": (h, w), "stride": (h, w), "pads": (0, 0, 0, 0)})
+        elif kind == "AdaptiveAvgPool2d":
+            self._emit("avgpool", node, src, pool.adaptive(str(node.target), self.values[src].shape, m.output_size))
         elif kind == "Flatten":
             if m.start_dim != 1 or m.end_dim != -1:
                 raise UnsupportedOperation(f"layer {node.target!r}: Flatten must keep the batch axis (start_dim=1)")
@@ -232,12 +233,15 @@ class _Emitter:
 
     def _avgpool(self, node, src, kernel, stride, padding, ceil_mode, count_include_pad, extra) -> None:
         k = _pair(kernel)
-        s = _pair(stride) if stride else k
         ph, pw = _pair(padding)
-        if ceil_mode or ((ph or pw) and not count_include_pad):
-            raise UnsupportedOperation(f"layer {node.name!r}: AvgPool2d with ceil_mode or padding without "
-                                       "count_include_pad is not supported")
-        self._emit("avgpool", node, src, {"kernel": k, "stride": s, "pads": conv.add_pads((ph, pw, ph, pw), extra)})
+        if any(extra) and (ph or pw) and not count_include_pad:
+            raise UnsupportedOperation(f"layer {node.name!r}: F.pad before an AvgPool2d that excludes its own padding "
+                                       "from the count is not supported; set count_include_pad=True")
+        attrs, r = pool.avgpool(node.name, self.values[src].shape, k, _pair(stride) if stride else k,
+                                conv.add_pads((ph, pw, ph, pw), extra), ceil_mode, count_include_pad or any(extra))
+        self._emit("avgpool", node, src, attrs)
+        if r is not None:
+            self.rescaled.owed[node.name] = r
 
     def _function(self, node) -> None:
         import torch
@@ -269,6 +273,8 @@ class _Emitter:
             else:
                 raise UnsupportedOperation(f"layer {node.name!r}: {name}{tuple(dims)} is supported only as "
                                            "(batch, -1)")
+        elif name == "mean":
+            self._mean(node, src)
         elif name in TORCH_FUNCTIONS:
             act = TORCH_FUNCTIONS[name]
             names = [k for k, _ in NONPOLYNOMIAL[act].torch_parameters]
@@ -277,6 +283,20 @@ class _Emitter:
         else:
             raise UnsupportedOperation(f"layer {node.name!r} ({name}) is not supported: henn compiles "
                                        f"{', '.join(SUPPORTED)}")
+
+    def _mean(self, node, src) -> None:
+        """x.mean over height and width (a global average pool), keepdim or not."""
+        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        dims = dims if isinstance(dims, (tuple, list)) else (dims,)
+        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        shape = self.values[src].shape
+        if len(shape) != 3 or None in dims or sorted(int(d) % 4 for d in dims) != [2, 3]:
+            raise UnsupportedOperation(f"layer {node.name!r}: mean over {dims} is not supported; henn compiles the "
+                                       "mean over height and width (dims (2, 3): a global average pool)")
+        self._emit_named("avgpool", node.name, f"{node.name}/pool" if not keep else node.name, src,
+                         {"kernel": shape[1:], "stride": shape[1:], "pads": (0, 0, 0, 0)})
+        if not keep:
+            self._emit_named("flatten", f"{node.name}/flatten", node.name, f"{node.name}/pool")
 
     def _padded_function(self, node, t) -> None:
         import torch.nn.functional as F
@@ -374,6 +394,7 @@ class _Emitter:
     def finish(self) -> Graph:
         if self.output is None:
             raise UnsupportedOperation("the traced model has no output")
+        self.rescaled.check_output(self.output)
         return elementwise.fold_affine(Graph(self.input, self.output, self.nodes, self.values).verify())
 
 
