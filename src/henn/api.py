@@ -29,6 +29,7 @@ from henn.approximation import TARGET
 from henn.ckks import open_backend
 from henn.compiler.driver import Compiled, compile_model
 from henn.ir import interpret
+from henn.kernels import composite_max
 from henn.passes import CompileOptions
 from henn.ranges import check_bootstraps
 from henn.runtime import Client, Server
@@ -164,8 +165,11 @@ class CompiledModel:
         return "\n".join(lines + self.describe_approximations())
 
     def describe_approximations(self) -> list[str]:
-        """One line per approximated activation (see approximations())."""
-        return [f"layer {a['layer']!r}: {a['kind']} approximated by "
+        """One line per approximated activation or max pool (see approximations())."""
+        return [f"layer {a['layer']!r}: {a['kind']} over {a['window'][0]}x{a['window'][1]} windows, "
+                f"{a['max_levels']} max-levels of composed polynomials of degrees {a['degrees']}, inputs in "
+                f"[{a['range'][0]:.4g}, {a['range'][1]:.4g}], max error {a['max_error']:.2g}, {a['levels']} levels"
+                if "window" in a else f"layer {a['layer']!r}: {a['kind']} approximated by "
                 + (f"a degree-{a['degree']} polynomial" if len(a["degrees"]) == 1 else
                    f"composed polynomials of degrees {a['degrees']}")
                 + f" on [{a['range'][0]:.4g}, {a['range'][1]:.4g}], max error {a['max_error']:.2g} there "
@@ -183,7 +187,18 @@ class CompiledModel:
              "range": tuple(n.attrs["range"]), "max_error": n.attrs["approximation_error"],
              "relative_error": n.attrs["approximation_relative_error"], "levels": n.attrs["levels"]}
             for n in self.compiled.final.nodes if n.op == "poly" and "approximates" in n.attrs
-        ]
+        ] + [self._maxpool(n) for n in self.compiled.checked.nodes if n.op == "maxpool"]
+
+    def _maxpool(self, n) -> dict:
+        """A max pool's composite max (henn.passes.maxpool_form): its window, range (of its inputs, as calibrated),
+        degrees, max error and levels (those of the compiled program)."""
+        final = next(m for m in self.compiled.final.nodes if m.name == n.name)
+        k = math.prod(n.attrs["kernel"])
+        return {"layer": n.name, "kind": n.attrs["approximates"], "window": tuple(n.attrs["kernel"]),
+                "degree": math.prod(n.attrs["degrees"]) + 1, "degrees": tuple(n.attrs["degrees"]),
+                "range": tuple(n.attrs["range"]), "max_error": n.attrs["approximation_error"],
+                "relative_error": n.attrs["approximation_relative_error"], "levels": final.attrs["levels"],
+                "maxima": k - 1, "max_levels": composite_max.stages(k)}
 
     # ---- running -----------------------------------------------------------------------------
     def reference(self, x) -> np.ndarray:

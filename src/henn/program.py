@@ -16,6 +16,12 @@ level where they are used) and small attributes. Step kinds (`StepKind`, specifi
                   (k_in, k_out, giant, baby, vector), vectors, biases + bias_index, then `fold`
                   rotate-and-sums; `stride` physical slots per virtual one (grouped batch packing)
     mpool         2x2 sum-pool on multiplexed layouts by rotations
+    max_batch     CSR rows of ciphertexts: each row's largest by a tree of composite maxima b + relu(a - b)
+                  (henn.kernels.composite_max), relu the chain of Chebyshev series `coefficients` (one row per
+                  series) on t = (a - b) / bound, times (a - b); output ceil(log2 k) maxima lower (k: the
+                  longest row), every row dropped to that level
+    mmax          the same tree within each ciphertext: rows (a, b, step) of `ops`, register r = max(reg a,
+                  rot(reg b, step)) (henn.kernels.composite_max.rotation_ops)
     bootstrap     refresh every ciphertext to the top level; attrs bound: the values' range (calibrated)
     poly          elementwise polynomial of any degree, output at its input's scale; coefficients: one row per
                   series (constant first, zero-padded). chebyshev False: one row c0..cd in the power basis
@@ -62,6 +68,7 @@ from henn.ckks.params import Parameters, ParametersLiteral
 from henn.errors import HennError, SerializationError
 from henn.activations import COMPLEX_FORMS, CORE_FORMS
 from henn.kernels.activation import defers_relin
+from henn.kernels import composite_max
 from henn.kernels.chebyshev import chain_depth
 from henn.kernels.poly import polynomial_depth
 
@@ -84,6 +91,8 @@ class StepKind(StrEnum):
     TAPS = "taps"
     BSGS = "bsgs"
     ROTATION_POOL = "mpool"
+    MAX_BATCH = "max_batch"
+    ROTATION_MAX = "mmax"
     BOOTSTRAP = "bootstrap"
     CHANNEL_POLY = "cpoly"
     POLY = "poly"
@@ -369,6 +378,37 @@ def _poly_check(step: Step, n_in: int, slots: int) -> None:
         raise ProgramError(f"layer {step.name!r}: its polynomial needs {poly_levels(step)} levels, not {step.level}")
 
 
+def max_step_levels(step: Step) -> int:
+    """Levels a max_batch or mmax step consumes: its tree's depth in maxima times one composite max's."""
+    if step.kind == StepKind.MAX_BATCH:
+        depth = composite_max.stages(int(np.diff(step.arrays["indptr"]).max(initial=1)))
+    else:
+        depth = composite_max.ops_depth(step.arrays["ops"])
+    return depth * composite_max.max_levels(list(step.arrays["coefficients"]), float(step.attrs["bound"]))
+
+
+def _max_check(step: Step, n_in: int, slots: int) -> None:
+    coef = step.arrays["coefficients"]
+    if step.kind == StepKind.MAX_BATCH:
+        _csr_check(step, n_in, slots)
+    else:
+        _count_check(step, n_in, slots)
+        ops = step.arrays["ops"]
+        rows = np.arange(len(ops)) + 1
+        if ops.shape[1:] != (3,) or np.any(ops[:, :2] < 0) or np.any(ops[:, :2] >= rows[:, None]):
+            raise ProgramError(f"layer {step.name!r}: the rotation tree reads registers it has not made yet")
+    if (
+        not 1 <= len(coef) <= MAX_POLY_SERIES
+        or not 1 <= coef.shape[1] <= MAX_POLY_COEFFICIENTS
+        or step.attrs["bound"] <= 0
+    ):
+        raise ProgramError(
+            f"layer {step.name!r}: {len(coef)} series of {coef.shape[1]} coefficients, bound {step.attrs['bound']}"
+        )
+    if step.level < max_step_levels(step):
+        raise ProgramError(f"layer {step.name!r}: its maxima need {max_step_levels(step)} levels, not {step.level}")
+
+
 def poly_levels(step: Step) -> int:
     """Levels a poly step consumes (henn.kernels.chebyshev's chain, or henn.kernels.poly at a fixed target scale)."""
     coef, a = step.arrays["coefficients"], step.attrs
@@ -432,6 +472,21 @@ STEPS: dict[StepKind, StepSpec] = {
     ),
     StepKind.ROTATION_POOL: StepSpec(
         {"steps": "ints", "cts_in": "int"}, {}, lambda s, n: n, _count_check, lambda s: set(s.attrs["steps"])
+    ),
+    StepKind.MAX_BATCH: StepSpec(
+        {"bound": "float"},
+        {**_CSR, "coefficients": ("f", 2)},
+        lambda s, n: len(s.arrays["indptr"]) - 1,
+        _max_check,
+        frees_inputs=True,
+    ),
+    StepKind.ROTATION_MAX: StepSpec(
+        {"bound": "float", "cts_in": "int"},
+        {"ops": ("i", 2), "coefficients": ("f", 2)},
+        lambda s, n: n,
+        _max_check,
+        lambda s: {int(v) for v in s.arrays["ops"][:, 2]},
+        frees_inputs=True,
     ),
     StepKind.CHANNEL_POLY: StepSpec(
         {"degree": "int"}, {"coefficients": ("f", 3)}, lambda s, n: n, _cpoly_check, frees_inputs=True

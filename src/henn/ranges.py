@@ -15,6 +15,8 @@ its inputs are unchecked. A non-polynomial activation approximated on its calibr
 its centre) accepts exactly that range: its polynomial leaves the activation quickly beyond it.
 Modes: "error" (refuse the batch), "warn" (log and go on), "off".
 
+Max pools accept the range their composite max was made for (henn.passes.maxpool_form), checked alike.
+
 Bootstraps (place_bootstraps) have a bound calibrated the same way; beyond it the modular
 reduction wraps values around, so an input that exceeds one is always refused (check_bootstraps).
 """
@@ -70,13 +72,14 @@ def observed_peaks(graph: Graph, x: np.ndarray) -> dict[str, float]:
     return {name: max(abs(lo), abs(hi)) for name, (lo, hi) in observed_bounds(graph, x, "poly").items()}
 
 
-def observed_bounds(graph: Graph, x: np.ndarray, op: str) -> dict[str, tuple[float, float]]:
-    """(smallest, largest) input of each node of op `op` over the inputs x (non-polynomial activations:
-    the interval approximate_activations fits them on)."""
+def observed_bounds(graph: Graph, x: np.ndarray, op: str | tuple[str, ...]) -> dict[str, tuple[float, float]]:
+    """(smallest, largest) input of each node of op `op` (or of these ops) over the inputs x (non-polynomial
+    activations and max pools: the interval approximate_activations fits them on)."""
     bounds: dict[str, tuple[float, float]] = {}
+    ops = (op,) if isinstance(op, str) else op
 
     def hook(node, inp, out, first):
-        if node.op == op:
+        if node.op in ops:
             lo, hi = bounds.get(node.name, (math.inf, -math.inf))
             bounds[node.name] = (min(lo, float(np.min(inp))), max(hi, float(np.max(inp))))
 
@@ -98,6 +101,10 @@ def accepted_intervals(graph: Graph, observed: dict[str, float]) -> dict[str, tu
             mid, half = (lo + hi) / 2, (hi - lo) / 2 * ACTIVATION_RANGE_SLACK
         half = max(half, seen * OBSERVED_SLACK)
         out[node.name] = (mid, half) if half > 0 else None
+    for node in graph.nodes:  # max pools: exactly the range their composite max was made for
+        if node.op == "maxpool" and "range" in node.attrs:
+            lo, hi = node.attrs["range"]
+            out[node.name] = ((lo + hi) / 2, (hi - lo) / 2)
     return out
 
 
@@ -107,7 +114,7 @@ def check(graph: Graph, x: np.ndarray, intervals: dict[str, tuple[float, float] 
         return
 
     def hook(node, inp, out, first):
-        if node.op != "poly" or intervals.get(node.name) is None:
+        if node.op not in ("poly", "maxpool") or intervals.get(node.name) is None:
             return
         mid, half = intervals[node.name]
         dev = np.abs(inp.reshape(len(inp), -1) - mid).max(axis=1)

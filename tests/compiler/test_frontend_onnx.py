@@ -40,11 +40,12 @@ def test_import_from_file_and_shapes(tmp_path):
         load_model(str(tmp_path / "missing.onnx"))
 
 
-def test_maxpool_is_refused_with_the_layer_name():
+def test_maxpool_is_read():
     model = build_cnn([("conv", 2, 3, 1, 0), ("poly", "square"), ("maxpool", 2), ("flatten",), ("gemm", 2)],
                       (1, 6, 6))
-    with pytest.raises(UnsupportedOperation, match=r"maxpool2.*MaxPool.*average pooling"):
-        load_model(model)
+    g = load_model(model)
+    (pool,) = [n for n in g.nodes if n.op == "maxpool"]
+    assert pool.attrs == {"kernel": (2, 2), "stride": (2, 2), "pads": (0, 0, 0, 0)}
 
 
 def test_unknown_op_is_refused():

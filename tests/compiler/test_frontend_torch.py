@@ -64,8 +64,8 @@ def test_unsupported_torch_layers():
     relu = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8, 2))
     with pytest.raises(InputError, match="relu activation.*calibration images are needed"):
         run_pipeline(load_model(relu, (1, 4, 4)), CompileOptions(mode="batch"))  # approximated: needs a range
-    maxpool = nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(2, 2))
-    with pytest.raises(UnsupportedOperation, match=r"'1' \(MaxPool2d\).*average pooling"):
+    maxpool = nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool1d(2), nn.Flatten(), nn.Linear(2, 2))
+    with pytest.raises(UnsupportedOperation, match=r"'1' \(MaxPool1d\).*average pooling"):
         load_model(maxpool, (1, 4, 4))
 
 

@@ -2,7 +2,9 @@
 
 batch    each Conv/Gemm becomes CSR rows of weighted ciphertext sums (`linear_batch`), pools
          `sum_batch`; with G > 1 channels per ciphertext, Conv/Gemm become `bsgs` steps over
-         virtual ciphertexts and pools add whole ciphertexts (`sum_batch` over ciphertexts).
+         virtual ciphertexts and pools add whole ciphertexts (`sum_batch` over ciphertexts). Max pools
+         are CSR rows of windows (`max_batch`) in either; in single mode rotations within each ciphertext
+         (`mmax`).
 single   segments between activations (henn.passes.choose_packing.segments): the client-packed
          first conv (`taps`), pools by rotations (`mpool`) and `bsgs` steps in one ciphertext; over
          several (multiplexed) ciphertexts, the packing units (choose_packing.units) of a chain or a
@@ -71,10 +73,7 @@ def _act(g: Graph, node: Node) -> list[Step]:
     if a["form"] in ("general", "chebyshev"):
         if a["form"] == "general" and a["shift"]:
             raise AssertionError(f"layer {node.name!r}: merge_act_pool leaves no shift on a general-form polynomial")
-        rows = chebyshev_series(a) if a["form"] == "chebyshev" else [a["coefficients"]]
-        coef = np.zeros((len(rows), max(len(r) for r in rows)))
-        for i, r in enumerate(rows):
-            coef[i, : len(r)] = r
+        coef = _series(node) if a["form"] == "chebyshev" else np.asarray([a["coefficients"]], dtype=np.float64)
         attrs = {
             "bound": float(a["bound"]),
             "shift": float(a["shift"]),
@@ -86,6 +85,39 @@ def _act(g: Graph, node: Node) -> list[Step]:
         return []
     attrs = {k: node.attrs[k] for k in ACT_KEYS}
     return [Step(StepKind.ACT, node.name, _level(g, node), attrs={**attrs, "relin": node.attrs.get("relin", True)})]
+
+
+def _series(node: Node) -> np.ndarray:
+    """A chebyshev chain's series, one zero-padded row each."""
+    rows = chebyshev_series(node.attrs)
+    coef = np.zeros((len(rows), max(len(r) for r in rows)))
+    for i, r in enumerate(rows):
+        coef[i, : len(r)] = r
+    return coef
+
+
+def _max_batch(g: Graph, node: Node, indptr, indices) -> Step:
+    """A max pool over ciphertexts: CSR rows of windows."""
+    return _csr(
+        StepKind.MAX_BATCH,
+        node.name,
+        _level(g, node),
+        indptr,
+        indices,
+        attrs={"bound": float(node.attrs["bound"])},
+        coefficients=_series(node),
+    )
+
+
+def _rotation_max(g: Graph, node: Node) -> Step:
+    plan = node.attrs["packing"]
+    return Step(
+        StepKind.ROTATION_MAX,
+        node.name,
+        _level(g, node),
+        attrs={"bound": float(node.attrs["bound"]), "cts_in": int(plan.cts_in)},
+        arrays={"ops": plan.ops, "coefficients": _series(node)},
+    )
 
 
 def _bootstrap(g: Graph, node: Node) -> Step:
@@ -125,6 +157,9 @@ def _batch(g: Graph) -> list[Step]:
         elif n.op == "sumpool":
             m = matrices.matrix(n, shape)
             steps.append(_csr(StepKind.SUM_BATCH, n.name, _level(g, n), m.indptr, m.indices))
+        elif n.op == "maxpool":
+            m = matrices.windows(n, shape)
+            steps.append(_max_batch(g, n, m.indptr, m.indices))
         elif n.op == "poly":
             steps += _act(g, n)
         elif n.op == "bootstrap":
@@ -141,6 +176,8 @@ def _grouped(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
             steps += _act(g, n)
         elif n.op == "bootstrap":
             steps.append(_bootstrap(g, n))
+        elif isinstance(plan, CiphertextPoolPlan) and n.op == "maxpool":
+            steps.append(_max_batch(g, n, plan.indptr, plan.indices))
         elif isinstance(plan, CiphertextPoolPlan):
             steps.append(_csr(StepKind.SUM_BATCH, n.name, _level(g, n), plan.indptr, plan.indices))
         elif isinstance(plan, BsgsPlan):
@@ -185,7 +222,8 @@ def _single(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
     if g.values[g.input].meta["layout"].spans_ciphertexts:
         steps = _multi(g)
     else:  # segments without a Conv/Gemm (a lone flatten) lower to nothing
-        lowered = [seg for seg in segments(g) if seg and (seg[0].op in ("bootstrap", "poly") or _linear(seg))]
+        heads = ("bootstrap", "poly", "maxpool")
+        lowered = [seg for seg in segments(g) if seg and (seg[0].op in heads or _linear(seg))]
         steps = [step for seg in lowered for step in _unit_steps(g, seg)]
     return steps, _input_pack(g), g.values[g.output].meta["layout"].elem.copy()
 
@@ -240,6 +278,8 @@ def _unit_steps(g: Graph, unit: list[Node]) -> list[Step]:
         return _act(g, head)
     if head.op == "channel_poly":
         return [_channel_poly(g, head)]
+    if head.op == "maxpool":
+        return [_rotation_max(g, head)]
     return _segment_steps(g, unit)
 
 

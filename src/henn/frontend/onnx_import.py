@@ -25,7 +25,7 @@ import numpy as np
 from henn.activations import ONNX_OPS, check_parameters
 from henn.errors import InputError, UnsupportedOperation
 from henn.frontend.onnx_fusion import fuse_activations
-from henn.frontend import conv, elementwise, pool
+from henn.frontend import conv, elementwise, maxpool, pool
 from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
 from henn.ir.ops import infer_shape
@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 
 SUPPORTED = ("Conv", "Pad (zeros, before a Conv or AveragePool)", "BatchNormalization", "Gemm", "MatMul",
              "henn.Poly", "Mul/Add/Sub/Neg/Pow/Div forming a polynomial in one tensor", "Add of two tensors",
-             "AveragePool", "GlobalAveragePool", "ReduceMean over (H, W)", "Flatten", "Reshape", "Identity", "Dropout")
+             "AveragePool", "GlobalAveragePool", "MaxPool", "GlobalMaxPool",
+             "ReduceMean over (H, W)", "Flatten", "Reshape", "Identity", "Dropout")
 _ELEMENTWISE = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "Neg": np.negative,
                 "Pow": np.power, "Reciprocal": np.reciprocal}
 _SKIP = ("Identity", "Dropout")
@@ -377,6 +378,26 @@ class _Builder:
             self._emit("avgpool", layer, src, node.output[0], {"kernel": (h, w), "stride": (h, w), "pads": (0,) * 4})
         else:
             self._op_GlobalAveragePool(node, a, layer, src)
+
+    def _op_MaxPool(self, node, a, layer, src) -> None:
+        k = tuple(a["kernel_shape"])
+        auto = a.get("auto_pad", b"NOTSET")
+        auto = auto.decode() if isinstance(auto, bytes) else auto
+        stride = tuple(a.get("strides", [1, 1]))
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            pads = conv.same_pads(self.values[src].shape[1:], k, stride, upper=auto == "SAME_UPPER")
+        elif auto in ("NOTSET", "VALID"):
+            pads = tuple(a.get("pads", [0, 0, 0, 0])) if auto == "NOTSET" else (0, 0, 0, 0)
+        else:
+            raise UnsupportedOperation(f"layer {layer!r}: auto_pad={auto} is not supported: export explicit pads")
+        if len(node.output) > 1 and node.output[1]:
+            raise UnsupportedOperation(f"layer {layer!r}: MaxPool with an Indices output is not supported")
+        attrs = maxpool.maxpool(layer, self.values[src].shape, k, stride, pads, ceil_mode=bool(a.get("ceil_mode", 0)),
+                                dilation=tuple(a.get("dilations", [1, 1])))
+        self._emit("maxpool", layer, src, node.output[0], attrs)
+
+    def _op_GlobalMaxPool(self, node, a, layer, src) -> None:
+        self._emit("maxpool", layer, src, node.output[0], maxpool.global_maxpool(layer, self.values[src].shape))
 
     def _op_GlobalAveragePool(self, node, a, layer, src) -> None:
         _, h, w = self.values[src].shape

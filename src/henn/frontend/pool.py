@@ -48,15 +48,16 @@ def _covered(size: int, k: int, s: int, pad: int, n: int) -> np.ndarray:
     return np.minimum(start + k, size) - np.maximum(start, 0)
 
 
-def adaptive(layer: str, in_shape: Sequence[int], output_size) -> dict:
-    """The avgpool of AdaptiveAvgPool2d(output_size) (None keeps that axis)."""
+def adaptive(layer: str, in_shape: Sequence[int], output_size, kind: str = "AdaptiveAvgPool2d") -> dict:
+    """The avgpool of AdaptiveAvgPool2d(output_size) (None keeps that axis); the same attrs serve the maxpool of
+    AdaptiveMaxPool2d (kind)."""
     _, h, w = in_shape
     size = output_size if isinstance(output_size, (tuple, list)) else (output_size, output_size)
     oh, ow = (h if size[0] is None else int(size[0])), (w if size[1] is None else int(size[1]))
     if h % oh or w % ow:
         raise UnsupportedOperation(
-            f"layer {layer!r}: AdaptiveAvgPool2d to {oh}x{ow} from {h}x{w} has windows of different sizes; henn "
-            "compiles output sizes that divide the input (an average pool)"
+            f"layer {layer!r}: {kind} to {oh}x{ow} from {h}x{w} has windows of different sizes; henn "
+            "compiles output sizes that divide the input (windows alike)"
         )
     return {"kernel": (h // oh, w // ow), "stride": (h // oh, w // ow), "pads": (0, 0, 0, 0)}
 

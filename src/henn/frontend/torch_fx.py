@@ -21,12 +21,13 @@ import numpy as np
 
 from henn.activations import NONPOLYNOMIAL, TORCH_FUNCTIONS, TORCH_MODULES, check_parameters
 from henn.errors import InputError, UnsupportedOperation
-from henn.frontend import conv, elementwise, pool
+from henn.frontend import conv, elementwise, maxpool, pool
 from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
 from henn.ir.ops import infer_shape
 
 SUPPORTED = ("Conv2d", "zero padding before a Conv2d or AvgPool2d", "BatchNorm1d/2d", "Linear", "AvgPool2d",
+             "MaxPool2d", "AdaptiveMaxPool2d",
              "AdaptiveAvgPool2d", "mean over (H, W)", "Flatten", "view/reshape", "polynomial activations (PolyAct)",
              "+ - * / ** forming a polynomial in one tensor", "Identity", "Dropout")
 
@@ -189,6 +190,8 @@ class _Emitter:
                                            "tensor; flatten first")
             bias = _np(m.bias) if m.bias is not None else np.zeros(m.out_features)
             self._emit("linear", node, src, {}, {"weight": _np(m.weight), "bias": bias})
+        elif kind in ("MaxPool2d", "AdaptiveMaxPool2d"):
+            self._maxpool(node, src, m)
         elif kind == "AdaptiveAvgPool2d":
             self._emit("avgpool", node, src, pool.adaptive(str(node.target), self.values[src].shape, m.output_size))
         elif kind == "Flatten":
@@ -243,6 +246,28 @@ class _Emitter:
         if r is not None:
             self.rescaled.owed[node.name] = r
 
+    def _maxpool(self, node, src, m) -> None:
+        """MaxPool2d / AdaptiveMaxPool2d (m) or F.max_pool2d / F.adaptive_max_pool2d (m None): henn.frontend.maxpool."""
+        a = dict(zip(("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"),
+                     node.args))
+        a.update(node.kwargs)
+        if m is not None:
+            a = {k: getattr(m, k) for k in ("kernel_size", "stride", "padding", "dilation", "ceil_mode",
+                                            "return_indices", "output_size") if hasattr(m, k)}
+        shape, layer = self.values[src].shape, str(node.target if m is not None else node.name)
+        if "kernel_size" not in a:  # adaptive
+            size = a.get("output_size", node.args[1] if len(node.args) > 1 else None)
+            if a.get("return_indices"):
+                raise UnsupportedOperation(f"layer {layer!r}: max pooling with return_indices is not supported")
+            self._emit("maxpool", node, src, maxpool.global_maxpool(layer, shape, size))
+            return
+        k = _pair(a["kernel_size"])
+        ph, pw = _pair(a.get("padding", 0))
+        self._emit("maxpool", node, src, maxpool.maxpool(
+            layer, shape, k, _pair(a["stride"]) if a.get("stride") else k, (ph, pw, ph, pw),
+            ceil_mode=bool(a.get("ceil_mode", False)), dilation=_pair(a.get("dilation", 1)),
+            return_indices=bool(a.get("return_indices", False))))
+
     def _function(self, node) -> None:
         import torch
         import torch.nn.functional as F
@@ -275,6 +300,8 @@ class _Emitter:
                                            "(batch, -1)")
         elif name == "mean":
             self._mean(node, src)
+        elif name in ("max_pool2d", "adaptive_max_pool2d"):
+            self._maxpool(node, src, None)
         elif name in TORCH_FUNCTIONS:
             act = TORCH_FUNCTIONS[name]
             names = [k for k, _ in NONPOLYNOMIAL[act].torch_parameters]

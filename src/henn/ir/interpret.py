@@ -10,9 +10,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from henn.activations import NONPOLYNOMIAL, form
+from henn.activations import NONPOLYNOMIAL, chebyshev_series, form
 from henn.ir.graph import Graph, IRError, Node
 from henn.ir.ops import Op
+from henn.kernels.composite_max import window_max_numpy
 
 
 def run(
@@ -69,6 +70,26 @@ def _pool(divide: bool):
     return fn
 
 
+def maxpool(a: dict, x: np.ndarray) -> np.ndarray:
+    """The largest input of each window, padding never counted (torch's -inf padding); once
+    approximate_activations has chosen its composite max (attrs coefficients), that tree of composite
+    maxima over each window's inputs in row-major order (henn.kernels.composite_max)."""
+    cols = im2col(x, a["kernel"], a["stride"], a["pads"], fill=-np.inf)  # (B, C, kh, kw, OH, OW)
+    if "coefficients" not in a:
+        return cols.max(axis=(2, 3))
+    b, c, kh, kw, oh, ow = cols.shape
+    taps = im2col(np.ones((1, 1) + x.shape[2:]), a["kernel"], a["stride"], a["pads"]).reshape(kh * kw, -1) > 0
+    flat = cols.reshape(b, c, kh * kw, oh * ow)
+    out = np.empty((b, c, oh * ow))
+    series = chebyshev_series(a)
+    for pattern in np.unique(taps.T, axis=0):  # windows cut alike by the padding, together
+        where = np.flatnonzero(np.all(taps.T == pattern, axis=1))
+        out[:, :, where] = window_max_numpy(
+            [flat[:, :, t][:, :, where] for t in np.flatnonzero(pattern)], series, float(a["bound"])
+        )
+    return out.reshape(b, c, oh, ow)
+
+
 def poly(attrs: dict, x: np.ndarray) -> np.ndarray:
     """A poly node: the plain polynomial, or gain * core(x) + offset once approximate_activations
     has chosen the evaluation form."""
@@ -112,6 +133,7 @@ _APPLY = {
     Op.ACTIVATION: _activation,
     Op.AVGPOOL: _pool(divide=True),
     Op.SUMPOOL: _pool(divide=False),
+    Op.MAXPOOL: lambda a, p, x: maxpool(a, x),
     Op.FLATTEN: lambda a, p, x: x.reshape(len(x), -1),
     Op.BOOTSTRAP: lambda a, p, x: x,
     Op.CHANNEL_POLY: lambda a, p, x: channel_poly(p["coefficients"], x),
@@ -120,11 +142,11 @@ if set(_APPLY) | {Op.ADD} != set(Op):  # every op of henn.ir.ops.SPECS has a mea
     raise AssertionError(f"the interpreter lacks ops {sorted(set(Op) - set(_APPLY) - {Op.ADD})}")
 
 
-def im2col(x, kernel, stride, pads) -> np.ndarray:
-    """(B, C, H, W) -> (B, C, kh, kw, OH, OW): the input patch under every output position."""
+def im2col(x, kernel, stride, pads, fill: float = 0.0) -> np.ndarray:
+    """(B, C, H, W) -> (B, C, kh, kw, OH, OW): the input patch under every output position (padding: fill)."""
     kh, kw = kernel
     sh, sw = stride
-    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=fill)
     win = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))  # B,C,H',W',kh,kw
     win = win[:, :, ::sh, ::sw]
     return np.ascontiguousarray(win.transpose(0, 1, 4, 5, 2, 3))

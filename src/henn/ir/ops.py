@@ -11,6 +11,9 @@ poly       attrs coefficients (constant term first), name, range ((lo, hi) or No
 activation attrs kind: a non-polynomial activation of henn.activations.NONPOLYNOMIAL (relu, sigmoid, ...)
 avgpool    attrs kernel (kh, kw), stride (sh, sw), pads (top, left, bottom, right)
 sumpool    like avgpool without the 1/(kh*kw) factor (merge_act_pool moves it elsewhere)
+maxpool    like avgpool, the largest element of each window (padding never wins: torch's -inf padding);
+           after approximate_activations also the composite max's chain (coefficients, degrees, bound),
+           range, levels (see there)
 flatten    (C, H, W) -> (C*H*W,)
 linear     params weight (O, I), bias (O,); input (I,)
 bootstrap  attrs bound (values lie in [-bound, bound]): refreshes the level, the identity on values
@@ -43,6 +46,7 @@ class Op(StrEnum):
     ACTIVATION = "activation"
     AVGPOOL = "avgpool"
     SUMPOOL = "sumpool"
+    MAXPOOL = "maxpool"
     FLATTEN = "flatten"
     LINEAR = "linear"
     BOOTSTRAP = "bootstrap"
@@ -169,6 +173,7 @@ SPECS: dict[Op, OpSpec] = {
     Op.ACTIVATION: OpSpec(1, {"kind": "text"}, (), "none", _same),
     Op.AVGPOOL: OpSpec(1, _POOL, (), "none", _pool),
     Op.SUMPOOL: OpSpec(1, _POOL, (), "none", _pool),
+    Op.MAXPOOL: OpSpec(1, _POOL, (), "attr", _pool, {"bound": "number", "levels": "number"}),
     Op.FLATTEN: OpSpec(1, {}, (), "none", _flatten),
     Op.LINEAR: OpSpec(1, {}, ("weight", "bias"), "rescale", _linear),
     Op.BOOTSTRAP: OpSpec(1, {"bound": "number"}, (), "refresh", _same),

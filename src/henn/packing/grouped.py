@@ -64,12 +64,12 @@ def flattened(layout: Layout) -> Layout:
 
 
 def pool_plan(layout: Layout, node, in_shape) -> tuple[CiphertextPoolPlan, Layout]:
-    """A sum-pool on a grouped feature layout adds whole ciphertexts (same group, positions of a
-    window): CSR rows over ciphertexts, no rotation."""
+    """A sum-pool (or max pool) on a grouped feature layout adds (compares) whole ciphertexts (same group,
+    positions of a window): CSR rows over ciphertexts, no rotation."""
     if layout.kind != LayoutKind.GROUPED or layout.chan is None:
         raise UnsupportedOperation(f"layer {node.name!r}: grouped batch packing pools feature maps only")
     _, h, w = in_shape
-    pos = matrices.matrix(node, (1, h, w)).tocsr()  # output position x input position (one channel)
+    pos = matrices.windows(node, (1, h, w))  # output position x input position (one channel)
     groups = layout.chan.shape[0]
     out_pos = pos.shape[0]
     rows = np.repeat(np.arange(out_pos), np.diff(pos.indptr))

@@ -67,6 +67,15 @@ def matrix(node: Node, in_shape) -> sp.csr_matrix:
     raise UnsupportedOperation(f"layer {node.name!r} ({node.op}) is not a linear operation")
 
 
+def windows(node: Node, in_shape) -> sp.csr_matrix:
+    """A pool's (sumpool, maxpool) windows: output x input 0/1 CSR rows, each row's inputs in the window's
+    row-major order, padding left out."""
+    cols, _ = conv_taps(node, in_shape)
+    indptr = np.concatenate([[0], np.cumsum((cols >= 0).sum(axis=1))])
+    indices = cols[cols >= 0]
+    return sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(len(cols), math.prod(in_shape)))
+
+
 def full_bias(node: Node, in_shape) -> np.ndarray:
     """Flattened bias over every output element."""
     if node.op not in ("conv2d", "linear"):

@@ -4,6 +4,7 @@
     BsgsPlan           every linear transform by generalized diagonals with baby and giant steps
                        (strategy: direct, hybrid, expanded, multi, grouped; see henn.packing.bsgs)
     RotationPoolPlan   2x2 sum-pool on a multiplexed layout by two rotate-and-adds
+    RotationMaxPlan    single mode max pool: rotations and composite maxima within each ciphertext
     CiphertextPoolPlan grouped batch packing: a sum-pool adds whole ciphertexts (CSR rows)
 
 Each plan lists the rotation steps it needs before any key exists (`rotation_steps`) and prices itself
@@ -32,6 +33,7 @@ class Strategy(StrEnum):
     MULTI = "multi"  # several ciphertexts per image
     GROUPED = "grouped"  # grouped batch packing over virtual ciphertexts of G slots
     ROTATION_POOL = "mpool"
+    ROTATION_MAX = "mmax"
     CIPHERTEXT_POOL = "gpool"
 
 
@@ -107,6 +109,20 @@ class RotationPoolPlan:
 
 
 @dataclass(frozen=True, eq=False)
+class RotationMaxPlan:
+    ops: np.ndarray  # (a, b, step) rows of henn.kernels.composite_max.rotation_ops
+    cts_in: int
+    period: int
+    strategy: Strategy = Strategy.ROTATION_MAX
+
+    def rotation_steps(self, slots: int) -> set[int]:
+        return {int(s) % slots for s in self.ops[:, 2]} - {0}
+
+    def cost(self, slots: int) -> float:
+        return float(len(self.ops) * self.cts_in)
+
+
+@dataclass(frozen=True, eq=False)
 class CiphertextPoolPlan:
     indptr: np.ndarray  # CSR rows over ciphertexts: output k adds inputs indices[indptr[k]:indptr[k+1]]
     indices: np.ndarray
@@ -121,4 +137,4 @@ class CiphertextPoolPlan:
         return 0.0
 
 
-Plan = TapsPlan | BsgsPlan | RotationPoolPlan | CiphertextPoolPlan
+Plan = TapsPlan | BsgsPlan | RotationPoolPlan | RotationMaxPlan | CiphertextPoolPlan

@@ -33,6 +33,8 @@ henn.approximation.DEGREES whose error is within henn.approximation.TARGET of th
 ReLU and |x| become x (a + b s(t)) with s a composite of minimax sign polynomials on [-R, R], R the
 largest |input| widened the same way, within R 2^-bits (bits: options.activation_bits, one for all or
 per layer name, else henn.approximation.SIGN_BITS).
+Max pools become trees of composite maxima, b + relu(a - b) with that ReLU on the range of a - b
+(henn.passes.maxpool_form), bits as for ReLU.
 Without calibration images they are refused, and so are the others (ReLU6, SELU, ...), naming the layer;
 so are polynomials with NaN/infinite coefficients or a fitted range that is not a finite interval
 (henn.ranges checks inputs against it).
@@ -53,6 +55,7 @@ from henn.ir.graph import Graph, Node
 from henn.ir.ops import LINEAR_OPS
 from henn.kernels.chebyshev import chain_depth
 from henn.kernels.poly import polynomial_depth
+from henn.passes import maxpool_form
 from henn.program import CPOLY_LEVELS, GENERAL_TARGET
 from henn.runtime.inputs import check_images
 
@@ -63,8 +66,11 @@ def run(graph: Graph, options=None) -> Graph:
     g = graph.copy()
     fits = fit_activations(g, options)
     for n in g.nodes:
-        if n.op == "activation" and n.name in fits:
-            _replace(n, fits[n.name])
+        fit = fits.get(n.name)
+        if isinstance(fit, dict):
+            n.attrs.update(fit)
+        elif n.op == "activation" and fit is not None:
+            _replace(n, fit)
         elif n.op == "activation":
             raise UnsupportedOperation(
                 f"layer {n.name!r} is a {n.attrs['kind']} activation, which is not a polynomial and cannot be "
@@ -83,25 +89,31 @@ def run(graph: Graph, options=None) -> Graph:
     return g
 
 
-def fit_activations(g: Graph, options) -> dict[str, Approximation]:
+def fit_activations(g: Graph, options) -> dict[str, Approximation | dict]:
     """A polynomial for each non-polynomial activation henn approximates, on the range its inputs
-    take over options.calibration (widened by henn.ranges.OBSERVED_SLACK)."""
+    take over options.calibration (widened by henn.ranges.OBSERVED_SLACK); for each max pool, the
+    composite relu of its composite max (henn.passes.maxpool_form)."""
     wanted = [n for n in g.nodes if n.op == "activation" and n.attrs["kind"] in APPROXIMATED]
-    if not wanted:
+    pools = [n for n in g.nodes if n.op == "maxpool"]
+    if not wanted and not pools:
         return {}
     calibration = getattr(options, "calibration", None)
     if calibration is None:
-        n = wanted[0]
+        n = (wanted + pools)[0]
+        what = "a max pool, which henn evaluates by composite maxima" if n.op == "maxpool" else (
+            f"a {n.attrs['kind']} activation, which henn approximates by a polynomial")
         raise InputError(
-            f"layer {n.name!r} is a {n.attrs['kind']} activation, which henn approximates by a polynomial on the "
-            "range its inputs take: calibration images are needed to approximate it; pass calibration=<sample "
-            "inputs like the training data> to henn.compile (henn compile: --calibration samples.npy)"
+            f"layer {n.name!r} is {what} on the range its inputs take: calibration images are needed to "
+            "approximate it; pass calibration=<sample inputs like the training data> to henn.compile "
+            "(henn compile: --calibration samples.npy)"
         )
     signs = [n.name for n in wanted if NONPOLYNOMIAL[n.attrs["kind"]].sign_form is not None]
     degrees = _per_layer(options, "activation_degree", [n.name for n in wanted if n.name not in signs])
-    bits = _per_layer(options, "activation_bits", signs)
-    bounds = ranges.observed_bounds(g, check_images(calibration, tuple(g.input_shape)), "activation")
-    fits = {}
+    bits = _per_layer(options, "activation_bits", signs + [n.name for n in pools])
+    bounds = ranges.observed_bounds(g, check_images(calibration, tuple(g.input_shape)), ("activation", "maxpool"))
+    fits: dict[str, Approximation | dict] = {
+        n.name: maxpool_form.form(bounds[n.name], bits(n.name), n.attrs["kernel"]) for n in pools
+    }
     for n in wanted:
         kind, act = n.attrs["kind"], NONPOLYNOMIAL[n.attrs["kind"]]
         f = act.function

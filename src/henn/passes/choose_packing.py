@@ -11,7 +11,8 @@ single  one image per ciphertext set (latency), or `images_per_set` images side 
         if it is a Conv, uses the client-packed `taps` strategy and lays its output out as the next
         Conv's im2col; later segments use the cheapest generalized-diagonal plan (direct, hybrid,
         expanded, optionally blocked over the input's replicas; henn.packing.single), within the
-        slots of explicit parameters or of one N = 2^14 ciphertext. An image with a tensor larger than
+        slots of explicit parameters or of one N = 2^14 ciphertext. A max pool is a segment of its own,
+        by rotations within each ciphertext (henn.packing.maxpool). An image with a tensor larger than
         that (CIFAR-10: 32x32x32 maps) spans several ciphertexts of the parameters' slots (default
         2^14 slots, N = 2^15): multiplexed layouts and multi-ciphertext BSGS plans
         (henn.packing.multi). Node attrs `packing` hold each plan; value meta `layout` the
@@ -28,7 +29,7 @@ from henn.ckks import presets
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph, Node
 from henn.ir.ops import LINEAR_OPS
-from henn.packing import multi, single
+from henn.packing import maxpool, multi, single
 from henn.packing.layout import Layout, LayoutKind, natural, pow2
 from henn.packing.plans import TapsPlan
 
@@ -123,6 +124,10 @@ def _plan_multi(g: Graph, slots: int, images: int = 1) -> None:
         head = unit[0]
         if head.op in ("poly", "channel_poly"):
             layouts[head.output] = layouts[head.inputs[0]]
+        elif head.op == "maxpool":
+            head.attrs["packing"], layouts[head.output] = maxpool.rotation_plan(
+                _held(layouts, head.inputs[0]), head, g.shape(head.inputs[0])
+            )
         elif head.op == "add":
             layouts[head.output] = _same_layout(head, *(_held(layouts, v) for v in head.inputs))
         elif head.op in LINEAR_OPS or (len(unit) > 1 and unit[-1].op in LINEAR_OPS):
@@ -179,7 +184,7 @@ def segments(g: Graph) -> list[list]:
     out: list[list] = []
     cur: list = []
     for n in g.nodes:
-        if n.op in ("poly", "bootstrap"):
+        if n.op in ("poly", "bootstrap", "maxpool"):
             out.append(cur)
             out.append([n])
             cur = []
@@ -202,6 +207,14 @@ def _plan_single(g: Graph, max_slots: int) -> None:
     for i, seg in enumerate(segs):
         if seg and seg[0].op == "poly":
             g.values[seg[0].output].meta["layout"] = layout
+            continue
+        if seg and seg[0].op == "maxpool":
+            if layout is None:
+                layout = natural(math.prod(shape))
+                g.values[g.input].meta["layout"] = layout
+            seg[0].attrs["packing"], layout = maxpool.rotation_plan(layout, seg[0], shape)
+            g.values[seg[0].output].meta["layout"] = layout
+            shape = g.shape(seg[0].output)
             continue
         lin = [n for n in seg if n.op in LINEAR_OPS]
         if not lin:

@@ -16,7 +16,7 @@ def run(graph: Graph, options=None) -> Graph:
             steps |= plan.rotation_steps(slots)
     g.meta["rotation_steps"] = tuple(sorted(steps))
     g.meta["relin"] = any(
-        (n.op == "poly" and n.attrs["levels"] > 0) or (n.op == "channel_poly" and n.attrs["levels"] > 1)
+        (n.op in ("poly", "maxpool") and n.attrs["levels"] > 0) or (n.op == "channel_poly" and n.attrs["levels"] > 1)
         for n in g.nodes
     )
     return g

@@ -69,7 +69,7 @@ def _plan(g: Graph, group: int, stride: int) -> None:
     for node in g.nodes:
         if node.op in LINEAR_OPS:
             node.attrs["packing"], layout = grouped.plan_linear(layout, node, shape, group, stride)
-        elif node.op == "sumpool":
+        elif node.op in ("sumpool", "maxpool"):
             node.attrs["packing"], layout = grouped.pool_plan(layout, node, shape)
         elif node.op == "flatten":
             layout = grouped.flattened(layout)

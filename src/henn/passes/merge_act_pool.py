@@ -11,7 +11,9 @@ shift (u = x + shift) moves into the bias of the layer before it; so does a gene
 1 / bound (into that layer's weights too), which kernels.poly would otherwise spend a level on. A
 general-form shift that no layer takes is expanded into its coefficients (the poly step evaluates
 polynomials in x). A chebyshev-form chain's t = u / bound moves into that layer too, or stays in its
-step (one level) where no layer takes it.
+step (one level) where no layer takes it. A max pool passes the pending map on (max(g h + o) = g max(h) + o
+for g > 0) and moves its composite max's 1 / bound into the layer before, as a chebyshev chain does: the
+pending map multiplies it back.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from henn.errors import UnsupportedOperation
 from henn.ir import interpret
 from henn.ir.graph import Graph
 from henn.ir.ops import LINEAR_OPS
+from henn.passes import maxpool_form
 from henn.passes.approximate_activations import chebyshev_form, decompose, general_form
 
 
@@ -60,6 +63,8 @@ def run(graph: Graph, options=None) -> Graph:
             o = None if offset is None else interpret.apply(n, offset[None])[0]  # still an average here
             n.op = "sumpool"
             pending[n.output] = (gain / k, o)
+        elif n.op == "maxpool":
+            pending[n.output] = _maxpool(g, n, gain, offset, src in pending)
         elif n.op in ("sumpool", "flatten"):
             if src in pending:
                 pending[n.output] = (gain, None if offset is None else interpret.apply(n, offset[None])[0])
@@ -74,6 +79,41 @@ def run(graph: Graph, options=None) -> Graph:
         if offset is not None and np.any(offset):
             g.meta["output_offset"] = offset
     return g
+
+
+def _maxpool(g: Graph, n, gain: float, offset, pending: bool) -> tuple[float, np.ndarray | None]:
+    """The pending map after a max pool, which commutes with it: max(g h + o) = g max(h) + o (g > 0, o the same
+    on every element of a window), its range and bound in h's units. Then t = (a - b) / bound moves into the
+    layer (or the approximation) that makes h, dividing h by bound, which the pending map multiplies back."""
+    a = n.attrs
+    if pending and (gain <= 0 or (offset is not None and not np.allclose(offset, offset.flat[0]))):
+        raise UnsupportedOperation(
+            f"layer {n.name!r} (maxpool) reads a value scaled by a negative factor or offset unevenly (an "
+            "activation's or average pool's factor that henn moves into the next Conv/Gemm): put a Conv/Gemm "
+            "between them"
+        )
+    o = 0.0 if offset is None else float(offset.flat[0])
+    a["range"], a["bound"] = ((a["range"][0] - o) / gain, (a["range"][1] - o) / gain), a["bound"] / gain
+    out_offset = None if offset is None else np.full(g.shape(n.output), o)
+    prev = g.producer(n.inputs[0])
+    b = a["bound"]
+    if prev is None or len(g.consumers(n.inputs[0])) != 1 or b == 1:
+        return gain, out_offset
+    if prev.op in LINEAR_OPS:
+        _divide_layer(prev, b)
+    elif prev.op == "poly" and prev.attrs["form"] == "chebyshev":
+        comps = chebyshev_series(prev.attrs)
+        comps[-1] = comps[-1] / b
+        prev.attrs.update(chebyshev_form(comps, prev.attrs["shift"], prev.attrs["bound"], prev.attrs["times_input"]))
+    elif prev.op == "poly" and prev.attrs["form"] == "general":
+        prev.attrs.update(
+            general_form(np.asarray(prev.attrs["coefficients"]) / b, prev.attrs["shift"], prev.attrs["bound"])
+        )
+    else:
+        return gain, out_offset
+    a["range"], a["bound"] = (a["range"][0] / b, a["range"][1] / b), 1.0
+    a["levels"] = maxpool_form.levels(a)
+    return gain * b, out_offset
 
 
 def _absorb(n, gain: float, offset, in_shape) -> None:

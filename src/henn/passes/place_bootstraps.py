@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 BOUND_MARGIN = 1.25
 OUTLIER_FACTOR = 16.0  # typical images' peaks lie within 2-3x of each other
-BOUNDARY_OPS = LINEAR_OPS + ("poly", "channel_poly", "add")
+BOUNDARY_OPS = LINEAR_OPS + ("poly", "channel_poly", "add", "maxpool")
 
 
 def run(graph: Graph, options) -> Graph:

@@ -21,8 +21,18 @@ from henn.errors import InputError, UnsupportedOperation
 from henn.kernels.activation import act_core, complex_act_core
 from henn.kernels.bsgs import Transform, evaluate
 from henn.kernels.chebyshev import evaluate_chain
+from henn.kernels.composite_max import rotation_max, window_max
 from henn.kernels.poly import evaluate_polynomial
-from henn.program import REGISTER_KINDS, WEIGHT_KINDS, Program, Step, StepKind, weight_count, weight_vector
+from henn.program import (
+    REGISTER_KINDS,
+    WEIGHT_KINDS,
+    Program,
+    Step,
+    StepKind,
+    max_step_levels,
+    weight_count,
+    weight_vector,
+)
 from henn.runtime.memory import plaintext_budget, plaintext_bytes
 from henn.runtime.parallel import Parallel
 
@@ -45,6 +55,8 @@ class Executor:
             StepKind.BOOTSTRAP: self._bootstrap,
             StepKind.CHANNEL_POLY: self._cpoly,
             StepKind.POLY: self._poly,
+            StepKind.MAX_BATCH: self._max_batch,
+            StepKind.ROTATION_MAX: self._rotation_max,
         }
         missing = {s.kind for s in program.steps} - set(self.handlers) - set(REGISTER_KINDS)
         if missing:
@@ -266,6 +278,39 @@ class Executor:
             return evaluate_polynomial(self.ev, ct, coef[0], target_scale=ct.scale, bound=bound)
 
         return self._elementwise(value, one, 4 * self.pool.workers)
+
+    def _max_batch(self, i: int, step: Step, value):
+        """Each CSR row's largest ciphertext by a tree of composite maxima (henn.kernels.composite_max), on the
+        pool; each input is dropped after the last row reading it."""
+        indptr, indices = step.arrays["indptr"], step.arrays["indices"]
+        series, bound = list(step.arrays["coefficients"]), float(step.attrs["bound"])
+        level = step.level - max_step_levels(step)
+        rows = len(indptr) - 1
+        last = np.full(len(value), -1)
+        np.maximum.at(last, indices, np.repeat(np.arange(rows), np.diff(indptr)))
+        out: list[Ciphertext] = []
+        window = 2 * self.pool.workers
+        for rng in (range(lo, min(rows, lo + window)) for lo in range(0, rows, window)):
+            out.extend(
+                self.pool.map(
+                    lambda r: window_max(
+                        self.ev, [value[k] for k in indices[indptr[r] : indptr[r + 1]]], series, bound, level
+                    ),
+                    rng,
+                )
+            )
+            for k in np.flatnonzero((last >= rng.start) & (last < rng.stop)):
+                value[k] = None
+        return out
+
+    def _rotation_max(self, i: int, step: Step, value):
+        """Every window's largest slot by rotations and composite maxima within each ciphertext."""
+        series, bound = list(step.arrays["coefficients"]), float(step.attrs["bound"])
+        level = step.level - max_step_levels(step)
+        ops = step.arrays["ops"]
+        return self._elementwise(
+            value, lambda ct: rotation_max(self.ev, ct, ops, series, bound, level), 2 * self.pool.workers
+        )
 
     def _bootstrap(self, i: int, step: Step, value):
         """One ciphertext: the backend splits the bootstrap over two threads; several: the pool runs
