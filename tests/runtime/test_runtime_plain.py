@@ -5,13 +5,13 @@ import pytest
 
 from henn.ckks import ParametersLiteral, open_backend, presets
 from henn.compiler.driver import compile_model
-from henn.program import Program, StepKind
+from henn.program import Program, StepKind, weight_count
 from henn.errors import InputError
 from henn.frontend.onnx_build import build_cnn, cifar_layers, mnist_layers
 from henn.ir import interpret
 from henn.passes import CompileOptions
 from henn.runtime import Client, Server
-from henn.runtime.memory import plaintext_budget
+from henn.runtime.memory import plaintext_budget, plaintext_bytes
 
 
 def short_params(depth: int, log_n: int = 11):
@@ -127,6 +127,37 @@ def test_weights_beyond_the_cache_budget_are_encoded_on_the_fly(rng):
     np.testing.assert_allclose(out, interpret.run(c.reference, x), atol=1e-8)
     assert not server.executor._step_plain  # each plaintext dropped after its last read
     server.close()
+
+
+def test_the_default_cache_is_all_or_nothing(monkeypatch):
+    """A cache pays only across evaluations (a streamed layer encodes each vector once per evaluation), and a
+    partial one takes the heap headroom Go's collector needs: by default a program whose plaintexts do not fit
+    whole caches none; a budget the caller or $HENN_PLAINTEXT_CACHE sets is filled as far as it goes."""
+    from henn.runtime import executor
+
+    model = build_cnn(cifar_layers("square", (16, 4, 4), 8), (3, 32, 32), seed=6)
+    program = compile_model(model, None, CompileOptions(mode="single", params=short_params(7, 12))).program
+    be = open_backend("plain", program.params)
+    keys = Client(program, be).generate_keys()
+    weights = [i for i, s in enumerate(program.steps) if s.kind == "bsgs"]
+    sizes = {i: weight_count(program.steps[i]) * plaintext_bytes(be, program.steps[i].level) for i in weights}
+    whole, most = sum(sizes.values()), sum(sizes.values()) - min(sizes.values())
+
+    def streamed(budget=None, default_budget=None):
+        monkeypatch.setattr(executor, "plaintext_budget", lambda p, b: default_budget)
+        server = Server(program, be, keys)
+        server.executor.prepare(budget)
+        out = set(server.executor._streamed)
+        server.close()
+        return out
+
+    monkeypatch.delenv("HENN_PLAINTEXT_CACHE", raising=False)
+    assert streamed(default_budget=whole) == set()
+    assert streamed(default_budget=most) == set(weights)  # all or nothing
+    assert streamed(budget=most) != set(weights) and streamed(budget=most)  # the caller's budget: as far as it goes
+    monkeypatch.setenv("HENN_PLAINTEXT_CACHE", "1")
+    partial = streamed(default_budget=most)
+    assert partial and partial != set(weights)
 
 
 def test_the_cache_budget_counts_freed_heap_as_available(monkeypatch):

@@ -33,7 +33,7 @@ from henn.program import (
     weight_count,
     weight_vector,
 )
-from henn.runtime.memory import plaintext_budget, plaintext_bytes
+from henn.runtime.memory import plaintext_budget, plaintext_bytes, plaintext_cache_cap
 from henn.runtime.parallel import Parallel
 
 log = logging.getLogger(__name__)
@@ -73,14 +73,26 @@ class Executor:
 
     # ---- setup -----------------------------------------------------------------------------
     def prepare(self, budget: int | None = None) -> float:
-        """Encode the weight plaintexts while they fit in `budget` bytes (default: henn.runtime.memory's
-        share of the memory available now), the most reused first (a grouped layer uses each of its
-        vectors at every position); the rest are encoded when they run (slower, but a CIFAR-sized
-        program holds gigabytes of diagonals). Returns the seconds it took."""
+        """Encode the weight plaintexts while they fit in `budget` bytes, the most reused first (a grouped
+        layer uses each of its vectors at every position); the rest are encoded when they run (slower,
+        but a CIFAR-sized program holds gigabytes of diagonals). Returns the seconds it took.
+
+        By default (no `budget`, no $HENN_PLAINTEXT_CACHE) the cache is all or nothing: a streamed layer
+        already encodes each vector once per evaluation, so a cache pays only across evaluations, and a
+        partial one costs the memory Go's collector needs as headroom: ResNet-20 at N = 2^16 (11 GiB
+        of diagonals, a part cached) ran one image 2.3x slower than with no cache."""
         t0 = time.perf_counter()
-        left = plaintext_budget(self.program, self.backend) if budget is None else budget
         steps = [(i, s) for i, s in enumerate(self.program.steps) if s.kind in WEIGHT_KINDS]
         steps.sort(key=lambda item: -len(item[1].arrays.get("entries", ())) / max(1, weight_count(item[1])))
+        left = plaintext_budget(self.program, self.backend) if budget is None else budget
+        whole = sum(weight_count(s) * plaintext_bytes(self.backend, s.level) for _, s in steps)
+        if budget is None and plaintext_cache_cap() is None and whole > left:
+            log.info(
+                "weight plaintexts (%.1f GiB) beyond the cache budget (%.1f GiB): every layer encoded when it runs",
+                whole / 2**30,
+                left / 2**30,
+            )
+            left = 0
         for i, step in steps:
             count = weight_count(step)
             need = count * plaintext_bytes(self.backend, step.level)
