@@ -6,7 +6,7 @@ BRIDGE := src/henn/ckks/backends/lattigo/_bridge/libhennlattigo.so
 GO_DIR := src/henn/ckks/backends/lattigo/go
 GO_SRC := $(wildcard $(GO_DIR)/*.go $(GO_DIR)/*.h) $(GO_DIR)/go.mod
 
-.PHONY: setup bridge run test check clean
+.PHONY: setup bridge run test test-heavy check clean
 
 $(BIN)/henn: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -30,8 +30,13 @@ bridge: $(BIN)/henn $(BRIDGE)
 run: setup
 	$(BIN)/henn infer --model mnist-cnn --activation swish-rg7-deg4 --backend lattigo --mode single --images 100
 
+# the default run stays within 10 minutes and 8 GiB on 2 cores; the tests marked heavy (minutes each, up
+# to 16 GiB) run in their own target, which CI runs too
 test: setup $(VENV)/.test-deps
-	$(BIN)/python -m pytest -q --timeout 1800
+	$(BIN)/python -m pytest -q --timeout 1800 -m "not heavy"
+
+test-heavy: setup $(VENV)/.test-deps
+	$(BIN)/python -m pytest -q --timeout 1800 -m heavy
 
 # lint, format and types (config in pyproject.toml); gofmt and go vet on the bridge (built first: it
 # makes the patched Lattigo module that go.mod points to)

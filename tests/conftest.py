@@ -4,6 +4,8 @@ import os
 import numpy as np
 import pytest
 
+import precision_table
+import suite_gates
 from henn.runtime.memory import return_freed_memory
 
 CI = bool(os.environ.get("CI"))
@@ -43,3 +45,31 @@ def _give_memory_back():
     yield
     gc.collect()
     return_freed_memory()
+
+
+def pytest_configure(config):
+    if CI and precision_table.MEASURE_ONLY:
+        raise pytest.UsageError("HENN_PRECISION_MEASURE_ONLY=1 turns the precision bounds off: not in CI")
+
+
+def pytest_runtest_setup(item):
+    suite_gates.check_free_memory(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    before = suite_gates.peak_gib()
+    yield
+    suite_gates.note_peak(before, item.nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    precision_table.write_report()  # the measured bits, for benchmarks/precision_spread.py
+    if suite_gates.over_budget(session.config.option.markexpr) and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    for line in suite_gates.summary(config.option.markexpr):
+        terminalreporter.write_line(line)

@@ -9,6 +9,7 @@ import pytest
 from program_sim import simulate
 from residual_params import insecure
 
+import precision_table
 from henn.api import CompiledModel
 from henn.compiler.driver import compile_graph
 from henn.compiler.lower import lower
@@ -107,7 +108,7 @@ def test_packed_images_encrypted_on_lattigo_match_plaintext(images):
         x = images[:5]  # two sets, the second with one image
         out, ref = cm.run(x), cm.reference(x)
     assert out.shape == (5, 10)
-    assert np.abs(out - ref).max() < 1e-5, f"max logit error {np.abs(out - ref).max():.3g}"
+    precision_table.within("lattigo-e2e", "packed_images", ref, out, 1e-5)
     assert (out.argmax(1) == ref.argmax(1)).all()
 
 
@@ -124,7 +125,7 @@ def test_packed_images_with_bootstraps(images):
             if backend == "plain":
                 np.testing.assert_allclose(cm.run(x, encrypted=False), ref, rtol=1e-9, atol=1e-9)
             out = cm.run(x)
-        assert np.abs(out - ref).max() < 5e-3, f"{backend}: max logit error {np.abs(out - ref).max():.3g}"
+        precision_table.within(f"{backend}-e2e", "packed_images_bootstrapped", ref, out, 5e-3)
         assert (out.argmax(1) == ref.argmax(1)).all()
 
 

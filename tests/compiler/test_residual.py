@@ -9,6 +9,7 @@ import pytest
 from program_sim import simulate
 from residual_params import insecure
 
+import precision_table
 from henn.api import CompiledModel
 from henn.compiler.driver import compile_graph
 from henn.compiler.lower import lower
@@ -102,7 +103,7 @@ def test_equal_levels_cost_the_addition_one_level():
     x = rng.uniform(0, 1, (2, 1, 4, 4))
     with cm:
         for xi in x:
-            np.testing.assert_allclose(cm.run(xi[None]), cm.reference(xi[None]), atol=1e-5)
+            precision_table.within("lattigo-e2e", "residual_join", cm.reference(xi[None]), cm.run(xi[None]), 1e-5)
 
 
 def test_program_refuses_broken_registers():
@@ -144,7 +145,7 @@ def test_random_resnet_encrypted_on_lattigo_matches_plaintext(images):
     x = images[:2]
     with _compiled("lattigo", DEEP) as cm:
         out, ref = cm.run(x), cm.reference(x)
-    assert np.abs(out - ref).max() < 1e-5, f"max logit error {np.abs(out - ref).max():.3g}"
+    precision_table.within("lattigo-e2e", "random_resnet", ref, out, 1e-5)
     assert (out.argmax(1) == ref.argmax(1)).all()
 
 
@@ -153,7 +154,7 @@ def test_random_resnet_with_bootstraps_on_lattigo(images):
     with _compiled("lattigo", BOOT, calibration=images, bootstrap=True) as cm:
         assert cm.program.bootstraps >= 1
         out, ref = cm.run(x), cm.reference(x)
-    assert np.abs(out - ref).max() < 5e-3, f"max logit error {np.abs(out - ref).max():.3g}"
+    precision_table.within("lattigo-e2e", "random_resnet_bootstrapped", ref, out, 5e-3)
     assert (out.argmax(1) == ref.argmax(1)).all()
 
 

@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+import precision_table
 import henn
 from henn.ckks import ParametersLiteral, open_backend, presets
 from henn.ckks.backends import usable_class
@@ -67,7 +68,7 @@ def test_server_refuses_another_clients_ciphertexts(parties, compiled):
     with pytest.raises(InputError, match="key set"):
         b.decrypt(outs, 1)
     out = a.decrypt(outs, 1).reshape(1, -1)
-    np.testing.assert_allclose(out, interpret.run(compiled.reference, x), atol=1e-3)
+    precision_table.within(f"{be.name}-e2e", "client_key_sets", interpret.run(compiled.reference, x), out, 1e-3)
 
 
 def test_server_refuses_another_scale_level_or_count(parties):
@@ -137,7 +138,7 @@ def test_torch_tensor_with_grad_is_accepted_detached(parties):
     t = torch.tensor(x, dtype=torch.float32, requires_grad=True)
     got = a.decrypt(server.evaluate(a.encrypt(t)), 1)
     want = a.decrypt(server.evaluate(a.encrypt(x.astype(np.float32))), 1)
-    np.testing.assert_allclose(got, want, atol=1e-3)
+    precision_table.within(f"{be.name}-e2e", "torch_input", want, got, 1e-3)
     assert t.requires_grad and t.grad is None
 
 

@@ -1,6 +1,6 @@
 """The whole trained ResNet-20 (the zoo's AESPA model) encrypted on one real CIFAR-10 test image, on Lattigo
-at the 128-bit boot-n16 set with its bootstraps: the marked suite of issue 12. About 3.5 minutes and 15 GiB;
-the default run (and CI) includes it, and it runs alone with
+at the 128-bit boot-n16 set with its bootstraps: the marked suite of issue 12. About 3.5 minutes and 15 GiB:
+heavy, so `make test-heavy` (and CI) runs it, not the default `make test`; it runs alone with
 
     .venv/bin/python -m pytest -m resnet20_encrypted tests/runtime/test_resnet20_encrypted.py
 
@@ -23,13 +23,14 @@ REPO = Path(__file__).resolve().parents[2]
 DATA = datasets.default_data_dir()
 
 
+@pytest.mark.heavy(gib=16)
 @pytest.mark.resnet20_encrypted
 @pytest.mark.skipif(DATA is None, reason="no dataset folder (CIFAR-10 in ../shared/datasets or $HENN_DATA_DIR)")
 def test_trained_resnet20_on_one_real_image(tmp_path):
     out = tmp_path / "resnet20.json"
     cmd = [sys.executable, str(REPO / "benchmarks" / "resnet20.py"), "--weights",
            str(REPO / "src" / "henn" / "zoo" / "resnet20_aespa.onnx"), "--data-dir", str(DATA),
-           "--calibration", "200", "--images", "1", "--plaintext-cache", "0", "--out", str(out)]
+           "--calibration", "200", "--images", "1", "--out", str(out)]  # the default path: no cache flag
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(out.read_text())["result"]

@@ -94,6 +94,7 @@ def test_zoo_cifar_numpy_reference_accuracy():
     assert abs(wrong - recorded) <= 2  # at most 2 borderline flips from torch vs numpy rounding
 
 
+@pytest.mark.heavy(gib=3)  # 1000 CIFAR images through the ResNet-20 interpreter: ~30 s each
 @pytest.mark.skipif(DATA is None, reason="no dataset folder")
 @pytest.mark.parametrize("name,val_at_least", [("resnet20_aespa", 0.915), ("resnet20_aespa_e100", 0.91)])
 def test_zoo_resnet20_accuracy_through_henn(name, val_at_least):
@@ -120,6 +121,7 @@ def test_zoo_resnet20_accuracy_through_henn(name, val_at_least):
     assert abs(correct - round(meta["accuracies"]["cifar_test_1000"] * len(y))) <= 2
 
 
+@pytest.mark.heavy(gib=3)
 @pytest.mark.skipif(DATA is None, reason="no dataset folder")
 def test_zoo_resnet20_relu_reference_accuracy():
     """The plaintext ReLU reference ResNet-20 (numpy ONNX evaluator) classifies the 1000 CIFAR test images
