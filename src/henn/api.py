@@ -27,7 +27,9 @@ from tqdm import tqdm
 from henn import ranges
 from henn.approximation import TARGET
 from henn.ckks import open_backend
+from henn.client_aided import ClientAidedModel, compile_client_aided
 from henn.compiler.driver import Compiled, compile_model
+from henn.errors import InputError
 from henn.ir import interpret
 from henn.kernels import composite_max
 from henn.passes import CompileOptions
@@ -38,6 +40,7 @@ from henn.runtime.memory import check_memory, machine_budget, return_freed_memor
 from henn.runtime.parallel import check_threads
 
 log = logging.getLogger(__name__)
+ACTIVATION_MODES = ("approximate", "client")
 
 
 def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "single",  # noqa: A001
@@ -46,7 +49,8 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
             selection: str | None = None, precision_bits: float | None = None,
             images_per_set: int = 1, complex_packing: bool = False,
             activation_degree: int | dict[str, int] | None = None,
-            activation_bits: float | dict[str, float] | None = None) -> CompiledModel:
+            activation_bits: float | dict[str, float] | None = None,
+            activations: str = "approximate") -> CompiledModel | ClientAidedModel:
     """Compile a torch.nn.Module or an .onnx file for CKKS inference on `backend`.
 
     mode: "single" (one image per ciphertext set, latency) or "batch" (throughput: G channels of one
@@ -79,7 +83,13 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     activation_bits: ReLU and |x| are x (a + b s(x / R)) on [-R, R] (their calibrated range), s a composite of
     minimax sign polynomials within 2^-bits (henn.approximation.composite): the max error is about R 2^-bits;
     one for all or per layer name; by default 8.
+    activations: "approximate" (polynomials on the server, above) or "client": client-aided activations
+    (henn.client_aided: the server evaluates the linear segments, the client decrypts each segment's outputs,
+    applies every activation and max pool exactly and encrypts the next segment's inputs; one round trip per
+    segment, and the client learns every pre-activation of those layers: docs/deployment.md).
     """
+    if activations not in ACTIVATION_MODES:
+        raise InputError(f"activations={activations!r}: use one of {', '.join(ACTIVATION_MODES)}")
     check_mode = ranges.check_mode(activation_check)
     if selection is None:
         auto = calibration is not None and params is None and not bootstrap and log_scale is None
@@ -89,6 +99,8 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
                              selection=selection, precision_bits=precision_bits, images_per_set=images_per_set,
                              complex_packing=complex_packing, activation_degree=activation_degree,
                              activation_bits=activation_bits)
+    if activations == "client":
+        return compile_client_aided(model, input_shape, options, threads)
     cm = CompiledModel(compile_model(model, input_shape, options), backend, check_mode, threads)
     cm.observed_preactivation = _observed_preactivation(model)
     if calibration is not None:

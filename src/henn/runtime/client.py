@@ -3,6 +3,7 @@ decrypts and unpacks logits. It hands the server public EvaluationKeys only."""
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 
@@ -66,6 +67,15 @@ class Client:
     @property
     def key_id(self) -> str | None:
         return None if self._sk is None else self._sk.key_id
+
+    def for_program(self, program) -> Client:
+        """This client (its keys, pool and timings) packing for another program on the same parameters and
+        keys: a segment of a client-aided model (henn.segments). Make keys on this client, not on the view."""
+        if program.params.fingerprint() != self.program.params.fingerprint():
+            raise InputError("a client view needs a program on the same parameters (one key set)")
+        view = copy.copy(self)
+        view.program = program
+        return view
 
     # ---- packing -----------------------------------------------------------------------------
     def batches(self, n_images: int) -> list[range]:
