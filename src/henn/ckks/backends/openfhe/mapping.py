@@ -1,0 +1,92 @@
+"""henn's parameters in OpenFHE's terms, and the special primes OpenFHE derives from them.
+
+OpenFHE's Python API takes prime *sizes* only (first-mod size, one scaling-mod size for every other prime) and
+generates the primes itself: pinned primes (henn's fixed mode) cannot be given, so this backend runs in
+library mode only and reports the primes it got. Key switching is OpenFHE's hybrid method with `dnum` digits of
+ceil(L/dnum) primes each; its special primes P are not reported by the API, so `special_primes` recomputes them
+as OpenFHE 1.6.1 does (CryptoParametersRNS::PrecomputeCRTTables: floor(largest digit bits / 60) + 1 primes = 1
+mod 2N, counting down from the first such prime above 2^60, skipping the ciphertext primes; measured: a 60-bit
+digit gets two); tests/ckks/test_openfhe_backend.py checks them against the primes of a serialized key.
+"""
+
+from __future__ import annotations
+
+import math
+
+from henn.ckks.params import Parameters, ParametersLiteral
+from henn.ckks.primes import is_prime
+from henn.errors import ParameterError
+
+AUX_BITS = 60  # OpenFHE's special-prime size (AUXMODSIZE)
+MAX_MOD_BITS = 60  # OpenFHE's largest prime for 64-bit native integers
+TECHNIQUES = ("FIXEDMANUAL", "FIXEDAUTO", "FLEXIBLEAUTO")
+DEFAULT_SCALING_MOD_SIZE = 50  # OpenFHE's CKKS defaults (gen-cryptocontext-params-defaults.h)
+DEFAULT_FIRST_MOD_SIZE = 60
+DEFAULT_DNUM = 3
+
+
+def open_request(params: Parameters, technique: str) -> dict:
+    """The worker's `open` request for `params`; ParameterError for what OpenFHE cannot take."""
+    if params.q is not None:
+        raise ParameterError("OpenFHE's Python API chooses its own primes and cannot take pinned ones (fixed "
+                             "mode): use selection mode 'library' or 'precision' with the openfhe backend")
+    if technique not in TECHNIQUES:
+        raise ParameterError(f"scaling technique {technique!r} is not one this backend runs: use one of "
+                             f"{', '.join(TECHNIQUES)} (henn rescales itself: the composite and extended ones "
+                             "use other prime chains)")
+    log_q = params.log_q
+    rest = set(log_q[1:])
+    if len(rest) > 1:
+        raise ParameterError(f"OpenFHE gives every prime after the first one size, got log_q={list(log_q)}: use "
+                             "equal sizes after the first prime")
+    scaling = log_q[1] if len(log_q) > 1 else params.log_scale
+    if max(log_q[0], scaling) > MAX_MOD_BITS:
+        raise ParameterError(f"OpenFHE's primes have at most {MAX_MOD_BITS} bits, got log_q={list(log_q)}")
+    return {"op": "open", "log_n": params.log_n, "depth": len(log_q) - 1, "first": log_q[0], "scaling": scaling,
+            "dnum": digits(len(log_q), len(params.log_p)), "technique": technique}
+
+
+def digits(primes: int, special: int) -> int:
+    """OpenFHE's digit count for digits of about `special` ciphertext primes (henn's log_p count: Lattigo-style
+    digits of as many primes as there are special primes). OpenFHE refuses a count whose last digit is empty."""
+    dnum = max(1, math.ceil(primes / max(1, special)))
+    while dnum < primes and primes <= math.ceil(primes / dnum) * (dnum - 1):
+        dnum += 1
+    return dnum
+
+
+def special_primes(q: list[int], dnum: int, n: int, aux_bits: int = AUX_BITS) -> tuple[int, ...]:
+    """OpenFHE's special primes for ciphertext primes q, dnum digits, ring degree n."""
+    per = math.ceil(len(q) / dnum)
+    max_bits = max(math.prod(q[i:i + per]).bit_length() for i in range(0, len(q), per))
+    count = max_bits // aux_bits + 1
+    m = 2 * n
+    first = (1 << aux_bits) + 1 - (1 << aux_bits) % m
+    if (1 << aux_bits) % m:
+        first += m
+    while not is_prime(first):
+        first += m
+    out: list[int] = []
+    cand = first
+    while len(out) < count:
+        cand -= m
+        while not is_prime(cand) or cand in q:
+            cand -= m
+        out.append(cand)
+    return tuple(out)
+
+
+def recommend(depth: int, log_n_for, log_scale: int | None) -> ParametersLiteral:
+    """OpenFHE's own CKKS defaults: 60-bit first prime, 50-bit scaling primes, 3 digits of hybrid key switching
+    (fewer for short chains), 60-bit special primes as many as the largest digit needs; the ring from
+    `log_n_for(log_qp)` (henn's 128-bit table)."""
+    scale = DEFAULT_SCALING_MOD_SIZE if log_scale is None else int(log_scale)
+    if not 20 <= scale <= MAX_MOD_BITS - 1:
+        raise ParameterError(f"log_scale {scale} out of range 20..{MAX_MOD_BITS - 1} for OpenFHE")
+    first = max(DEFAULT_FIRST_MOD_SIZE, scale + 1) if scale < MAX_MOD_BITS else MAX_MOD_BITS
+    log_q = (min(first, MAX_MOD_BITS),) + (scale,) * depth
+    dnum = min(DEFAULT_DNUM, len(log_q))
+    per = math.ceil(len(log_q) / dnum)
+    widest = max(sum(log_q[i:i + per]) for i in range(0, len(log_q), per))
+    log_p = (AUX_BITS,) * (widest // AUX_BITS + 1)
+    return ParametersLiteral(log_n_for(sum(log_q) + sum(log_p)), log_q, log_p, scale)

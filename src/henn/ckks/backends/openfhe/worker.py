@@ -1,0 +1,440 @@
+"""The OpenFHE worker: runs under the CPython 3.10 that install.py set up, holds one CryptoContext and every
+object made under it, and answers henn's requests (protocol.py frames) on the two file descriptors it is given.
+
+    python3.10 -I -S worker.py SITE_DIR REQUEST_FD REPLY_FD
+
+Objects live here as integer handles; requests name them. Its stdout is redirected to stderr at start, so that
+nothing OpenFHE prints can reach the protocol. Every OpenFHE exception becomes an error reply; the process exits
+when its request pipe closes.
+
+Scales: henn keeps every value's exact scale itself. OpenFHE's own bookkeeping (noise-scale degree, scaling
+factor) is reset after each operation to degree 1 and 2^p (p: the scaling-mod size), so that OpenFHE never
+rescales or re-scales an operand on its own; values are scaled by scale / D(level) before OpenFHE encodes them
+at its factor D(level), and decrypted values, decoded by OpenFHE at 2^p, are scaled back by 2^p / scale.
+"""
+
+import json
+import os
+import struct
+import sys
+
+SITE, REQ_FD, REP_FD = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+sys.path.insert(0, SITE)
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # protocol.py (-I leaves the script's folder out)
+os.dup2(2, 1)  # whatever the library prints goes to stderr, never into the protocol
+
+import numpy as np  # noqa: E402
+import openfhe as o  # noqa: E402
+import protocol  # noqa: E402
+
+TECHNIQUES = {"FIXEDMANUAL": o.FIXEDMANUAL, "FIXEDAUTO": o.FIXEDAUTO, "FLEXIBLEAUTO": o.FLEXIBLEAUTO}
+PT_MAGIC = b"HOFP"
+PT_HEAD = struct.Struct("<4sIId")  # magic, OpenFHE level, slots, factor the stored values are divided by
+
+
+class Refused(Exception):
+    """A request this worker will not run (bad handle, wrong kind, malformed): an input error for henn."""
+
+
+class BadData(Exception):
+    """Serialized data OpenFHE cannot load or that does not belong to this context."""
+
+
+class Worker:
+    def __init__(self):
+        self.cc = None
+        self.objs = {}  # id -> [kind, object, extra]
+        self.next_id = 1
+        self.active_rk = None  # handle whose relinearization key is in OpenFHE's global map
+        self.active_gk = None  # (handle, tag) whose rotation keys are in the global map
+
+    # ---- handles ---------------------------------------------------------------------------
+    def put(self, kind, obj, extra=None):
+        h = self.next_id
+        self.next_id += 1
+        self.objs[h] = [kind, obj, extra]
+        return h
+
+    def get(self, h, kind):
+        entry = self.objs.get(h) if type(h) is int else None
+        if entry is None:
+            raise Refused(f"unknown handle {h!r}: the object was released or belongs to another context")
+        if entry[0] != kind:
+            raise Refused(f"handle {h} is a {entry[0]}, not a {kind}")
+        return entry[1]
+
+    def free(self, ids):
+        for h in ids:
+            self.objs.pop(h, None)
+            if h == self.active_rk:
+                o.ClearEvalMultKeys()
+                self.active_rk = None
+            if self.active_gk is not None and h == self.active_gk[0]:
+                o.CryptoContext.ClearEvalAutomorphismKeys()
+                self.active_gk = None
+
+    def ct(self, c):
+        """A result ciphertext with OpenFHE's scale bookkeeping reset (module docstring)."""
+        c.SetNoiseScaleDeg(1)
+        c.SetScalingFactor(self.two_p)
+        return self.put("ct", c)
+
+    # ---- context ---------------------------------------------------------------------------
+    def op_hello(self, m, b):
+        return {"openfhe": o.__version__, "python": sys.version.split()[0], "numpy": np.__version__}, []
+
+    def op_open(self, m, b):
+        if self.cc is not None:
+            raise Refused("this worker has a context already")
+        p = o.CCParamsCKKSRNS()
+        p.SetMultiplicativeDepth(m["depth"])
+        p.SetFirstModSize(m["first"])
+        p.SetScalingModSize(m["scaling"])
+        p.SetRingDim(1 << m["log_n"])
+        p.SetBatchSize(1 << (m["log_n"] - 1))
+        p.SetSecurityLevel(o.HEStd_NotSet)  # henn's security module checks the primes OpenFHE chose
+        p.SetScalingTechnique(TECHNIQUES[m["technique"]])
+        p.SetKeySwitchTechnique(o.HYBRID)
+        p.SetNumLargeDigits(m["dnum"])
+        p.SetCKKSDataType(o.COMPLEX)
+        p.SetSecretKeyDist(o.UNIFORM_TERNARY)
+        cc = o.GenCryptoContext(p)
+        for feature in (o.PKE, o.KEYSWITCH, o.LEVELEDSHE):
+            cc.Enable(feature)
+        self.cc, self.depth, self.n = cc, m["depth"], 1 << m["log_n"]
+        self.slots = self.n // 2
+        self.two_p = 2.0 ** cc.GetPlaintextModulus()
+        data = json.loads(o.Serialize(cc, o.JSON))["value0"]["ptr_wrapper"]["data"]
+        params = data["cc"]["ptr_wrapper"]["data"]["value0"]
+        towers = params["value0"]["value0"]["elp"]["ptr_wrapper"]["data"]["p"]
+        q = [int(t["ptr_wrapper"]["data"]["value0"]["cm"]["v"]) for t in towers]
+        factors = [cc.GetScalingFactorReal(self.depth - lv) for lv in range(self.depth + 1)]
+        return {"q": q, "factors": factors, "two_p": self.two_p, "dnum": params["dnum"],
+                "aux_bits": params["ab"]}, []
+
+    def level(self, henn_level):
+        return self.depth - henn_level
+
+    # ---- keys ------------------------------------------------------------------------------
+    def op_keygen_sk(self, m, b):
+        kp = self.cc.KeyGen()
+        return self.put("sk", kp.secretKey, kp.publicKey), []
+
+    def op_keygen_pk(self, m, b):
+        sk_entry = self.objs.get(m["sk"])
+        self.get(m["sk"], "sk")
+        return self.put("pk", sk_entry[2]), []
+
+    def op_export_sk(self, m, b):
+        self.get(m["sk"], "sk")
+        _, sk, pk = self.objs[m["sk"]]
+        return None, [o.Serialize(sk, o.BINARY), o.Serialize(pk, o.BINARY)]
+
+    def op_import_sk(self, m, b):
+        if len(b) != 2:
+            raise BadData("a secret key file holds the secret and the public key")
+        sk = self.load(o.DeserializePrivateKeyString, b[0], "secret key")
+        pk = self.load(o.DeserializePublicKeyString, b[1], "public key")
+        if sk.GetKeyTag() != pk.GetKeyTag():
+            raise BadData("the secret and the public key of the file belong to different key sets")
+        return self.put("sk", sk, pk), []
+
+    def op_keygen_rk(self, m, b):
+        sk = self.get(m["sk"], "sk")
+        o.ClearEvalMultKeys()
+        self.cc.EvalMultKeyGen(sk)
+        rk = self.cc.GetEvalMultKeyVector(sk.GetKeyTag())[0]
+        h = self.put("rk", rk)
+        self.active_rk = h
+        return h, []
+
+    def op_keygen_gk(self, m, b):
+        sk = self.get(m["sk"], "sk")
+        index = [self.cc.FindAutomorphismIndex(s) for s in m["steps"]] + ([2 * self.n - 1] if m["conj"] else [])
+        o.CryptoContext.ClearEvalAutomorphismKeys()
+        keys = self.cc.EvalAutomorphismKeyGen(sk, index)  # now the global map of this tag, unchanged from here on
+        h = self.put("gk", keys, {"index": sorted(set(index))})
+        self.active_gk = (h, sk.GetKeyTag())
+        return h, []
+
+    def use_rk(self, h):
+        rk = self.get(h, "rk")
+        if self.active_rk != h:
+            o.ClearEvalMultKeys()
+            self.active_rk = None
+            o.CryptoContext.InsertEvalMultKey([rk])
+            self.active_rk = h
+
+    def use_gk(self, h, tag):
+        """The rotation keys of handle h in OpenFHE's global map under `tag` (the hoisted rotations read it)."""
+        keys = self.get(h, "gk")
+        if self.active_gk != (h, tag):
+            o.CryptoContext.ClearEvalAutomorphismKeys()
+            self.active_gk = None
+            o.CryptoContext.InsertEvalAutomorphismKey(keys, tag)
+            self.active_gk = (h, tag)
+        return keys
+
+    # ---- encoding, encryption ------------------------------------------------------------------
+    def op_encode(self, m, b):
+        values = np.frombuffer(b[0], dtype="<c16")
+        lv = self.level(m["level"])
+        factor = self.cc.GetScalingFactorReal(lv)
+        pt = self.cc.MakeCKKSPackedPlaintext(values * (m["scale"] / factor), 1, lv, None, self.slots)
+        return self.put("pt", pt, factor), []
+
+    def op_decode(self, m, b):
+        pt = self.get(m["pt"], "pt")
+        factor = self.objs[m["pt"]][2]
+        values = np.asarray(pt.GetCKKSPackedValueArray(), dtype=np.complex128)[: self.slots]
+        return None, [(values * (factor / m["scale"])).astype("<c16").tobytes()]
+
+    def op_encrypt(self, m, b):
+        key = self.get(m["key"], "sk" if m["symmetric"] else "pk")
+        return self.ct(self.cc.Encrypt(key, self.get(m["pt"], "pt"))), []
+
+    def op_decrypt(self, m, b):
+        c, sk = self.get(m["ct"], "ct"), self.get(m["sk"], "sk")
+        c.SetScalingFactor(self.two_p)  # decoded at 2^p in every scaling technique
+        return self.put("pt", self.cc.Decrypt(sk, c), self.two_p), []
+
+    # ---- arithmetic ------------------------------------------------------------------------------
+    def op_add(self, m, b):
+        return self.ct(self.cc.EvalAdd(self.get(m["a"], "ct"), self.get(m["b"], "ct"))), []
+
+    def op_sub(self, m, b):
+        return self.ct(self.cc.EvalSub(self.get(m["a"], "ct"), self.get(m["b"], "ct"))), []
+
+    def op_add_plain(self, m, b):
+        return self.ct(self.cc.EvalAdd(self.get(m["a"], "ct"), self.get(m["pt"], "pt"))), []
+
+    def op_sub_plain(self, m, b):
+        return self.ct(self.cc.EvalSub(self.get(m["a"], "ct"), self.get(m["pt"], "pt"))), []
+
+    def op_negate(self, m, b):
+        return self.ct(self.cc.EvalNegate(self.get(m["a"], "ct"))), []
+
+    def op_mul(self, m, b):
+        a, c = self.get(m["a"], "ct"), self.get(m["b"], "ct")
+        if m["rk"] is None:
+            return self.ct(self.cc.EvalMultNoRelin(a, c)), []
+        self.use_rk(m["rk"])
+        return self.ct(self.cc.EvalMult(a, c)), []
+
+    def op_mul_plain(self, m, b):
+        return self.ct(self.cc.EvalMult(self.get(m["a"], "ct"), self.get(m["pt"], "pt"))), []
+
+    def op_relinearize(self, m, b):
+        a = self.get(m["a"], "ct")
+        self.use_rk(m["rk"])
+        return self.ct(self.cc.Relinearize(a)), []
+
+    def op_rescale(self, m, b):
+        a = self.get(m["a"], "ct")
+        if self.cc.GetScalingTechnique() == o.FIXEDMANUAL:
+            return self.ct(self.cc.Rescale(a)), []
+        a.SetNoiseScaleDeg(2)  # Compress drops one prime per degree above the one asked for
+        try:
+            return self.ct(self.cc.Compress(a, self.towers(a) - 1, 1)), []
+        finally:
+            a.SetNoiseScaleDeg(1)
+
+    def towers(self, a):
+        return self.depth + 1 - a.GetLevel()
+
+    def op_drop_level(self, m, b):
+        a = self.get(m["a"], "ct")
+        return self.ct(self.cc.Compress(a, self.towers(a) - m["levels"], 1)), []
+
+    def scalar_mul(self, a, re, im, scale):
+        """round(c * scale) * a: OpenFHE multiplies by round(c' * D(level)), so c' = c * scale / D(level).
+
+        OpenFHE rounds a negative constant as trunc(x + 0.5) (one unit toward zero: -1 at scale 1 becomes 0), so c
+        is first turned into the closed first quadrant by quarter turns, undone exactly afterwards (i is the
+        monomial X^(N/2), -1 a negation)."""
+        d = self.cc.GetScalingFactorReal(a.GetLevel())
+        f, c, turns = scale / d, complex(re, im), 0
+        while c.real < 0 or c.imag < 0:
+            c, turns = c * -1j, turns + 1
+        r = self.cc.EvalMult(a, complex(c.real * f, c.imag * f) if c.imag else c.real * f)
+        if turns % 2:
+            r = self.cc.EvalMult(r, complex(0.0, 1.0 / d))
+        return self.cc.EvalNegate(r) if turns >= 2 else r
+
+    def op_mul_scalar(self, m, b):
+        return self.ct(self.scalar_mul(self.get(m["a"], "ct"), m["re"], m["im"], m["scale"])), []
+
+    def op_add_scalar(self, m, b):
+        a = self.get(m["a"], "ct")
+        f = m["scale"] / self.cc.GetScalingFactorReal(a.GetLevel())
+        re, im = m["re"] * f, m["im"] * f
+        return self.ct(self.cc.EvalAdd(a, complex(re, im) if im else re)), []
+
+    def op_linear_combinations(self, m, b):
+        """One combination sum_j w_ij * ct_j per row of the weight matrix (blob: float64, rows x len(cts))."""
+        cts = [self.get(h, "ct") for h in m["cts"]]
+        w = np.frombuffer(b[0], dtype="<f8").reshape(-1, len(cts))
+        out = []
+        for row in w:
+            acc = None
+            for c, wj in zip(cts, row):
+                if wj != 0.0:
+                    term = self.scalar_mul(c, float(wj), 0.0, m["scale"])
+                    acc = term if acc is None else self.cc.EvalAdd(acc, term)
+            out.append(self.ct(acc if acc is not None else self.scalar_mul(cts[0], 0.0, 0.0, m["scale"])))
+        return out, []
+
+    def op_dot_plain(self, m, b):
+        acc = None
+        for hc, hp in zip(m["cts"], m["pts"]):
+            term = self.cc.EvalMult(self.get(hc, "ct"), self.get(hp, "pt"))
+            acc = term if acc is None else self.cc.EvalAdd(acc, term)
+        return self.ct(acc), []
+
+    # ---- rotations ------------------------------------------------------------------------------
+    def automorphism(self, a, index, h):
+        keys = self.get(h, "gk")
+        if index not in self.objs[h][2]["index"]:
+            raise Refused(f"the rotation keys of handle {h} hold no key of automorphism {index}")
+        return self.cc.EvalAutomorphism(a, index, keys)
+
+    def op_rotate(self, m, b):
+        a = self.get(m["a"], "ct")
+        return self.ct(self.automorphism(a, self.cc.FindAutomorphismIndex(m["step"]), m["gk"])), []
+
+    def op_conjugate(self, m, b):
+        return self.ct(self.automorphism(self.get(m["a"], "ct"), 2 * self.n - 1, m["gk"])), []
+
+    def hoisted(self, a, steps, h):
+        """Rotations of one ciphertext sharing one digit decomposition (EvalFastRotation)."""
+        index = self.objs[h][2]["index"] if h in self.objs else ()
+        missing = [s for s in steps if self.cc.FindAutomorphismIndex(s) not in index]
+        if missing:
+            self.get(h, "gk")
+            raise Refused(f"the rotation keys of handle {h} hold no key of steps {missing}")
+        if len(steps) == 1:
+            return [self.automorphism(a, self.cc.FindAutomorphismIndex(steps[0]), h)]
+        self.use_gk(h, a.GetKeyTag())
+        digits = self.cc.EvalFastRotationPrecompute(a)
+        return [self.cc.EvalFastRotation(a, s, 2 * self.n, digits) for s in steps]
+
+    def op_rotate_hoisted(self, m, b):
+        return [self.ct(r) for r in self.hoisted(self.get(m["a"], "ct"), m["steps"], m["gk"])], []
+
+    def op_rotate_sum(self, m, b):
+        """sum_i rotate(ct_i, step_i), the rotations of one ciphertext hoisted together."""
+        groups = {}
+        for h, step in m["parts"]:
+            self.get(h, "ct")
+            groups.setdefault(h, []).append(step)
+        acc = None
+        for h, steps in groups.items():
+            a = self.get(h, "ct")
+            moved = sorted({s for s in steps if s})
+            rotated = dict(zip(moved, self.hoisted(a, moved, m["gk"]))) if moved else {}
+            for s in steps:
+                part = rotated[s] if s else a
+                acc = part if acc is None else self.cc.EvalAdd(acc, part)
+        return self.ct(acc), []
+
+    # ---- serialization --------------------------------------------------------------------------
+    def op_serialize(self, m, b):
+        kind = m["what"]
+        obj = self.get(m["h"], kind)
+        if kind == "pt":
+            values = np.asarray(obj.GetCKKSPackedValueArray(), dtype=np.complex128)[: self.slots]
+            head = PT_HEAD.pack(PT_MAGIC, obj.GetLevel(), self.slots, self.objs[m["h"]][2])
+            return None, [head + values.astype("<c16").tobytes()]
+        return None, [o.Serialize(obj, o.BINARY)]
+
+    def load(self, fn, data, what):
+        try:
+            obj = fn(data, o.BINARY)
+        except Exception as exc:  # noqa: BLE001 - OpenFHE reports bad data with assorted exceptions
+            raise BadData(f"OpenFHE cannot load this {what}: {exc}") from None
+        if obj is None:
+            raise BadData(f"OpenFHE loaded no {what} from the data")
+        return obj
+
+    def own_context(self, obj, what):
+        if obj.GetCryptoContext() is not self.cc:
+            raise BadData(f"this {what} belongs to other OpenFHE parameters")
+        return obj
+
+    def op_deserialize(self, m, b):
+        kind, data = m["what"], b[0]
+        if kind == "pt":
+            return self.load_plaintext(m, data), []
+        if kind == "ct":
+            c = self.own_context(self.load(o.DeserializeCiphertextString, data, "ciphertext"), "ciphertext")
+            if c.GetLevel() != self.level(m["level"]) or c.NumberCiphertextElements() != m["degree"] + 1:
+                raise BadData(f"the ciphertext holds {self.towers(c)} primes and {c.NumberCiphertextElements()} "
+                              f"parts, its header says level {m['level']} and degree {m['degree']}")
+            return self.ct(c), []
+        if kind == "pk":
+            return self.put("pk", self.own_context(self.load(o.DeserializePublicKeyString, data, "public key"),
+                                                   "public key")), []
+        if kind == "rk":
+            return self.put("rk", self.load(o.DeserializeEvalKeyString, data, "relinearization key")), []
+        keys = self.load(o.DeserializeEvalKeyMapString, data, "rotation key set")
+        o.CryptoContext.ClearEvalAutomorphismKeys()
+        self.active_gk = None
+        o.CryptoContext.InsertEvalAutomorphismKey(keys, "")
+        held = self.cc.GetAllEvalAutomorphismKeys()
+        tag = next(iter(held), None)
+        index = sorted(self.cc.GetExistingEvalAutomorphismKeyIndices(tag)) if tag is not None else []
+        o.CryptoContext.ClearEvalAutomorphismKeys()
+        want = [self.cc.FindAutomorphismIndex(s) for s in m["steps"]] + ([2 * self.n - 1] if m["conj"] else [])
+        missing = [s for s, i in zip(m["steps"] + [0], want) if i not in index]
+        if missing:
+            raise BadData(f"the rotation key set lacks the keys of steps {missing} (0 = conjugation) that its "
+                          "header announces")
+        return self.put("gk", keys, {"index": index}), []
+
+    def load_plaintext(self, m, data):
+        if len(data) != PT_HEAD.size + 16 * self.slots:
+            raise BadData(f"a plaintext of {self.slots} slots is {PT_HEAD.size + 16 * self.slots} bytes, not "
+                          f"{len(data)}")
+        magic, lv, slots, factor = PT_HEAD.unpack_from(data)
+        if magic != PT_MAGIC or slots != self.slots or lv != self.level(m["level"]) or \
+                not (factor > 0 and np.isfinite(factor)):
+            raise BadData("the plaintext payload's own header is malformed or disagrees with henn's")
+        values = np.frombuffer(data, dtype="<c16", offset=PT_HEAD.size)
+        if not np.all(np.isfinite(values)):
+            raise BadData("the plaintext payload holds NaN or infinite values")
+        enc = self.cc.GetScalingFactorReal(lv)
+        pt = self.cc.MakeCKKSPackedPlaintext(values * (factor / enc), 1, lv, None, self.slots)
+        return self.put("pt", pt, enc)
+
+    def op_kinds(self, m, b):
+        return [self.objs[h][0] if h in self.objs else None for h in m["hs"]], []
+
+
+def serve():
+    w = Worker()
+    while True:
+        try:
+            meta, blobs = protocol.read_frame(REQ_FD)
+        except protocol.Closed:
+            return
+        w.free(meta.get("free", ()))
+        op = meta.get("op")
+        fn = getattr(w, f"op_{op}", None) if isinstance(op, str) else None
+        try:
+            if fn is None:
+                raise Refused(f"unknown request {op!r}")
+            if w.cc is None and op not in ("hello", "open"):
+                raise Refused("no context opened yet")
+            result, out = fn(meta, blobs)
+            reply = {"ok": True, "r": result}
+        except Refused as exc:
+            reply, out = {"ok": False, "kind": "refused", "msg": str(exc)}, []
+        except BadData as exc:
+            reply, out = {"ok": False, "kind": "data", "msg": str(exc)}, []
+        except Exception as exc:  # noqa: BLE001 - every library failure becomes an error reply
+            reply, out = {"ok": False, "kind": "library", "msg": f"{type(exc).__name__}: {exc}"}, []
+        protocol.write_frame(REP_FD, reply, out)
+
+
+if __name__ == "__main__":
+    serve()
