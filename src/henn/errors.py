@@ -50,6 +50,10 @@ class TooLargeError(InputError):
     """A request or upload larger than the model or the server's limits allow."""
 
 
+class OrderError(InputError):
+    """A request out of its protocol's order (a client-aided segment before the one it follows): HTTP 409."""
+
+
 class SessionError(InputError):
     """An unknown or expired inference session: create a new one (upload the evaluation keys again)."""
 

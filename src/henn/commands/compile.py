@@ -85,6 +85,13 @@ def register(sub) -> None:
         "ranges, bootstrap bounds): error refuses its batch, warn logs it and goes on (its logits are meaningless, "
         "the others' are not touched), off checks nothing but shapes (default error)",
     )
+    p.add_argument(
+        "--client-aided",
+        action="store_true",
+        help="client-aided activations: the server evaluates the linear segments, the client applies every "
+        "activation and max pool exactly between them (a round trip each; the client learns every "
+        "pre-activation of those layers: docs/deployment.md)",
+    )
     p.add_argument("--out", type=output_file, required=True, help="the model file to write (e.g. model.henn)")
     p.add_argument(
         "--client-out",
@@ -97,7 +104,9 @@ def register(sub) -> None:
 
 def run(args) -> int:
     import henn
+    from henn import ranges
     from henn.ckks import presets
+    from henn.client_aided import ClientAidedModel
     from henn.deploy import Artefact
     from henn.deploy.checks import InputChecks
 
@@ -116,10 +125,16 @@ def run(args) -> int:
         images_per_set=args.images_per_set,
         complex_packing=args.complex_packing,
         activation_check=args.input_check,
+        activations="client" if args.client_aided else "approximate",
     )
-    checks = InputChecks.from_compiled(
-        cm.compiled.checked, cm.activation_intervals(), cm.activation_check, cm.compiled.final
-    )
+    if isinstance(cm, ClientAidedModel):  # exact activations: nothing to range-check but the inputs
+        checks = InputChecks(None, {}, ranges.check_mode(args.input_check))
+        segments, stages = tuple(cm.programs[1:]), tuple(cm.stages)
+    else:
+        checks = InputChecks.from_compiled(
+            cm.compiled.checked, cm.activation_intervals(), cm.activation_check, cm.compiled.final
+        )
+        segments, stages = (), ()
     if calibration is not None:
         checks = dataclasses.replace(checks, input_bounds=InputChecks.bounds_of(calibration))
     options = {
@@ -131,8 +146,11 @@ def run(args) -> int:
         "images_per_set": args.images_per_set,
         "complex_packing": args.complex_packing,
         "input_check": args.input_check,
+        "client_aided": args.client_aided,
     }
-    artefact = Artefact(cm.program, args.backend, checks, model=args.model.stem, options=options)
+    artefact = Artefact(
+        cm.program, args.backend, checks, model=args.model.stem, options=options, segments=segments, stages=stages
+    )
     size = artefact.save(args.out)
     d = artefact.describe()
     mib = lambda b: f"{b / 2**20:.1f} MiB"
@@ -154,5 +172,6 @@ def run(args) -> int:
         f"  per request: {d['input_ciphertexts']} ciphertexts in (at most {mib(d['max_bytes']['request'])}), "
         f"{d['output_ciphertexts']} out (at most {mib(d['max_bytes']['response'])}), "
         f"{d['images_per_request']} image(s)"
+        + (f"; {len(d['segments'])} segments, a round trip each" if d["segments"] else "")
     )
     return 0

@@ -7,6 +7,8 @@
     POST   /v1/sessions                 evaluation keys (octet-stream) -> 201 {"session", "expires", ...}
     DELETE /v1/sessions/{id}            204
     POST   /v1/sessions/{id}/infer      ciphertexts (octet-stream) -> ciphertexts (octet-stream)
+    POST   /v1/sessions/{id}/segments/{k}   a client-aided model's segment k (henn.segments): the same bodies;
+                                        k = 0 starts a pass, k > 0 only right after segment k - 1 (else 409)
 
 Bodies are henn objects back to back (wire.py). Every error is JSON {"error": kind, "detail":
 message} with a 4xx status for what the client sent (the server keeps serving the others; 408 for a
@@ -27,6 +29,7 @@ from henn.errors import (
     InputError,
     LevelError,
     MissingKeyError,
+    OrderError,
     ScaleError,
     SerializationError,
     SessionError,
@@ -39,6 +42,7 @@ log = logging.getLogger(__name__)
 _STATUS: list[tuple[type | tuple[type, ...], int]] = [
     (SessionError, 404),
     (TooLargeError, 413),
+    (OrderError, 409),
     (BodyTimeout, 408),
     ((InputError, MissingKeyError, LevelError, ScaleError), 400),
     (BusyError, 429),
@@ -67,7 +71,7 @@ def create_app(service: Service, client_part: bytes):
     @app.exception_handler(HennError)
     async def henn_error(request: Request, exc: HennError):
         status = status_of(exc)
-        if status in (400, 404, 413):
+        if status in (400, 404, 409, 413):
             service.count_input_error()
         where = redact(request.url.path)
         if status == 500:
@@ -140,12 +144,21 @@ def create_app(service: Service, client_part: bytes):
             raise SessionError(UNKNOWN)
         return Response(status_code=204)
 
+    def answer(out):
+        headers = {"X-Henn-Objects": str(len(out.blobs)), "X-Henn-Evaluate-Seconds": f"{out.evaluate_s:.6f}"}
+        return Response(b"".join(out.blobs), media_type=CONTENT_TYPE, headers=headers)
+
     @app.post("/v1/sessions/{sid}/infer")
     async def infer(sid: str, request: Request):
         need_octets(request)
-        out = await service.infer(sid, _body(request))
-        headers = {"X-Henn-Objects": str(len(out.blobs)), "X-Henn-Evaluate-Seconds": f"{out.evaluate_s:.6f}"}
-        return Response(b"".join(out.blobs), media_type=CONTENT_TYPE, headers=headers)
+        return answer(await service.infer(sid, _body(request)))
+
+    @app.post("/v1/sessions/{sid}/segments/{k}")
+    async def segment(sid: str, k: str, request: Request):
+        need_octets(request)
+        if not (k.isascii() and k.isdigit()) or len(k) > 4:
+            raise InputError(f"segment {k[:8]!r}: give the segment's number, 0 to {service.segments - 1}")
+        return answer(await service.infer(sid, _body(request), segment=int(k)))
 
     return app
 

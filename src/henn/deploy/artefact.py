@@ -7,6 +7,8 @@ need to run a model, and nothing of the compiler.
       program        the Program file (henn-program/2: steps, parameters, rotation steps, the
                      relinearization need, input and output packing), verified on loading
       check.*        the input checks' weights (boot.*: those of the bootstrap bound checks)
+      segment.K      a client-aided model's later segments (henn.segments): Program files like `program` (segment
+                     0), one per segment; the manifest lists their SHA-256 and the client stages between them
 
 Key requirements, packing and wire sizes are facts of the Program: `describe()` derives them, so
 no second copy can disagree with it. This whole file is the server's; `client_part()` is what a client
@@ -15,6 +17,7 @@ gets (client_model.py: no weights)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +31,7 @@ from henn.deploy.client_model import ClientModel, ClientProgram
 from henn.deploy.files import archive, write_atomic
 from henn.errors import SerializationError
 from henn.program import ARCHIVE_ERRORS, PackedIO, Program, archive_bytes, open_archive
+from henn.segments import MAX_SEGMENTS, ClientStage, check_segments
 
 FORMAT = "henn-model/1"
 
@@ -40,6 +44,17 @@ class Artefact:
     model: str = ""  # a name for people (the source file's stem)
     digest: str = ""  # SHA-256 of the program as stored in a file (set when read: to_bytes is not byte-stable)
     options: dict = field(default_factory=dict)  # the compile options (henn compile), for people
+    segments: tuple[Program, ...] = ()  # client-aided: segments 1 .. K-1 (`program` is segment 0)
+    stages: tuple[ClientStage, ...] = ()  # client-aided: the client's ops after segment k
+
+    def __post_init__(self):
+        if self.segments or self.stages:
+            check_segments(self.programs, self.stages)
+
+    @property
+    def programs(self) -> tuple[Program, ...]:
+        """Every segment's program (one for a model without client-aided activations)."""
+        return (self.program, *self.segments)
 
     @property
     def program_bytes(self) -> bytes:
@@ -49,14 +64,25 @@ class Artefact:
     def describe(self) -> dict:
         """What a client needs to know before it uploads keys: parameters, shapes, keys, sizes (bytes,
         upper bounds from henn.ckks.serialization), and the compile options."""
-        return describe_model(self.program, self.backend, self.model, self.checks, self.options)
+        return describe_model(
+            self.program, self.backend, self.model, self.checks, self.options, self.segments, self.stages
+        )
 
     def client_part(self, *, share_checks: bool = False) -> ClientModel:
         """What a client needs, without the weights. share_checks: include the weight-derived input checks
         (activation ranges, bootstrap bounds): they reveal the layers up to the last activation or bootstrap."""
         checks = self.checks if share_checks else self.checks.weight_free()
         options = dict(self.options, shared_input_checks=share_checks and self.checks.shares_weights)
-        return ClientModel(ClientProgram.of(self.program), self.backend, checks, self.model, self.digest, options)
+        return ClientModel(
+            ClientProgram.of(self.program),
+            self.backend,
+            checks,
+            self.model,
+            self.digest,
+            options,
+            tuple(ClientProgram.of(p) for p in self.segments),
+            self.stages,
+        )
 
     # ---- file ------------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -73,6 +99,12 @@ class Artefact:
             "checks": checks,
         }
         arrays["program"] = np.frombuffer(program, np.uint8)  # compressed already
+        if self.segments:
+            later = [p.to_bytes() for p in self.segments]
+            for k, data in enumerate(later, 1):
+                arrays[f"segment.{k}"] = np.frombuffer(data, np.uint8)
+            manifest["segments_sha256"] = [hashlib.sha256(d).hexdigest() for d in later]
+            manifest["stages"] = [st.to_header() for st in self.stages]
         return archive(manifest, arrays)
 
     def save(self, path: str | Path) -> int:
@@ -119,13 +151,57 @@ class Artefact:
         options = m.get("options", {})
         if not isinstance(options, dict):
             raise SerializationError("the model file's compile options are not an object: the file is damaged")
-        return cls(prog, backend, checks, model, m["program_sha256"], options)
+        segments, stages = _segments(m, z)
+        digest = segments_digest(m["program_sha256"], m.get("segments_sha256", []), m.get("stages", []))
+        return cls(prog, backend, checks, model, digest, options, segments, stages)
 
 
-def describe_model(p: PackedIO, backend: str, model: str, checks: InputChecks, options: dict) -> dict:
+def segments_digest(program_sha256: str, segments_sha256: list, stages: list) -> str:
+    """The model id: the program's SHA-256, or for a client-aided model that of every segment and stage."""
+    if not segments_sha256:
+        return program_sha256
+    text = json.dumps([program_sha256, segments_sha256, stages], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _segments(m: dict, z) -> tuple[tuple[Program, ...], tuple[ClientStage, ...]]:
+    """A client-aided model file's later segments and client stages (none for another model), checked."""
+    digests, headers = m.get("segments_sha256", []), m.get("stages", [])
+    if not isinstance(digests, list) or not isinstance(headers, list) or len(digests) != len(headers):
+        raise SerializationError("the model file's segments and client stages do not match: the file is damaged")
+    if len(digests) >= MAX_SEGMENTS:
+        raise SerializationError(f"the model file has more than {MAX_SEGMENTS} segments")
+    programs = []
+    for k, want in enumerate(digests, 1):
+        try:
+            data = archive_bytes(z, f"segment.{k}")
+        except ARCHIVE_ERRORS as exc:
+            raise SerializationError(f"the model file lacks segment {k} ({exc}): the file is damaged") from None
+        if hashlib.sha256(data).hexdigest() != want:
+            raise SerializationError(f"the model file's segment {k} does not match its checksum: the file is damaged")
+        programs.append(Program.from_bytes(data))
+    stages = tuple(ClientStage.from_header(h) if isinstance(h, dict) else _bad_stage() for h in headers)
+    return tuple(programs), stages
+
+
+def _bad_stage() -> ClientStage:
+    raise SerializationError("a client stage of the model file is not an object: the file is damaged")
+
+
+def describe_model(
+    p: PackedIO,
+    backend: str,
+    model: str,
+    checks: InputChecks,
+    options: dict,
+    segments: tuple[PackedIO, ...] = (),
+    stages: tuple[ClientStage, ...] = (),
+) -> dict:
     """A model's facts for people and clients (GET /v1/model, `henn compile`, describe()): parameters,
     shapes, keys, sizes (bytes, upper bounds from henn.ckks.serialization), checks and compile options.
-    `p` is a Program or a client part's ClientProgram (both have `bootstraps`)."""
+    `p` is a Program or a client part's ClientProgram (both have `bootstraps`); a client-aided model's later
+    segments and client stages add `segments` (one entry per round trip: ciphertexts and request and response
+    sizes) and `client_stages`."""
     params = p.params
     bootstraps: int = p.bootstraps  # type: ignore[attr-defined]
     shape = {"n": params.n, "q_count": len(params.log_q), "p_count": len(params.log_p)}
@@ -148,6 +224,16 @@ def describe_model(p: PackedIO, backend: str, model: str, checks: InputChecks, o
         )
     ct_in = bound("ciphertext", {"level": p.input_level, "degree": 1})
     ct_out = bound("ciphertext", {"level": params.max_level, "degree": 1})
+    rounds = [
+        {
+            "input_ciphertexts": q.input_cts,
+            "output_ciphertexts": q.output_cts,
+            "input_level": q.input_level,
+            "request": q.input_cts * bound("ciphertext", {"level": q.input_level, "degree": 1}),
+            "response": q.output_cts * ct_out,
+        }
+        for q in ((p, *segments) if segments else ())
+    ]
     return {
         "format": FORMAT,
         "model": model,
@@ -171,13 +257,15 @@ def describe_model(p: PackedIO, backend: str, model: str, checks: InputChecks, o
         "input_check": checks.mode,
         "input_bounds": None if checks.input_bounds is None else list(checks.input_bounds),
         "options": options,
+        "segments": rounds,
+        "client_stages": [st.describe() for st in stages],
         "max_bytes": {
             "keys": galois + relin + boot,
             "galois_keys": galois,
             "relin_key": relin,
             "bootstrap_keys": boot,
-            "request": p.input_cts * ct_in,
-            "response": p.output_cts * ct_out,
+            "request": max([p.input_cts * ct_in] + [r["request"] for r in rounds]),  # of any round
+            "response": max([p.output_cts * ct_out] + [r["response"] for r in rounds]),
         },
     }
 

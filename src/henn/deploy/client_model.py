@@ -8,6 +8,8 @@ weight. `GET /v1/model/file` hands out this part; the whole model file stays wit
                      count, the input checks' header (checks.py)
       in.*, out.*    the packing's slot maps (indices) and the output offset
       check.*, boot.*  the weight-derived input checks, only where the server shares them (opt-in)
+      seg{k}.in.*, seg{k}.out.*  a client-aided model's later segments' slot maps (manifest "segments": their
+                     PackedIO headers, "stages": the client's activations and max pools between segments)
 
 Weights, encoded diagonals and biases are never in this part unless the input checks are shared: then
 the activation check's graph holds the layers up to the last activation (their weights), and a
@@ -27,6 +29,7 @@ from henn.deploy.checks import InputChecks
 from henn.deploy.files import archive, write_atomic
 from henn.errors import SerializationError
 from henn.program import ARCHIVE_ERRORS, PackedIO, Program, ProgramError, check_pack, io_fields, open_archive
+from henn.segments import MAX_SEGMENTS, ClientStage, check_segments
 
 FORMAT = "henn-client-model/1"
 MAX_BOOTSTRAPS = 1 << 12
@@ -75,11 +78,19 @@ class ClientModel:
     model: str = ""
     model_sha256: str = ""  # the server's model id (the model file's program digest)
     options: dict = field(default_factory=dict)  # the compile options (henn compile), for people
+    segments: tuple[ClientProgram, ...] = ()  # client-aided: segments 1 .. K-1, packing only (henn.segments)
+    stages: tuple[ClientStage, ...] = ()  # client-aided: what the client applies after segment k
+
+    @property
+    def programs(self) -> tuple[ClientProgram, ...]:
+        return (self.program, *self.segments)
 
     def describe(self) -> dict:
         from henn.deploy.artefact import describe_model
 
-        return describe_model(self.program, self.backend, self.model, self.checks, self.options)
+        return describe_model(
+            self.program, self.backend, self.model, self.checks, self.options, self.segments, self.stages
+        )
 
     # ---- file ------------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -94,6 +105,14 @@ class ClientModel:
             "program": dict(self.program.io_header(arrays), bootstraps=self.program.bootstraps),
             "checks": checks,
         }
+        if self.segments:
+            later = []
+            for k, p in enumerate(self.segments, 1):
+                own: dict[str, np.ndarray] = {}
+                later.append(dict(p.io_header(own), bootstraps=p.bootstraps))
+                arrays.update({f"seg{k}.{name}": a for name, a in own.items()})
+            manifest["segments"] = later
+            manifest["stages"] = [st.to_header() for st in self.stages]
         return archive(manifest, arrays)
 
     def save(self, path: str | Path) -> int:
@@ -135,6 +154,7 @@ class ClientModel:
             program = ClientProgram(**io_fields(h, z), bootstraps=boots)
             check_pack(program)
             checks = InputChecks.from_header(m["checks"], z)
+            segments, stages = _segments(m, z)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, ProgramError) as exc:
             raise SerializationError(f"malformed client model file: {type(exc).__name__}: {exc}") from None
         graphs = (checks.graph, checks.bootstraps)
@@ -142,4 +162,26 @@ class ClientModel:
             raise SerializationError("the client model file's input checks and program take different input shapes")
         if checks.bootstraps is not None and sum(n.op == "bootstrap" for n in checks.bootstraps.nodes) != boots:
             raise SerializationError(f"the client model file bounds another number of bootstraps than its {boots}")
-        return cls(program, backend, checks, model, digest, options)
+        if segments or stages:
+            check_segments((program, *segments), stages)
+        return cls(program, backend, checks, model, digest, options, segments, stages)
+
+
+def _segments(m: dict, z: dict[str, np.ndarray]) -> tuple[tuple[ClientProgram, ...], tuple[ClientStage, ...]]:
+    """A client-aided client part's later segments (packing only) and client stages (KeyError, TypeError,
+    ValueError, ProgramError when malformed)."""
+    headers, stages = m.get("segments", []), m.get("stages", [])
+    if not isinstance(headers, list) or not isinstance(stages, list) or len(headers) != len(stages):
+        raise ValueError("segments and client stages do not match")
+    if len(headers) >= MAX_SEGMENTS:
+        raise ValueError(f"more than {MAX_SEGMENTS} segments")
+    programs = []
+    for k, h in enumerate(headers, 1):
+        prefix = f"seg{k}."
+        own = {name[len(prefix) :]: a for name, a in z.items() if name.startswith(prefix)}
+        if not isinstance(h, dict) or h.get("bootstraps") != 0:
+            raise ValueError(f"segment {k}: a header without bootstraps")
+        p = ClientProgram(**io_fields(h, own), bootstraps=0)
+        check_pack(p)
+        programs.append(p)
+    return tuple(programs), tuple(ClientStage.from_header(st) for st in stages)

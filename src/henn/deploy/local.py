@@ -33,6 +33,7 @@ from henn.errors import InputError, KeyFileError, SerializationError
 from henn.runtime import client as runtime_client
 from henn.runtime import server as runtime_server
 from henn.runtime.inputs import check_images
+from henn.runtime.segments import SegmentServer
 
 UPLOAD_KINDS = (RelinKey, GaloisKeys)  # what a server needs: no public key, never the secret key
 
@@ -144,6 +145,35 @@ class Client:
     def batches(self, n_images: int) -> list[range]:
         return self.runtime.batches(n_images)
 
+    # ---- client-aided models (henn.segments): one round trip per segment ----------------------------
+    @property
+    def segments(self) -> int:
+        """Server round trips per ciphertext set: 1, or a client-aided model's segment count."""
+        return len(self.model.programs)
+
+    def encrypt_segment(self, x: np.ndarray, k: int) -> list[bytes]:
+        """Segment k's request: the serialized ciphertexts of x (checked images for k = 0, else what stage k - 1
+        gave) in segment k's input packing."""
+        return [self.backend.serialize(ct) for ct in self._view(k).encrypt(x)]
+
+    def decrypt_segment(self, blobs: list[bytes], k: int, n_images: int) -> np.ndarray:
+        """Segment k's outputs (n_images, *its output shape) from its response; the last segment's are the
+        logits (flooded when flood_bits is set)."""
+        cts = [self.backend.deserialize(b) for b in blobs]
+        view = self._view(k)
+        if len(cts) != view.program.output_cts or not all(isinstance(c, Ciphertext) for c in cts):
+            raise InputError(
+                f"the server answered {len(cts)} objects, segment {k} has {view.program.output_cts} output "
+                "ciphertexts: is it serving another model?"
+            )
+        out = view.decrypt(cts, n_images)
+        return flood(out, self.flood_bits, self._rng) if k == self.segments - 1 else out
+
+    def _view(self, k: int) -> runtime_client.Client:
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < self.segments:
+            raise InputError(f"segment {k!r}: the model has segments 0 to {self.segments - 1}")
+        return self.runtime if k == 0 else self.runtime.for_program(self.model.programs[k])
+
     def encrypt(self, images: np.ndarray, *, checked: bool = False) -> list[bytes]:
         """One request: the serialized ciphertexts of one set of images (see batches())."""
         x = images if checked else self.check(images)
@@ -151,6 +181,7 @@ class Client:
 
     def decrypt(self, blobs: list[bytes], n_images: int) -> np.ndarray:
         """Logits (n_images, *output_shape) from a response, flooded when flood_bits is set."""
+        _whole(self.segments)
         cts = [self.backend.deserialize(b) for b in blobs]
         if len(cts) != self.program.output_cts or not all(isinstance(c, Ciphertext) for c in cts):
             raise InputError(
@@ -167,6 +198,14 @@ class Client:
     def close(self) -> None:
         self.runtime.close()
         self.backend.close()
+
+
+def _whole(segments: int) -> None:
+    if segments > 1:
+        raise InputError(
+            f"this model has client-aided activations ({segments} segments, a round trip each): run it over HTTP "
+            "(henn serve, henn predict, henn.connect) or in process, segment by segment"
+        )
 
 
 class Server:
@@ -203,21 +242,34 @@ class Server:
             )
         return keys
 
-    def open_session(self, keys: EvaluationKeys) -> runtime_server.Server:
-        """A runtime Server for these keys (checked against the program), weights encoded."""
-        server = runtime_server.Server(self.program, self.backend, keys, threads=self.threads)
+    def open_session(self, keys: EvaluationKeys) -> runtime_server.Server | SegmentServer:
+        """A runtime Server for these keys (checked against the program), weights encoded; for a client-aided
+        model one per segment (SegmentServer)."""
+        server: runtime_server.Server | SegmentServer
+        if self.artefact.segments:
+            server = SegmentServer(self.artefact.programs, self.backend, keys, threads=self.threads)
+        else:
+            server = runtime_server.Server(self.program, self.backend, keys, threads=self.threads)
         server.prepare()
         return server
 
-    def evaluate(self, session: runtime_server.Server, blobs: Iterable[bytes]) -> list[bytes]:
-        """Serialized output ciphertexts of serialized inputs (an iterator: each blob can go once read)."""
-        return self.evaluate_timed(session, blobs)[0]
+    def evaluate(self, session, blobs: Iterable[bytes], segment: int | None = None) -> list[bytes]:
+        """Serialized output ciphertexts of serialized inputs (an iterator: each blob can go once read);
+        segment: which segment of a client-aided model (and only of one)."""
+        return self.evaluate_timed(session, blobs, segment)[0]
 
-    def evaluate_timed(self, session: runtime_server.Server, blobs: Iterable[bytes]) -> tuple[list[bytes], float]:
+    def evaluate_timed(self, session, blobs: Iterable[bytes], segment: int | None = None) -> tuple[list[bytes], float]:
         """evaluate() and the seconds of the evaluation itself (what an in-process run spends too)."""
+        if segment is None:
+            _whole(len(self.artefact.programs))
+            target = session
+        elif not self.artefact.segments:
+            raise InputError("this model has no client-aided segments: send its inputs whole (POST .../infer)")
+        else:
+            target = session.segment(segment)
         cts = [self.backend.deserialize(b) for b in blobs]
         t0 = time.perf_counter()
-        out = session.evaluate(cts, consume=True)
+        out = target.evaluate(cts, consume=True)
         seconds = time.perf_counter() - t0
         return [self.backend.serialize(ct) for ct in out], seconds
 

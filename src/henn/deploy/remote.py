@@ -21,6 +21,7 @@ from henn.deploy.client_model import ClientModel
 from henn.deploy.local import Client
 from henn.deploy.wire import CONTENT_TYPE, chunks, split
 from henn.errors import BackendError, HennError, InputError, SessionError
+from henn.runtime.segments import through_segments
 
 log = logging.getLogger(__name__)
 PROGRESS_BYTES = 16 << 20  # uploads from this size show a progress bar
@@ -119,6 +120,8 @@ class RemoteModel:
         return np.concatenate(outs)
 
     def predict_set(self, x: np.ndarray, *, checked: bool = False) -> np.ndarray:
+        if self.client.segments > 1:
+            return self._segments(x if checked else self.client.check(x))
         t0 = time.perf_counter()
         blobs = self.client.encrypt(x, checked=checked)
         size = sum(len(b) for b in blobs)
@@ -137,10 +140,41 @@ class RemoteModel:
         s["decrypt_s"] += time.perf_counter() - t2
         return logits
 
-    def send(self, blobs: list[bytes]) -> bytes:
-        """The response body to one inference request of serialized ciphertexts (streamed, not copied)."""
+    def _segments(self, x: np.ndarray) -> np.ndarray:
+        """A client-aided model (henn.segments): each segment a round trip, the client's stages in between."""
+        client, s = self.client, self.stats
+        backend = client.backend
+
+        def encrypt(k: int, xs: np.ndarray) -> list[bytes]:
+            t0 = time.perf_counter()
+            blobs = client.encrypt_segment(xs, k)
+            s["encrypt_s"] += time.perf_counter() - t0
+            s["request_bytes"] += sum(len(b) for b in blobs)
+            return blobs
+
+        def evaluate(k: int, blobs: list[bytes]) -> bytes:
+            t0 = time.perf_counter()
+            answer = self.send(blobs, segment=k)
+            s["roundtrip_s"] += time.perf_counter() - t0
+            s["requests"] += 1
+            s["response_bytes"] += len(answer)
+            return answer
+
+        def decrypt(k: int, answer: bytes, n: int) -> np.ndarray:
+            t0 = time.perf_counter()
+            out = split(answer, backend, kinds=("ciphertext",), max_objects=client.model.programs[k].output_cts)
+            y = client.decrypt_segment(out, k, n)
+            s["decrypt_s"] += time.perf_counter() - t0
+            return y
+
+        return through_segments(x, client.model.stages, encrypt, evaluate, decrypt)
+
+    def send(self, blobs: list[bytes], segment: int | None = None) -> bytes:
+        """The response body to one inference request of serialized ciphertexts (streamed, not copied); segment:
+        a client-aided model's segment (POST .../segments/{k})."""
         headers = {"Content-Type": CONTENT_TYPE, "Content-Length": str(sum(len(b) for b in blobs))}
-        r = self._call("POST", f"/v1/sessions/{self.session}/infer", body=lambda: chunks(blobs), headers=headers)
+        route = "infer" if segment is None else f"segments/{segment}"
+        r = self._call("POST", f"/v1/sessions/{self.session}/{route}", body=lambda: chunks(blobs), headers=headers)
         try:
             self.stats["server_evaluate_s"] += float(r.headers.get("X-Henn-Evaluate-Seconds", "0"))
         except ValueError:

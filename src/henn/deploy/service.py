@@ -32,9 +32,10 @@ import psutil
 from henn.deploy.local import Server
 from henn.deploy.store import ExpiredSession, SessionRecord, SessionStore, check_id
 from henn.deploy.wire import ObjectStream, params_fingerprint, read_frames
-from henn.errors import BusyError, CapacityError, HennError, InputError, TooLargeError
+from henn.errors import BusyError, CapacityError, HennError, InputError, OrderError, TooLargeError
 from henn.runtime import server as runtime_server
 from henn.program import WEIGHT_KINDS, weight_count
+from henn.runtime.segments import SegmentServer
 from henn.runtime.memory import ciphertext_bytes, key_bytes, machine_budget, plaintext_bytes
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ class Answer:
 
 @dataclass
 class _Live:
-    server: runtime_server.Server
+    server: runtime_server.Server | SegmentServer
     cost: int
     users: int = 0
 
@@ -93,11 +94,16 @@ class Service:
         self.model_id = server.artefact.digest or hashlib.sha256(program.to_bytes()).hexdigest()
         # the fingerprint every object header of this backend carries (the program's own lacks the primes)
         self.info = dict(server.artefact.describe(), params_fingerprint=params_fingerprint(backend))
+        programs = server.artefact.programs  # a client-aided model's segments each hold their weights
         weights = sum(
-            weight_count(s) * plaintext_bytes(backend, s.level) for s in program.steps if s.kind in WEIGHT_KINDS
+            weight_count(s) * plaintext_bytes(backend, s.level)
+            for p in programs
+            for s in p.steps
+            if s.kind in WEIGHT_KINDS
         )
         self.session_cost = key_bytes(program, backend) + weights
-        self.session_budget = self.limits.memory_budget - self.limits.workers * ciphertext_bytes(program, backend)
+        evaluation = max(ciphertext_bytes(p, backend) for p in programs)
+        self.session_budget = self.limits.memory_budget - self.limits.workers * evaluation
         if self.session_cost > self.session_budget:
             raise CapacityError(
                 f"one session of this model needs about {self.session_cost / 2**20:.0f} MiB beside "
@@ -112,6 +118,7 @@ class Service:
         self.pending = 0  # inference requests running or waiting (event-loop side only)
         self._leases: dict[str, int] = {}  # session id -> its requests running or waiting (event loop)
         self._doomed: set[str] = set()  # deleted or expired sessions whose files go with their last lease
+        self._next_segment: dict[str, int] = {}  # client-aided: a session's next segment (0: a pass may start)
         self.uploads = 0
         self.metrics = {
             "requests": 0,
@@ -188,6 +195,7 @@ class Service:
                 self._doomed.add(sid)
                 return
             self._doomed.discard(sid)
+            self._next_segment.pop(sid, None)
             live = self._live.pop(sid, None)
             if live is not None:
                 self._reserved -= live.cost
@@ -214,10 +222,40 @@ class Service:
             self._drop(sid)
 
     # ---- inference ---------------------------------------------------------------------------
-    async def infer(self, sid: str, body: AsyncIterator[bytes]) -> Answer:
+    @property
+    def segments(self) -> int:
+        """Round trips per ciphertext set: 1, or a client-aided model's segments (henn.segments)."""
+        return len(self.server.artefact.programs)
+
+    def _check_order(self, sid: str, segment: int | None) -> None:
+        """A client-aided model takes its segments in order within a session: k = 0 starts a pass, k > 0 only
+        once segment k - 1 was answered (one pass at a time); a model without segments takes whole inputs."""
+        n = self.segments
+        if segment is None:
+            if n > 1:
+                raise InputError(
+                    f"this model has client-aided activations: send each of its {n} segments to "
+                    "POST /v1/sessions/{id}/segments/{k} in turn (henn.connect does)"
+                )
+            return
+        if n == 1:
+            raise InputError("this model has no client-aided segments: send its inputs to POST /v1/sessions/{id}/infer")
+        if not 0 <= segment < n:
+            raise InputError(f"segment {segment}: the model has segments 0 to {n - 1}")
+        expected = self._next_segment.get(sid, 0)
+        if segment and segment != expected:
+            raise OrderError(
+                f"segment {segment} out of order: this session's next segment is {expected} (segment 0 starts a "
+                "pass; each later one follows the previous segment's answer)"
+            )
+
+    async def infer(self, sid: str, body: AsyncIterator[bytes], *, segment: int | None = None) -> Answer:
+        """Evaluate one ciphertext set: the whole model, or a client-aided model's segment `segment`."""
         self.metrics["requests"] += 1
         check_id(sid)  # nothing of a malformed id goes further
-        limit = self.info["max_bytes"]["request"]
+        program, limit = self.server.program, self.info["max_bytes"]["request"]
+        if segment is not None and 0 <= segment < self.segments and self.segments > 1:
+            program, limit = self.server.artefact.programs[segment], self.info["segments"][segment]["request"]
         if self.pending >= self.limits.workers + self.limits.max_queue:
             await _drain(body, limit)
             raise self._reject(
@@ -237,20 +275,19 @@ class Service:
         sink = None
         try:
             record = self._record(sid)
+            self._check_order(sid, segment)
             sink = tempfile.SpooledTemporaryFile(SPOOL_BYTES)  # queued batch-mode bodies (~1.6 GB) wait on disk
             stream = ObjectStream(
-                self.server.backend,
-                sink,
-                kinds=("ciphertext",),
-                max_objects=self.server.program.input_cts,
-                max_bytes=limit,
+                self.server.backend, sink, kinds=("ciphertext",), max_objects=program.input_cts, max_bytes=limit
             )
             await self._receive(stream, body)
             frames = stream.finish()
             async with self._run:
                 t0 = time.perf_counter()
-                out, evaluate_s = await self._call(self._evaluate, record, read_frames(sink, frames))
+                out, evaluate_s = await self._call(self._evaluate, record, read_frames(sink, frames), segment)
                 self.metrics["seconds_evaluating"] += time.perf_counter() - t0
+            if segment is not None:
+                self._next_segment[sid] = (segment + 1) % self.segments
             self.metrics["inferences"] += 1
             self.metrics["bytes_out"] += sum(len(b) for b in out)
             return Answer(out, evaluate_s)
@@ -268,10 +305,12 @@ class Service:
             self._drop(sid)  # with this request's lease: when it ends
             raise
 
-    def _evaluate(self, record: SessionRecord, blobs: Iterable[bytes]) -> tuple[list[bytes], float]:
+    def _evaluate(
+        self, record: SessionRecord, blobs: Iterable[bytes], segment: int | None = None
+    ) -> tuple[list[bytes], float]:
         live = self._acquire(record)
         try:
-            return self.server.evaluate_timed(live.server, blobs)
+            return self.server.evaluate_timed(live.server, blobs, segment)
         finally:
             with self._lock:
                 live.users -= 1

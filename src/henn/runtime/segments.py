@@ -4,6 +4,7 @@ key set, and the client's walk through the segments (encrypt, evaluate, decrypt,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -53,9 +54,9 @@ class SegmentServer:
 def through_segments(
     x: np.ndarray,
     stages: Sequence[ClientStage],
-    encrypt: Callable[[int, np.ndarray], object],
-    evaluate: Callable[[int, object], object],
-    decrypt: Callable[[int, object, int], np.ndarray],
+    encrypt: Callable[[int, np.ndarray], Any],
+    evaluate: Callable[[int, Any], Any],
+    decrypt: Callable[[int, Any, int], np.ndarray],
 ) -> np.ndarray:
     """The logits of one ciphertext set of images x: segment k encrypted (encrypt(k, x)), evaluated by the
     server (evaluate(k, request), in process or over the network), decrypted (decrypt(k, response, images)),
