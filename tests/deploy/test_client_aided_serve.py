@@ -10,6 +10,7 @@ import httpx
 import numpy as np
 import pytest
 from deploy_support import ServerProcess, digits
+from test_client_part import leaked_windows
 
 import henn
 from henn.ckks.values import EvaluationKeys
@@ -17,6 +18,7 @@ from henn.deploy import Artefact
 from henn.deploy.local import Client
 from henn.deploy.wire import CONTENT_TYPE, split
 from henn.errors import InputError
+from henn.program import WEIGHT_KINDS, weight_count, weight_vector
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -69,15 +71,28 @@ def test_predictions_equal_torch_over_http(model, server):
 
 
 def test_the_client_part_has_the_packing_and_no_weights(model):
+    """No 16-byte window of any weight (torch's, every segment's step arrays and decoded diagonals) in the client
+    part, which still holds every segment's packing and the stages; the whole file does hold them."""
     whole = Artefact.load(model[1])
-    part = whole.client_part().to_bytes()
-    assert len(whole.client_part().programs) == 3
-    for p in whole.programs:
-        for step in p.steps:
-            for a in step.arrays.values():
-                raw = np.ascontiguousarray(a).tobytes()
-                if a.dtype.kind == "f" and len(raw) >= 16:
-                    assert raw[:16] not in part
+    part = whole.client_part()
+    assert len(part.programs) == 3 and [s.describe() for s in part.stages] == ["relu -> maxpool 2x2"] * 2
+    arrays = [p.detach().numpy() for p in model[0].parameters()]
+    for program in whole.programs:
+        for step in program.steps:
+            arrays += list(step.arrays.values())
+            if step.kind in WEIGHT_KINDS:
+                rows = [weight_vector(step, r) for r in range(weight_count(step))]
+                arrays += rows + [r.astype(np.complex128) for r in rows]
+    arrays = [a for a in arrays if a.dtype.kind in "fc"]
+    blob = part.to_bytes()
+    assert leaked_windows(blob, arrays) == 0
+    # the check sees arrays where they are: the packing maps in this (uncompressed) part, the steps' weights
+    maps = [np.asarray(v, np.int64) for p in part.programs for v in p.input_pack.values() if isinstance(v, np.ndarray)]
+    assert np.ascontiguousarray(maps[0]).tobytes()[:64] in blob
+    steps = b"".join(
+        np.ascontiguousarray(a).tobytes() for p in whole.programs for st in p.steps for a in st.arrays.values()
+    )
+    assert leaked_windows(steps, arrays) > 100
 
 
 def test_the_steps_as_files_refuse_a_client_aided_model(model):
