@@ -21,7 +21,7 @@ level where they are used) and small attributes. Step kinds (`StepKind`, specifi
                   series) on t = (a - b) / bound, times (a - b); output ceil(log2 k) maxima lower (k: the
                   longest row), every row dropped to that level
     mmax          the same tree within each ciphertext: rows (a, b, step) of `ops`, register r = max(reg a,
-                  rot(reg b, step)) (henn.kernels.composite_max.rotation_ops)
+                  rot(reg b, step)) (henn.max_tree.rotation_ops)
     bootstrap     refresh every ciphertext to the top level; attrs bound: the values' range (calibrated)
     poly          elementwise polynomial of any degree, output at its input's scale; coefficients: one row per
                   series (constant first, zero-padded). chebyshev False: one row c0..cd in the power basis

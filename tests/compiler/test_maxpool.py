@@ -15,7 +15,7 @@ import precision_table  # noqa: E402
 from henn.datasets import load_embedded_mnist  # noqa: E402
 from henn.errors import InputError, UnsupportedOperation  # noqa: E402
 from henn.ir import interpret  # noqa: E402
-from henn.kernels.composite_max import rotation_ops, tree  # noqa: E402
+from henn.max_tree import rotation_ops, tree  # noqa: E402
 from residual_params import insecure  # noqa: E402
 from test_approximated_activations import SHAPE, _onnx, _torch  # noqa: E402
 

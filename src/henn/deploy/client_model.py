@@ -26,6 +26,7 @@ import henn
 from henn.ckks import backends
 from henn.ckks.params import Parameters
 from henn.deploy.checks import InputChecks
+from henn.deploy.facts import MODEL_FORMAT, describe_model
 from henn.deploy.files import archive, write_atomic
 from henn.errors import SerializationError
 from henn.program import ARCHIVE_ERRORS, PackedIO, Program, ProgramError, check_pack, io_fields, open_archive
@@ -86,8 +87,6 @@ class ClientModel:
         return (self.program, *self.segments)
 
     def describe(self) -> dict:
-        from henn.deploy.artefact import describe_model
-
         return describe_model(
             self.program, self.backend, self.model, self.checks, self.options, self.segments, self.stages
         )
@@ -125,18 +124,13 @@ class ClientModel:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ClientModel:
-        """The client part of a model file, or of a whole model file (whose holder has the weights anyway:
-        its input checks come along); anything malformed is a SerializationError."""
-        from henn.deploy.artefact import FORMAT as MODEL_FORMAT
-        from henn.deploy.artefact import Artefact
-
+        """The client part of a model file (henn.deploy.model_file.read_client_model reads a whole model file
+        too); anything malformed is a SerializationError."""
         try:
             z, m = open_archive(data, "__manifest__")
         except ARCHIVE_ERRORS as exc:
             raise SerializationError(f"not a henn model file ({exc}): write it with `henn compile --out`") from None
         got = m.get("format") if isinstance(m, dict) else None
-        if got == MODEL_FORMAT:
-            return Artefact.from_bytes(data).client_part(share_checks=True)
         if got != FORMAT:
             raise SerializationError(f"model file format {got!r} is neither {FORMAT!r} nor {MODEL_FORMAT!r}")
         assert isinstance(m, dict)

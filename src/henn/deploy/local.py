@@ -28,6 +28,7 @@ from henn.deploy import keyfile
 from henn.deploy.artefact import Artefact
 from henn.deploy.client_model import ClientModel
 from henn.deploy.files import write_atomic
+from henn.deploy.model_file import load_client_model, read_client_model
 from henn.deploy.flood import check_bits, flood
 from henn.errors import InputError, KeyFileError, SerializationError
 from henn.runtime import client as runtime_client
@@ -61,7 +62,7 @@ class Client:
     @classmethod
     def load(cls, path: str | Path, **options) -> Client:
         """A client without keys of a model file: its client part (`GET /v1/model/file`) or the whole file."""
-        return cls(ClientModel.load(path), **options)
+        return cls(load_client_model(path), **options)
 
     def generate_keys(self) -> EvaluationKeys:
         return self.runtime.generate_keys()
@@ -115,7 +116,7 @@ class Client:
         where = str(path)
         header, secret, model_bytes = keyfile.unlock(Path(path).read_bytes(), passphrase, where)
         try:
-            model = ClientModel.from_bytes(model_bytes)
+            model = read_client_model(model_bytes)
         except SerializationError as exc:
             raise KeyFileError(f"{where} holds a damaged model description ({exc})") from None
         if model.backend != header["backend"] or model.model_sha256 != header["model_sha256"]:

@@ -17,8 +17,8 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from henn.deploy.client_model import ClientModel
 from henn.deploy.local import Client
+from henn.deploy.model_file import read_client_model
 from henn.deploy.wire import CONTENT_TYPE, chunks, split
 from henn.errors import BackendError, HennError, InputError, SessionError
 from henn.runtime.segments import through_segments
@@ -56,7 +56,7 @@ class RemoteModel:
         self.http = httpx.Client(base_url=self.url, timeout=timeout)
         self.info = self._json("GET", "/v1/model")
         if client is None:
-            model = ClientModel.from_bytes(self._call("GET", "/v1/model/file").content)
+            model = read_client_model(self._call("GET", "/v1/model/file").content)
             if model.model_sha256 != self.info["model_sha256"]:
                 raise RemoteError("the model file the server sent does not match its description")
             client = Client(model, threads=threads, flood_bits=flood_bits, seed=seed)

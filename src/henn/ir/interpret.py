@@ -13,7 +13,7 @@ import numpy as np
 from henn.activations import NONPOLYNOMIAL, chebyshev_series, form
 from henn.ir.graph import Graph, IRError, Node
 from henn.ir.ops import Op
-from henn.kernels.composite_max import window_max_numpy
+from henn.max_tree import window_max_numpy
 
 
 def run(

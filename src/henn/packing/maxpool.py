@@ -1,6 +1,6 @@
 """Single mode max pools: a window's elements sit in one ciphertext at the same slot offsets from its first
 element whatever the window (natural, strided and multiplexed layouts), so the tree of composite maxima runs
-on whole ciphertexts with rotations by those offsets (henn.kernels.composite_max.rotation_ops), and each
+on whole ciphertexts with rotations by those offsets (henn.max_tree.rotation_ops), and each
 window's maximum lands on the slot of its first element: the output layout, which the next layer's
 diagonals read as any other. Padded pools are refused here (a border window's rotations would read
 neighbouring slots, not -inf): batch packing runs them.
@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from henn.errors import UnsupportedOperation
-from henn.kernels.composite_max import rotation_ops
+from henn.max_tree import rotation_ops
 from henn.packing import matrices
 from henn.packing.layout import Layout, LayoutKind
 from henn.packing.plans import RotationMaxPlan

@@ -110,7 +110,7 @@ class RotationPoolPlan:
 
 @dataclass(frozen=True, eq=False)
 class RotationMaxPlan:
-    ops: np.ndarray  # (a, b, step) rows of henn.kernels.composite_max.rotation_ops
+    ops: np.ndarray  # (a, b, step) rows of henn.max_tree.rotation_ops
     cts_in: int
     period: int
     strategy: Strategy = Strategy.ROTATION_MAX
