@@ -61,7 +61,7 @@ def one_run(run: int, suites: list[str], report: Path, select: str | None) -> fl
     env = dict(os.environ, HENN_PRECISION_REPORT=str(report), HENN_PRECISION_MEASURE_ONLY="1",
                HENN_TEST_NOISE_SEED=str(run))
     env.pop("CI", None)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "-m", "not heavy"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"]
     cmd += checking_tests(suites)
     if select:
         cmd += ["-k", select]

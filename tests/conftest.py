@@ -52,6 +52,10 @@ def pytest_configure(config):
         raise pytest.UsageError("HENN_PRECISION_MEASURE_ONLY=1 turns the precision bounds off: not in CI")
 
 
+def pytest_collection_modifyitems(config, items):
+    suite_gates.mark_slow(items)
+
+
 def pytest_runtest_setup(item):
     suite_gates.check_free_memory(item)
 

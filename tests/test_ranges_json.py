@@ -14,7 +14,6 @@ import henn
 from henn import ranges
 from henn.api import _observed_preactivation
 from henn.compiler.driver import load_model
-from henn.errors import HennError
 from henn.passes import CompileOptions
 from henn.passes.pipeline import run_pipeline
 
@@ -32,15 +31,14 @@ def _checked(onnx_path: Path):
 
 
 def _zoo_models() -> list[Path]:
-    return sorted(p for p in ZOO.glob("*.onnx") if p.with_suffix(".json").is_file())
+    """The zoo's models with a training .json, but the ReLU reference: its ReLUs are approximated on ranges
+    calibrated from sample images, so its pipeline does not run without them (and reads no .json maxima)."""
+    return sorted(p for p in ZOO.glob("*.onnx") if p.with_suffix(".json").is_file() and "relu" not in p.stem)
 
 
 @pytest.mark.parametrize("onnx_path", _zoo_models(), ids=lambda p: p.stem)
 def test_every_zoo_models_json_is_read_without_a_warning(onnx_path, caplog):
-    try:
-        graph = _checked(onnx_path)
-    except HennError:  # the ReLU reference: not a model henn compiles
-        pytest.skip(f"{onnx_path.stem} does not compile")
+    graph = _checked(onnx_path)
     maxima = _observed_preactivation(str(onnx_path))
     with caplog.at_level(logging.WARNING, logger="henn.ranges"):
         peaks = ranges.clean_peaks(maxima, graph, "the model's .json")
