@@ -15,6 +15,7 @@ from test_client_part import leaked_windows
 import henn
 from henn.ckks.values import EvaluationKeys
 from henn.deploy import Artefact
+from henn.deploy.client_model import ClientModel
 from henn.deploy.local import Client
 from henn.deploy.wire import CONTENT_TYPE, split
 from henn.errors import InputError
@@ -157,3 +158,30 @@ def test_refusals(model, server, session):
     assert np.abs(logits - torch_logits(model[0], x)).max() < 1e-3
     assert _post(server, sid, "segments/1", first).status_code == 409  # a pass ends with its last segment
     assert httpx.get(server.url + "/health").json()["status"] == "ok"
+
+
+FORGED = {  # a change to a client-aided client part's manifest and arrays -> words of the refusal
+    "a stage dropped": (lambda m, z: m["stages"].pop(), "do not match"),
+    "a stage of other shapes": (
+        lambda m, z: m["stages"][1].update(input_shape=[8, 6, 6], output_shape=[8, 3, 3]),
+        "join",
+    ),
+    "a stage's pool widened": (lambda m, z: m["stages"][0]["ops"][1]["attrs"].update(kernel=[3, 3]), "output shape"),
+    "a segment's map gone": (lambda m, z: z.pop(next(k for k in z if k.startswith("seg1."))), "KeyError"),
+    "a bootstrapping segment": (lambda m, z: m["segments"][0].update(bootstraps=1), "bootstraps"),
+    "other parameters": (lambda m, z: m["segments"][1]["params"].update(log_scale=40), "other parameters"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FORGED))
+def test_a_forged_client_part_is_refused(model, case):
+    from henn.deploy.files import archive
+    from henn.errors import SerializationError
+    from henn.program import open_archive
+
+    z, m = open_archive(Artefact.load(model[1]).client_part().to_bytes(), "__manifest__")
+    z = {k: v for k, v in z.items() if k != "__manifest__"}
+    change, words = FORGED[case]
+    change(m, z)
+    with pytest.raises(SerializationError, match=words):
+        ClientModel.from_bytes(archive(m, z))
