@@ -76,7 +76,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--suites", choices=sorted(SUITES), default="ckks")
-    ap.add_argument("-k", dest="select", help="pytest -k expression: a subset of the suites (no file written)")
+    ap.add_argument("-k", dest="select", help="pytest -k: a subset of the suites (replaces only the rows it measures)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "precision_spread.json"))
     ap.add_argument("--table", action="store_true", help="print --out as a Markdown table (docs/testing.md)")
     args = ap.parse_args()
@@ -96,14 +96,15 @@ def main() -> None:
     rows = [_row(ctx, op, bits, args.suites) for (ctx, op), bits in sorted(samples.items())]
     run = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "files": SUITES[args.suites],
            "runs": args.runs, "seconds_per_run": round(statistics.median(seconds), 1)}
-    if args.select:
-        json.dump({"run": run, "distributions": rows}, sys.stdout, indent=1)
-        return
     out = Path(args.out)
     old = json.loads(out.read_text()) if out.exists() else {"suites": {}, "distributions": []}
-    kept = [r for r in old["distributions"] if r["suite"] != args.suites]  # the other suites' rows stay
+    new = {(r["ctx"], r["op"]) for r in rows}
+    # a whole suite replaces its rows; a -k subset (a new backend, say) replaces only the rows it measured
+    kept = [r for r in old["distributions"]
+            if (r["ctx"], r["op"]) not in new and (args.select or r["suite"] != args.suites)]
+    name = f"{args.suites} -k {args.select}" if args.select else args.suites
     payload = {"k_sigma": precision_table.K_SIGMA, "sd_floor": precision_table.SD_FLOOR,
-               "suites": {**old["suites"], args.suites: run},
+               "suites": {**old["suites"], name: run},
                "distributions": sorted(kept + rows, key=lambda r: (r["ctx"], r["op"]))}
     sys.stderr.write(f"wrote {write_json(out, payload)}\n")
 

@@ -30,7 +30,7 @@ import precision_table
 from henn.errors import (BackendError, InputError, LevelError, MissingKeyError, ScaleError,
                          SerializationError, UnsupportedOperation)
 
-BACKENDS = ["plain", "seal", "lattigo"]
+BACKENDS = ["plain", "seal", "lattigo", "openfhe"]
 THREAD_SAFE = {"plain", "lattigo"}  # their evaluators may be called from several threads at once
 PROFILES = {"short": "insecure_short_d4", "n14": "n14-d5", "short-real": "insecure_short_d4_real",
             "n14-real": "n14-d5-real"}
