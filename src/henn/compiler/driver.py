@@ -63,6 +63,11 @@ def _compiler_for(graph: Graph, options: CompileOptions):
 def _compile(graph: Graph, options: CompileOptions) -> Compiled:
     checked = run_pipeline(graph, options, until="approximate_activations")
     final = run_pipeline(graph, options)
+    chosen = final.meta["params"]
+    if options.params is None and _multiplexed(final) and chosen.slots != final.meta["min_slots"]:
+        # multiplexed layouts fill whole ciphertexts of the slot count choose_packing assumed (2^14); the depth
+        # asked for a larger ring: plan them again for the ring select_params chose
+        return _compile(graph, dataclasses.replace(options, params=chosen))
     program = lower(final)
     if options.complex_packing:
         program = pack_complex(program, options.backend)
@@ -74,6 +79,11 @@ def _compile(graph: Graph, options: CompileOptions) -> Compiled:
         program.params.describe(),
     )
     return Compiled(graph, checked, final, program)
+
+
+def _multiplexed(g: Graph) -> bool:
+    layout = g.values[g.input].meta.get("layout")
+    return layout is not None and layout.spans_ciphertexts
 
 
 def compile_model(model, input_shape=None, options: CompileOptions | None = None) -> Compiled:
