@@ -24,6 +24,7 @@ import numpy as np
 
 from henn.ckks import serialization
 from henn.ckks.params import MAX_SPECIAL_PRIME_BITS, Parameters, ParametersLiteral
+from henn.ckks.primes import ntt_primes
 from henn.ckks.values import (KEY_ID_PATTERN, BootstrapKeys, Ciphertext, EvaluationKeys, GaloisKeys, Plaintext,
                               PublicKey, RelinKey, SecretKey, check_same_key_set, new_key_id)
 from henn.errors import InputError, LevelError, SerializationError, UnsupportedOperation
@@ -103,6 +104,12 @@ class Backend(ABC):
     @abstractmethod
     def recommend(cls, depth: int, slots: int | None, log_scale: int | None) -> ParametersLiteral:
         """Parameters the library itself recommends for this depth (library mode)."""
+
+    @classmethod
+    def chain_primes(cls, sizes: Iterable[int], log_n: int, ring: str = "standard") -> list[int]:
+        """The primes the library makes for parameters of these bit sizes (q, then p) with none pinned, or
+        ValueError where it cannot make them all: precision-driven selection proposes only such chains."""
+        return ntt_primes(sizes, log_n, ring=ring)
 
     @abstractmethod
     def _open(self, params: Parameters) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 import dataclasses
+from collections.abc import Callable
 
 from henn.ckks import backends, security
 from henn.ckks.params import (MAX_PRIME_BITS, MAX_SPECIAL_PRIME_BITS, MIN_PRIME_BITS, RINGS, Parameters,
@@ -18,6 +19,8 @@ from henn.ckks.primes import ntt_primes
 from henn.errors import ParameterError, UnsupportedOperation
 
 MODES = ("library", "fixed")
+# (bit sizes, log_n, ring=) -> the primes a library makes for them, or ValueError (Backend.chain_primes)
+ChainPrimes = Callable[..., list[int]]
 DEFAULT_LOG_SCALE = 40
 MIN_SCALE_BITS = 20  # the smallest scale any selection considers
 INTEGER_BITS = 20  # headroom in q0 above the scale for the integer part of results
@@ -113,7 +116,8 @@ def _check_request(depth: int, slots: int | None, log_scale: int | None = None, 
 
 
 def precision_literal(depth: int, log_n: int, log_scale: int, integer_bits: int, ring: str = "standard",
-                      special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64)) -> ParametersLiteral | None:
+                      special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64),
+                      primes: ChainPrimes = ntt_primes) -> ParametersLiteral | None:
     """The chain for `depth` rescales at a `log_scale`-bit scale on ring 2^log_n, sized by precision
     rather than a fixed budget: q0 = scale + integer_bits (the integer part of the outputs), then the most
     special primes (up to half the chain and special = (bits, most): the library's, up to 61 bits for
@@ -122,7 +126,8 @@ def precision_literal(depth: int, log_n: int, log_scale: int, integer_bits: int,
     primes) by KEYSWITCH_MARGIN_BITS. More special primes mean fewer digits, so cheaper rotations and
     relinearizations; smaller ones fit where a 61-bit one would not (N = 2^13, depth 5, 26-bit scale:
     one 49-bit special prime, where a 61-bit one would have needed the ring twice as large). None when
-    not even one special prime fits or the ring has too few primes of those sizes."""
+    not even one special prime fits or the ring has too few primes of those sizes: `primes(sizes, log_n,
+    ring=)` makes them the way the library will (Backend.chain_primes), or raises ValueError."""
     _check_request(depth, None, log_scale, ring)
     special_bits, most = special
     first = log_scale + integer_bits
@@ -134,7 +139,7 @@ def precision_literal(depth: int, log_n: int, log_scale: int, integer_bits: int,
     if log_p is None:
         return None
     try:
-        ntt_primes(log_q + log_p, log_n, ring=ring)
+        primes(log_q + log_p, log_n, ring=ring)
     except ValueError:  # e.g. too few 22-bit primes = 1 mod 4N
         return None
     return ParametersLiteral(log_n, log_q, log_p, log_scale, ring=ring)
@@ -156,9 +161,10 @@ def _special_primes(log_q: tuple[int, ...], room: int, special_bits: int, most: 
 
 
 def largest_scale(depth: int, log_n: int, integer_bits: int, ring: str = "standard",
-                  special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64)) -> int | None:
+                  special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64),
+                  primes: ChainPrimes = ntt_primes) -> int | None:
     """The largest scale (bits) whose precision_literal fits ring 2^log_n, or None."""
     for log_scale in range(MAX_PRIME_BITS - integer_bits, MIN_SCALE_BITS - 1, -1):
-        if precision_literal(depth, log_n, log_scale, integer_bits, ring, special) is not None:
+        if precision_literal(depth, log_n, log_scale, integer_bits, ring, special, primes) is not None:
             return log_scale
     return None

@@ -20,7 +20,7 @@ import numpy as np
 
 from henn.ckks import backends, open_backend, security
 from henn.ckks.params import Parameters
-from henn.ckks.selection import MIN_SCALE_BITS, largest_scale, precision_literal
+from henn.ckks.selection import MIN_SCALE_BITS, ChainPrimes, largest_scale, precision_literal
 from henn.errors import InputError, ParameterError, ScaleError
 from henn.ir import interpret
 from henn.ir.graph import Graph
@@ -98,18 +98,20 @@ def _loudest(images: np.ndarray, exact: np.ndarray, n: int = SIMULATED_IMAGES) -
 
 @dataclass(frozen=True)
 class _Chain:
-    """What every candidate set shares: depth, q0's integer bits, ring, the library's special primes."""
+    """What every candidate set shares: depth, q0's integer bits, ring, the library's special primes and
+    prime generator."""
 
     depth: int
     integer_bits: int
     ring: str
     special: tuple[int, int]  # (bits, most)
+    primes: ChainPrimes  # the backend's Backend.chain_primes: only chains it can make are proposed
 
     def literal(self, log_n: int, scale: int):
-        return precision_literal(self.depth, log_n, scale, self.integer_bits, self.ring, self.special)
+        return precision_literal(self.depth, log_n, scale, self.integer_bits, self.ring, self.special, self.primes)
 
     def top(self, log_n: int) -> int | None:
-        return largest_scale(self.depth, log_n, self.integer_bits, self.ring, self.special)
+        return largest_scale(self.depth, log_n, self.integer_bits, self.ring, self.special, self.primes)
 
 
 def choose(
@@ -136,7 +138,7 @@ def choose(
     # q0 holds the outputs' integer part with 5 bits to spare (biases and noise of the last levels); a
     # value that still overflows the chain fails its encoding check in the simulation, rejecting the set
     integer_bits = max(4, math.ceil(math.log2(max(1.0, float(np.max(np.abs(exact))))))) + 5
-    chain = _Chain(depth, integer_bits, ring, (cls.special_prime_bits, cls.max_special_primes))
+    chain = _Chain(depth, integer_bits, ring, (cls.special_prime_bits, cls.max_special_primes), cls.chain_primes)
     sim = _Simulation(compile_with, images, exact)
     rejected: list[str] = []
     per_ring = 0 if ring == "conjugate_invariant" else 1  # slots = N or N/2

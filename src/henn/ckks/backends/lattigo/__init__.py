@@ -45,6 +45,7 @@ from henn.ckks import security, serialization
 from henn.ckks.backend import Backend
 from henn.ckks.backends.lattigo import bridge
 from henn.ckks.params import MAX_PRIME_BITS, MAX_SPECIAL_PRIME_BITS, ParametersLiteral
+from henn.ckks.primes import ntt_primes
 from henn.ckks.selection import check_depth, smallest_secure_log_n
 from henn.errors import BackendError, ParameterError, SecurityError, SerializationError
 
@@ -127,6 +128,12 @@ class LattigoBackend(Backend):
         count = max(1, min(-(-len(log_q) // 2), budget // MAX_SPECIAL_PRIME_BITS))
         log_p = (MAX_SPECIAL_PRIME_BITS,) * count
         return ParametersLiteral(log_n, log_q, log_p, log_scale)
+
+    @classmethod
+    def chain_primes(cls, sizes, log_n: int, ring: str = "standard") -> list[int]:
+        """The bridge's primes (go/context.go downstreamPrimes): Lattigo's NextDownstreamPrime, which stops
+        half a bit below 2^k, where henn's generator would go on to 2^(k-1)."""
+        return ntt_primes(sizes, log_n, ring=ring, half_bit=True)
 
     def _open(self, params) -> None:
         path = _build().ensure_built()
