@@ -57,7 +57,7 @@ import json
 import math
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
 import numpy as np
@@ -505,10 +505,12 @@ STEPS: dict[StepKind, StepSpec] = {
 }
 
 
+@dataclass(frozen=True)
 class PackedIO:
     """What both ends of a program know: parameters, keys, shapes and the packing of inputs and outputs.
     Program has it with its steps; the client part of a model file (henn.deploy.client_model) without them,
-    so that a client can make keys, encrypt and decrypt knowing no weight."""
+    so that a client can make keys, encrypt and decrypt knowing no weight. Subclasses add their own fields
+    as keywords."""
 
     mode: str  # "batch" | "single"
     params: Parameters
@@ -519,8 +521,12 @@ class PackedIO:
     relin: bool
     input_pack: dict  # kind (PACK_KINDS) and the client's slot maps
     output_elem: np.ndarray | None  # logical output index of each slot of the output ciphertexts (not batch)
-    output_gain: float
-    output_offset: np.ndarray | None
+    output_gain: float = 1.0
+    output_offset: np.ndarray | None = None
+
+    def io(self) -> dict:
+        """The PackedIO fields by name (what a subclass's constructor takes besides its own)."""
+        return {f.name: getattr(self, f.name) for f in fields(PackedIO)}
 
     @property
     def input_level(self) -> int:
@@ -618,20 +624,9 @@ def io_fields(h: dict, z: dict[str, np.ndarray]) -> dict:
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Program(PackedIO):
-    mode: str  # "batch" | "single"
-    params: Parameters
-    depth: int
-    input_shape: tuple[int, ...]
-    output_shape: tuple[int, ...]
-    rotation_steps: tuple[int, ...]
-    relin: bool
     steps: list[Step]
-    input_pack: dict  # kind (PACK_KINDS) and the client's slot maps
-    output_elem: np.ndarray | None  # logical output index of each slot of the output ciphertexts (not batch)
-    output_gain: float = 1.0
-    output_offset: np.ndarray | None = None
     final_level: int = 0
 
     @property

@@ -40,19 +40,19 @@ def lower(g: Graph) -> Program:
     else:
         steps, pack, elem = _single(g)
     return Program(
-        m["packing"],
-        m["params"],
-        m["depth"],
-        tuple(g.input_shape),
-        tuple(g.output_shape),
-        tuple(m["rotation_steps"]),
-        bool(m["relin"]),
-        steps,
-        pack,
-        elem,
-        float(m.get("output_gain", 1.0)),
-        m.get("output_offset"),
-        _at(g, g.output),
+        mode=m["packing"],
+        params=m["params"],
+        depth=m["depth"],
+        input_shape=tuple(g.input_shape),
+        output_shape=tuple(g.output_shape),
+        rotation_steps=tuple(m["rotation_steps"]),
+        relin=bool(m["relin"]),
+        steps=steps,
+        input_pack=pack,
+        output_elem=elem,
+        output_gain=float(m.get("output_gain", 1.0)),
+        output_offset=m.get("output_offset"),
+        final_level=_at(g, g.output),
     ).verify()
 
 

@@ -24,7 +24,6 @@ import numpy as np
 
 import henn
 from henn.ckks import backends
-from henn.ckks.params import Parameters
 from henn.deploy.checks import InputChecks
 from henn.deploy.facts import MODEL_FORMAT, describe_model
 from henn.deploy.files import archive, write_atomic
@@ -36,39 +35,15 @@ FORMAT = "henn-client-model/1"
 MAX_BOOTSTRAPS = 1 << 12
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClientProgram(PackedIO):
     """A program's inputs and outputs (PackedIO) and how many bootstraps it runs (their keys): no steps."""
 
-    mode: str
-    params: Parameters
-    depth: int
-    input_shape: tuple[int, ...]
-    output_shape: tuple[int, ...]
-    rotation_steps: tuple[int, ...]
-    relin: bool
-    input_pack: dict
-    output_elem: np.ndarray | None
-    output_gain: float
-    output_offset: np.ndarray | None
     bootstraps: int
 
     @classmethod
     def of(cls, p: Program) -> ClientProgram:
-        return cls(
-            p.mode,
-            p.params,
-            p.depth,
-            tuple(p.input_shape),
-            tuple(p.output_shape),
-            tuple(p.rotation_steps),
-            p.relin,
-            dict(p.input_pack),
-            p.output_elem,
-            p.output_gain,
-            p.output_offset,
-            p.bootstraps,
-        )
+        return cls(**{**p.io(), "input_pack": dict(p.input_pack)}, bootstraps=p.bootstraps)
 
 
 @dataclass(frozen=True)
