@@ -159,3 +159,19 @@ def test_real_backend(name):
     want = chebyshev.chebval(chebyshev.chebval(x / 2, p1), p1) * x
     assert out.level == ct.level - 8 and out.scale == pytest.approx(ct.scale, rel=1e-12)
     assert np.max(np.abs(be.decrypt_decode(out, sk).real - want)) < fresh * 2**FEW_BITS
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_chain_on_an_input_below_the_default_scale(name):
+    """A value at scale Delta / 16 (as a bootstrap with bound 16 left it before it multiplied back): the chain
+    builds its basis at the default scale, not at the input's, whose deficit would square at every doubling
+    (2^-4, 2^-8, 2^-16, 2^-32 at T_8: no precision left)."""
+    be = real_backend(name, PARAMS)
+    sk, ev, x, ct = _setup(be)
+    low = ev.rescale(ev.multiply(ct, 1.0, scale=float(be.prime(ct.level)) / 16))
+    assert low.scale == pytest.approx(ct.scale / 16, rel=1e-12)
+    p = chebyshev.chebinterpolate(lambda t: np.tanh(4 * t), 15)
+    out = evaluate_chain(ev, low, [p], bound=2.0, times_input=True)
+    want = chebyshev.chebval(x / 2, p) * x
+    assert out.scale == pytest.approx(low.scale, rel=1e-12)
+    assert np.max(np.abs(be.decrypt_decode(out, sk).real - want)) < 2**-12

@@ -205,7 +205,8 @@ class Evaluator:
     def bootstrap(self, a: Ciphertext, *, bound: float = 1.0, parallel: bool = True) -> Ciphertext:
         """Refresh `a` to the top level (params.max_level). Its values must lie in [-bound, bound]:
         they are read as divided by `bound` (a change of scale, no operation), bootstrapped in the
-        range [-1, 1] the modular reduction is made for, and returned at scale default_scale / bound.
+        range [-1, 1] the modular reduction is made for, and returned at scale default_scale (multiplied
+        back by the integer bound, no level; a bound below 1: at default_scale / bound).
         Needs level >= 1 (one level matches the scale to the circuit) and the bootstrapping keys;
         parallel=True lets the backend use two threads inside one bootstrap.
 
@@ -237,7 +238,10 @@ class Evaluator:
             raise ScaleError(f"cannot bootstrap with bound {bound:g}: the output scale 2^{math.log2(out_scale):.1f} "
                              "would hold no precision; scale the values down before")
         raw = be._bootstrap(a.raw, bound, keys.raw, bool(parallel))
-        return Ciphertext(raw, be.max_level, out_scale, be.name, key_id=a.key_id)
+        out = Ciphertext(raw, be.max_level, out_scale, be.name, key_id=a.key_id)
+        # back to the default scale by the integer `bound` (no level): a series evaluated at scale s squares
+        # s / q_level at every doubling of its basis (2^-4 at T_2 becomes 2^-32 at T_16)
+        return self.multiply(out, 1.0, scale=bound) if bound > 1 else out
 
     # ---- rotations -----------------------------------------------------------------------
     def rotate(self, a: Ciphertext, steps: int) -> Ciphertext:

@@ -212,14 +212,16 @@ def evaluate_chain(
         raise InputError(f"evaluate_chain needs a Ciphertext, got {type(ct).__name__}")
     shift, bound = float(shift), float(bound)
     _check_level(ct, chain_depth(components, shift=shift, bound=bound, times_input=times_input))
-    scale = ct.scale
+    scale, delta = ct.scale, float(ev.backend.params.default_scale)
     u = ev.add(ct, shift) if shift else ct
-    t = ev.rescale(ev.multiply(u, 1.0 / bound)) if bound != 1.0 else u
+    # t and every inner series at the default scale: a basis built at s squares s / q at each doubling
+    t = ev.rescale(ev.multiply(u, 1.0 / bound, scale=float(ev.backend.prime(u.level)) * delta / u.scale)) if (
+        bound != 1.0) else u
     for i, c in enumerate(components):
         last = i == len(components) - 1
         if last and times_input:  # y at the scale that makes u * y land on u's scale after its rescale
             out_level = t.level - chebyshev_depth(c)
             t = evaluate_chebyshev(ev, t, c, target_scale=float(ev.backend.prime(out_level)) * scale / u.scale)
             return ev.rescale(ev.multiply(ev.drop_to_level(u, out_level), t))
-        t = evaluate_chebyshev(ev, t, c, target_scale=scale)
+        t = evaluate_chebyshev(ev, t, c, target_scale=scale if last else delta)
     return t

@@ -12,8 +12,8 @@ depth. Nominal log2 scales assume primes of exactly log_scale bits (the executor
 primes with the same rules).
 
 A bootstrap node (place_bootstraps) starts a new run of levels at meta["bootstrap_top"] (the
-parameters' max_level) with scale Delta / bound (bound rounded up to a power of two, as the
-evaluator does); its input needs level >= 1, so the first run needs depth = its levels + 1.
+parameters' max_level) with scale Delta (Delta / bound for a bound below 1, rounded up to a power
+of two, as the evaluator does); its input needs level >= 1, so the first run needs depth = its levels + 1.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ def run(graph: Graph, options) -> Graph:
         c, s = used[src], scale[src]
         run_of[n.output] = run_of[src]
         if n.op == "bootstrap":
-            if first_run is None:
-                first_run = c + 1
+            if run_of[src] == 0:  # the input level serves the deepest value the first bootstraps refresh
+                first_run = max(first_run or 0, c + 1)
             run_of[n.output] += 1
-            c, s = 0, log_delta - math.ceil(math.log2(n.attrs["bound"]))
+            c, s = 0, log_delta - min(0, math.ceil(math.log2(n.attrs["bound"])))
         elif n.op in LINEAR_OPS:
             rescale = n is not last
             n.attrs["rescale"] = rescale
