@@ -18,7 +18,7 @@ from henn.ir import interpret
 from henn.ir.graph import Graph, Node, Value
 from henn.ir.synthetic import random_resnet
 from henn.passes import CompileOptions, run_pipeline
-from henn.passes.place_bootstraps import cut_nodes
+from henn.passes.place_bootstraps import live_values
 from henn.program import Program, ProgramError, Step, StepKind
 
 
@@ -26,6 +26,7 @@ from henn.program import Program, ProgramError, Step, StepKind
 
 DEEP = "insecure_test_residual_l17"  # random_resnet needs depth 16 without bootstrapping
 BOOT = "insecure_test_residual_boot_l9"  # 9 levels between bootstraps: a residual block takes 6
+TIGHT = "insecure_test_residual_boot_l4"  # 4 levels: a bootstrap goes inside each block
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def images():
 
 
 def _compiled(backend: str, preset: str, calibration=None, bootstrap: bool = False, seed: int = 0):
-    params = insecure(preset, 17 if preset == DEEP else 9, boot=bootstrap)
+    params = insecure(preset, {DEEP: 17, BOOT: 9, TIGHT: 4}[preset], boot=bootstrap)
     options = CompileOptions(
         mode="single", backend=backend, params=params, bootstrap=bootstrap, calibration=calibration
     )
@@ -126,19 +127,47 @@ def test_batch_mode_refuses_graphs():
         run_pipeline(random_resnet(), CompileOptions(mode="batch"))
 
 
-def test_bootstraps_go_only_where_the_branches_have_joined(images):
+def _joins(g: Graph) -> set[str]:
+    """Values that are alone live after the node that makes them: where one bootstrap serves every branch."""
+    return {n.output for n, live in zip(g.nodes, live_values(g)) if live == (n.output,)}
+
+
+def test_bootstraps_go_where_the_branches_have_joined_when_a_block_fits(images):
     g = random_resnet()
-    cuts = {g.nodes[i].name for i in cut_nodes(g)}
-    inside = {n.name for n in g.nodes if n.op == "conv2d"}
-    assert "conv2d0" in cuts and len(inside - cuts) >= 4  # the convolutions inside the blocks are not cuts
+    joins = _joins(g)
+    inside = {n.output for n in g.nodes if n.op == "conv2d"}
+    assert len(inside - joins) >= 4  # the convolutions inside the blocks are not joins
     cm = _compiled("plain", BOOT, calibration=images, bootstrap=True)
-    final = cm.compiled.final
-    boots = [n for n in final.nodes if n.op == "bootstrap"]
-    assert len(boots) >= 1
-    final_cuts = {final.nodes[i].output for i in cut_nodes(final)}
-    assert all(b.inputs[0] in final_cuts for b in boots)
+    boots = [n for n in cm.compiled.final.nodes if n.op == "bootstrap"]
+    assert len(boots) >= 1 and all(b.inputs[0] in joins for b in boots)
     x = images[:2]
     np.testing.assert_allclose(cm.run(x, encrypted=False), cm.reference(x), rtol=1e-9, atol=1e-9)
+
+
+def test_a_block_deeper_than_the_levels_is_bootstrapped_inside_on_both_branches(images):
+    """4 levels between bootstraps, a block takes more: a bootstrap inside the block refreshes the main
+    branch and the shortcut together, so each addition joins values of one run of levels."""
+    options = CompileOptions(mode="single", params=insecure(TIGHT, 4, boot=True), bootstrap=True, calibration=images)
+    joins = _joins(run_pipeline(random_resnet(), options, until="plan_levels"))
+    cm = _compiled("plain", TIGHT, calibration=images, bootstrap=True)
+    final = cm.compiled.final
+    inside = [i for i, n in enumerate(final.nodes) if n.op == "bootstrap" and n.inputs[0].split(".")[0] not in joins]
+    assert inside, "some bootstrap sits inside a block"
+    for i in inside:  # next to the bootstrap of the other branch
+        assert "bootstrap" in (final.nodes[i - 1].op, final.nodes[i + 1].op)
+    assert all(v.level >= 0 for v in final.values.values())
+    x = images[:2]
+    np.testing.assert_allclose(cm.run(x, encrypted=False), cm.reference(x), rtol=1e-9, atol=1e-9)
+    assert np.abs(cm.run(x) - cm.reference(x)).max() < 5e-3  # the plain backend's noise model
+
+
+def test_random_resnet_bootstrapped_inside_its_blocks_on_lattigo(images):
+    x = images[:2]
+    with _compiled("lattigo", TIGHT, calibration=images, bootstrap=True) as cm:
+        assert cm.program.bootstraps == 7  # 3 joins, 2 inside blocks on both branches
+        out, ref = cm.run(x), cm.reference(x)
+    precision_table.within("lattigo-e2e", "random_resnet_bootstrapped_inside", ref, out, 5e-3)
+    assert (out.argmax(1) == ref.argmax(1)).all()
 
 
 def test_random_resnet_encrypted_on_lattigo_matches_plaintext(images):

@@ -2,22 +2,24 @@
 
 Runs after plan_levels when the compile options allow bootstrapping and the network needs more levels
 than the bootstrapping parameters leave between two bootstraps (L = their max_level; default preset
-`boot-n16`, L = 13). A residual network is first seen as a chain of its cut nodes (cut_nodes: the
-values every later layer depends on alone, such as the join of a residual block), each costing the
-levels of its deepest path since the previous one; a chain is its own cut sequence. A bootstrap may
-follow a layer whose output is a set of ciphertexts (Conv/Gemm, activation or residual-addition
-outputs; pools and flattens are folded into the next layer) and costs the number of ciphertexts it
-refreshes. A shortest path over (position, levels left)
-(the level graph Orion uses, here a dynamic program over the chain):
+`boot-n16`, L = 13). A bootstrap position is a point in the node order: one after node i refreshes every
+value a later node still reads (live_values: in a chain, node i's output; inside a residual block, the
+block input its shortcut adds back too), so that every addition still adds values of one run of levels.
+It needs each of those values in ciphertexts (Conv/Gemm, activation or residual-addition outputs; pools
+and flattens are folded into the next layer) with a level left, and costs the ciphertexts it refreshes.
+Between bootstraps at j and i the nodes consume depth(j, i) levels (their deepest path, additions as
+plan_levels counts them). A shortest path over the position of the last bootstrap (the level graph
+Orion uses, here a dynamic program over the node order):
 
-    f(i, l) = cheapest cost to reach the output of node i with l levels left
-    node i costs c_i levels (Conv/Gemm 1, activation its form's levels), needing l >= c_i;
-    a bootstrap after node i needs l >= 1 and gives l = L, at cost (ciphertexts of node i's output)
+    f(i) = min over j < i with depth(j, i) <= L - 1 of f(j) + cost(i),   f(-1) = 0 (the input, at L)
+    the output is reached from the j with depth(j, last) <= L
 
 minimises the total cost; ties go to the plan whose bootstrapped values have the smallest ranges
 (sum of log2 bounds: each bit of range is a bit of precision lost), then to the one that leaves fewer
-levels unused. The input is encrypted at the top (L); plan_levels then lowers it to what the first
-run needs.
+levels unused. At the joins of a residual network a bootstrap refreshes one value; inside a block (an
+activation too deep to share a run with the layers around it, as ReLU's composite sign in ResNet-20) it
+refreshes both branches. The input is encrypted at the top (L); plan_levels then lowers it to what the
+first run needs.
 
 Each bootstrap's `bound` is the largest |value| its input takes on the calibration images (the
 interpreter on this graph), times BOUND_MARGIN: the evaluator divides by it (a free change of
@@ -31,6 +33,7 @@ other images no precision.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 
@@ -57,17 +60,16 @@ def run(graph: Graph, options) -> Graph:
     if graph.meta["depth"] <= top:
         return graph
     g = graph.copy()
-    cuts = cut_nodes(g)
-    used = levels_used(g)
-    costs = [used[g.nodes[i].output] - (used[g.nodes[j].output] if j >= 0 else 0) for j, i in zip([-1] + cuts, cuts)]
-    bounds = calibrate(g, options.calibration, [g.nodes[i] for i in cuts if g.nodes[i].op in BOUNDARY_OPS])
-    weights = [
-        (ciphertexts(g, n), max(0, math.ceil(math.log2(bounds[n.output])))) if n.output in bounds else None
-        for n in (g.nodes[i] for i in cuts)
-    ]
-    after = [cuts[k] for k in place(costs, weights, top)]
-    for k, i in enumerate(sorted(after, reverse=True)):
-        _insert_after(g, i, bounds[g.nodes[i].output], len(after) - 1 - k)
+    live = live_values(g)
+    producer = {n.output: n for n in g.nodes}
+    candidates = {v for refreshed in live[:-1] for v in refreshed if v in producer and producer[v].op in BOUNDARY_OPS}
+    bounds = calibrate(g, options.calibration, [producer[v] for v in sorted(candidates)])
+    weights = [_weight(g, refreshed, producer, bounds) for refreshed in live]
+    after = place(segment_depths(g, live), weights, top, [n.name for n in g.nodes])
+    k = sum(len(live[i]) for i in after)
+    for i in sorted(after, reverse=True):
+        k -= len(live[i])
+        _insert_after(g, i, live[i], bounds, k)
     g.meta["bootstrap_top"] = top
     return plan_levels.run(g, options)
 
@@ -98,29 +100,38 @@ def node_levels(n: Node) -> int:
     return 0
 
 
-def levels_used(g: Graph) -> dict[str, int]:
-    """Levels consumed from the input to each value: node_levels along the deepest path, an addition
-    of operands at equal levels one more (henn.passes.plan_levels)."""
-    used = {g.input: 0}
-    for n in g.nodes:
-        if n.op == "add":
-            used[n.output] = plan_levels.joined_levels(*(used[v] for v in n.inputs))
-        else:
-            used[n.output] = used[n.inputs[0]] + node_levels(n)
-    return used
-
-
-def cut_nodes(g: Graph) -> list[int]:
-    """Indices of the nodes whose output every later node depends on alone: no other value made before
-    is read after it (in a chain, every node; in a residual network, the joins and what follows them).
-    A bootstrap can only go there: one refresh serves every branch."""
+def live_values(g: Graph) -> list[tuple[str, ...]]:
+    """After each node, the values a later node still reads (in the order they were made, so the node's
+    own output comes last): what a bootstrap there refreshes. In a chain, the node's output alone; inside
+    a residual block, also the block input its shortcut adds back."""
     last_read = {v: max((i for i, n in enumerate(g.nodes) if v in n.inputs), default=-1) for v in g.values}
-    cuts, reach = [], last_read[g.input]
+    made = [g.input]
+    live = []
     for i, n in enumerate(g.nodes):
-        if reach <= i:
-            cuts.append(i)
-        reach = max(reach, last_read[n.output])
-    return cuts
+        made.append(n.output)
+        live.append(tuple(v for v in made if last_read[v] > i))
+    return live
+
+
+def segment_depths(g: Graph, live: list[tuple[str, ...]]):
+    """depth(j, i): levels the nodes j+1..i consume (along their deepest path, an addition of operands at
+    equal levels one more: henn.passes.plan_levels) when everything live after node j is fresh; j = -1:
+    from the input."""
+
+    @functools.cache
+    def running(j: int) -> tuple[int, ...]:
+        used = dict.fromkeys(live[j] if j >= 0 else (g.input,), 0)
+        deepest, row = 0, []
+        for n in g.nodes[j + 1 :]:
+            if n.op == "add":
+                used[n.output] = plan_levels.joined_levels(*(used[v] for v in n.inputs))
+            else:
+                used[n.output] = used[n.inputs[0]] + node_levels(n)
+            deepest = max(deepest, used[n.output])
+            row.append(deepest)
+        return tuple(row)
+
+    return lambda j, i: running(j)[i - j - 1]
 
 
 def ciphertexts(g: Graph, n: Node) -> int:
@@ -133,34 +144,44 @@ def ciphertexts(g: Graph, n: Node) -> int:
     return layout.cts
 
 
-def place(costs: list[int], weights: list[tuple[int, int] | None], top: int) -> list[int]:
-    """Indices of the nodes to bootstrap after (see the module docstring). weights[i]: (ciphertexts,
-    bits of range) of node i's output, None (or 0 ciphertexts) where no bootstrap can go."""
-    inf = (math.inf, math.inf, math.inf)
-    best = {top: ((0, 0, 0), ())}  # levels left -> ((ciphertexts, range bits, unused levels), positions)
-    for i, (c, w) in enumerate(zip(costs, weights)):
-        nxt: dict[int, tuple] = {}
+def _weight(g: Graph, refreshed, producer: dict[str, Node], bounds: dict[str, float]) -> tuple[int, int] | None:
+    """(ciphertexts, bits of range) a bootstrap of these values costs; None where one cannot go (a value
+    folded into the next layer, or the input itself)."""
+    if not refreshed or any(v not in bounds for v in refreshed):
+        return None
+    cts = [ciphertexts(g, producer[v]) for v in refreshed]
+    if not all(cts):
+        return None
+    return sum(cts), sum(max(0, math.ceil(math.log2(bounds[v]))) for v in refreshed)
 
-        def keep(level, score, path, nxt=nxt):
-            if score < nxt.get(level, (inf,))[0]:
-                nxt[level] = (score, path)
 
-        for left, (score, path) in best.items():
-            if left < c:
-                continue
-            keep(left - c, score, path)
-        if w and w[0] and i < len(costs) - 1:
-            for left, (score, path) in list(nxt.items()):
-                if left >= 1:
-                    keep(top, (score[0] + w[0], score[1] + w[1], score[2] + left), path + (i,))
-        best = nxt
-        if not best:
+def place(depth, weights: list[tuple[int, int] | None], top: int, names=None) -> list[int]:
+    """Indices of the nodes to bootstrap after (see the module docstring): a shortest path over the
+    position of the last bootstrap. depth(j, i): levels nodes j+1..i consume after a bootstrap at j (see
+    segment_depths); weights[i]: (ciphertexts, bits of range) of a bootstrap after node i, None (or 0
+    ciphertexts) where none can go; names: the nodes' names for errors."""
+    n = len(weights)
+    best = {-1: ((0, 0, 0), ())}  # last bootstrap -> ((ciphertexts, range bits, unused levels), positions)
+    for i in range(n):
+        reachable = [j for j in best if depth(j, i) <= top]
+        if not reachable:
+            name = f"{names[i]!r}" if names else str(i)
             raise UnsupportedOperation(
-                f"no bootstrap placement reaches layer {i} ({c} levels): bootstrapping "
+                f"no bootstrap placement reaches layer {name} ({depth(i - 1, i)} levels): bootstrapping "
                 f"leaves {top} levels and the layers before it leave no position with a "
                 "level to spare; choose bootstrapping parameters with more levels"
             )
-    return list(min(best.values())[1])
+        w = weights[i]
+        if i == n - 1 or not w or not w[0]:
+            continue
+        paths = [
+            ((s[0] + w[0], s[1] + w[1], s[2] + top - depth(j, i)), path + (i,))
+            for j, (s, path) in best.items()
+            if depth(j, i) <= top - 1
+        ]
+        if paths:
+            best[i] = min(paths)
+    return list(min(best[j] for j in best if depth(j, n - 1) <= top)[1])
 
 
 def calibrate(g: Graph, images, nodes: list[Node]) -> dict[str, float]:
@@ -211,14 +232,17 @@ def inlier_peak(name: str, peaks: np.ndarray) -> tuple[float, int]:
     return float(finite[keep].max()), len(peaks) - int(keep.sum())
 
 
-def _insert_after(g: Graph, i: int, bound: float, k: int) -> None:
-    """A bootstrap node on node i's output; its consumers read the refreshed value."""
-    n = g.nodes[i]
-    src = g.values[n.output]
-    out = f"{n.output}.boot"
-    g.values[out] = type(src)(out, src.shape, meta=dict(src.meta))
-    for user in g.consumers(n.output):
-        user.inputs = [out if v == n.output else v for v in user.inputs]
-    if g.output == n.output:
-        g.output = out
-    g.nodes.insert(i + 1, Node("bootstrap", f"bootstrap{k}", [n.output], out, {"bound": float(bound)}))
+def _insert_after(g: Graph, i: int, values, bounds: dict[str, float], k: int) -> None:
+    """Bootstrap nodes (numbered from k) on these values after node i; the nodes after read the refreshed
+    values."""
+    later, added = g.nodes[i + 1 :], []
+    for m, v in enumerate(values):
+        src, name = g.values[v], f"bootstrap{k + m}"
+        out = f"{v}.{name}"
+        g.values[out] = type(src)(out, src.shape, meta=dict(src.meta))
+        for user in later:
+            user.inputs = [out if x == v else x for x in user.inputs]
+        if g.output == v:
+            g.output = out
+        added.append(Node("bootstrap", name, [v], out, {"bound": float(bounds[v])}))
+    g.nodes[i + 1 : i + 1] = added

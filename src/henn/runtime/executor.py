@@ -345,15 +345,16 @@ class Executor:
 
     def _add_aligned(self, a: Ciphertext, b: Ciphertext, level: int) -> Ciphertext:
         """a + b at `level`. Branches reach an addition with scales that differ by the primes they were
-        rescaled by: the higher operand is multiplied by 1 encoded at q * (lower scale / its scale),
-        whose rescale leaves exactly the lower operand's scale."""
+        rescaled by, or by the bounds of the bootstraps they passed: the higher operand is multiplied by 1
+        encoded at q * (lower scale / its scale), whose rescale leaves exactly the lower operand's scale
+        (at equal levels that costs the level plan_levels reserves for it)."""
         if a.level < b.level:
             a, b = b, a
         if abs(a.scale / b.scale - 1.0) > 1e-9:
-            if a.level == b.level:
+            if a.level <= level:
                 raise UnsupportedOperation(
-                    f"cannot add values at level {a.level} whose scales differ: the compiler leaves one of "
-                    "them a level to spare (henn.passes.plan_levels)"
+                    f"cannot add values at level {a.level} whose scales differ into level {level}: the compiler "
+                    "leaves one of them a level to spare (henn.passes.plan_levels)"
                 )
             a = self.ev.rescale(self.ev.multiply(a, 1.0, scale=float(self.backend.prime(a.level)) * b.scale / a.scale))
         return self.ev.add(self.ev.drop_to_level(a, level), self.ev.drop_to_level(b, level))
