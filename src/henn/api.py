@@ -82,7 +82,8 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     range. describe() lists each approximation; run() refuses inputs that leave its range.
     activation_bits: ReLU and |x| are x (a + b s(x / R)) on [-R, R] (their calibrated range), s a composite of
     minimax sign polynomials within 2^-bits (henn.approximation.composite): the max error is about R 2^-bits;
-    one for all or per layer name; by default 8.
+    one for all or per layer name; by default (and for layers a dict does not name) the fewest bits that keep
+    the calibration images' predictions, plus one (henn.passes.sign_bits: each bit costs levels and bootstraps).
     activations: "approximate" (polynomials on the server, above) or "client": client-aided activations
     (henn.client_aided: the server evaluates the linear segments, the client decrypts each segment's outputs,
     applies every activation and max pool exactly and encrypts the next segment's inputs; one round trip per
@@ -105,8 +106,8 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     cm.observed_preactivation = _observed_preactivation(model)
     if calibration is not None:
         cm.calibrate(calibration)
-    for a in cm.approximations():
-        if a["relative_error"] > TARGET:
+    for a in cm.approximations():  # composite signs meet the bits they were asked for by construction
+        if a["bits"] is None and a["relative_error"] > TARGET:
             log.warning("layer %r: the degree-%d polynomial for %s on [%.3g, %.3g] is off by up to %.2g, %.2g of its "
                         "output range (target %.2g)%s", a["layer"], a["degree"], a["kind"], *a["range"],
                         a["max_error"], a["relative_error"], TARGET,
@@ -116,6 +117,20 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
         log.warning("activation layers %s have no fitted range and no calibration data: their inputs are not "
                     "range-checked; pass calibration=<inputs like the training data> to henn.compile", unchecked)
     return cm
+
+
+def _describe_approximation(a: dict) -> str:
+    """describe()'s line for one entry of CompiledModel.approximations()."""
+    bits = "" if a["bits"] is None else f", {a['bits']:g} bits"
+    span = f"[{a['range'][0]:.4g}, {a['range'][1]:.4g}]"
+    if "window" in a:
+        return (f"layer {a['layer']!r}: {a['kind']} over {a['window'][0]}x{a['window'][1]} windows, {a['max_levels']} "
+                f"max-levels of composed polynomials of degrees {a['degrees']}, inputs in {span}, max error "
+                f"{a['max_error']:.2g}{bits}, {a['levels']} levels")
+    form = f"a degree-{a['degree']} polynomial" if len(a["degrees"]) == 1 else (
+        f"composed polynomials of degrees {a['degrees']}")
+    return (f"layer {a['layer']!r}: {a['kind']} approximated by {form} on {span}, max error {a['max_error']:.2g} there "
+            f"({a['relative_error']:.2g} of its output range{bits}), {a['levels']} levels")
 
 
 def _observed_preactivation(model) -> list[float] | None:
@@ -174,19 +189,12 @@ class CompiledModel:
         mode = f"{self.mode} (complex)" if self.program.complex_packed else self.mode
         lines = [f"{mode} packing on {self.backend_name}: depth {self.depth}{boots}, {len(self.rotation_steps)} "
                  f"rotation keys, {self.params.describe()}{why}"]
-        return "\n".join(lines + self.describe_approximations())
+        chosen = self.compiled.final.meta.get("activation_bits")
+        return "\n".join(lines + ([chosen.describe()] if chosen else []) + self.describe_approximations())
 
     def describe_approximations(self) -> list[str]:
         """One line per approximated activation or max pool (see approximations())."""
-        return [f"layer {a['layer']!r}: {a['kind']} over {a['window'][0]}x{a['window'][1]} windows, "
-                f"{a['max_levels']} max-levels of composed polynomials of degrees {a['degrees']}, inputs in "
-                f"[{a['range'][0]:.4g}, {a['range'][1]:.4g}], max error {a['max_error']:.2g}, {a['levels']} levels"
-                if "window" in a else f"layer {a['layer']!r}: {a['kind']} approximated by "
-                + (f"a degree-{a['degree']} polynomial" if len(a["degrees"]) == 1 else
-                   f"composed polynomials of degrees {a['degrees']}")
-                + f" on [{a['range'][0]:.4g}, {a['range'][1]:.4g}], max error {a['max_error']:.2g} there "
-                f"({a['relative_error']:.2g} of its output range), {a['levels']} levels"
-                for a in self.approximations()]
+        return [_describe_approximation(a) for a in self.approximations()]
 
     def approximations(self) -> list[dict]:
         """Each non-polynomial activation evaluated as a polynomial (henn.approximation): layer, kind, degree,
@@ -197,7 +205,8 @@ class CompiledModel:
             {"layer": n.name, "kind": n.attrs["approximates"],
              "degree": math.prod(n.attrs["degrees"]) + n.attrs["times_input"], "degrees": tuple(n.attrs["degrees"]),
              "range": tuple(n.attrs["range"]), "max_error": n.attrs["approximation_error"],
-             "relative_error": n.attrs["approximation_relative_error"], "levels": n.attrs["levels"]}
+             "relative_error": n.attrs["approximation_relative_error"], "levels": n.attrs["levels"],
+             "bits": n.attrs.get("bits")}
             for n in self.compiled.final.nodes if n.op == "poly" and "approximates" in n.attrs
         ] + [self._maxpool(n) for n in self.compiled.checked.nodes if n.op == "maxpool"]
 
@@ -210,7 +219,7 @@ class CompiledModel:
                 "degree": math.prod(n.attrs["degrees"]) + 1, "degrees": tuple(n.attrs["degrees"]),
                 "range": tuple(n.attrs["range"]), "max_error": n.attrs["approximation_error"],
                 "relative_error": n.attrs["approximation_relative_error"], "levels": final.attrs["levels"],
-                "maxima": k - 1, "max_levels": composite_max.stages(k)}
+                "bits": n.attrs["bits"], "maxima": k - 1, "max_levels": composite_max.stages(k)}
 
     # ---- running -----------------------------------------------------------------------------
     def reference(self, x) -> np.ndarray:

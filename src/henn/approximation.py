@@ -28,6 +28,7 @@ into its coefficients; a + b f_m and the half-width r go into the last series. W
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -65,6 +66,7 @@ class Approximation:
     times_input: bool  # p(x) = (x - centre) * the chain
     error: float  # max |p(x) - f(x)| on [lo, hi]
     output_range: float  # max f - min f on [lo, hi]
+    bits: float | None = None  # composite sign: the precision asked for (error within about r 2^-bits)
 
     @property
     def centre(self) -> float:
@@ -244,7 +246,7 @@ def composite(
             continue
         approx = _measured(kind, f, lo, hi, composite_sign(eps, degrees, a, b), True)
         if approx.error <= 2 * eps * r:
-            return approx
+            return dataclasses.replace(approx, bits=float(bits))
     raise InputError(
         f"no composite of up to {MAX_COMPONENTS} sign polynomials of degrees {COMPONENT_DEGREES} reaches "
         f"2^-{bits} for {kind}: ask for fewer activation_bits"

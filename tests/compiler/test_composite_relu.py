@@ -73,7 +73,9 @@ def test_relu_mlp_matches_torch(source, digits, tmp_path):
         budget = _budget(cm, model[3].weight.detach().numpy())
         text = cm.describe()
     assert a["kind"] == "relu (composite sign)" and len(a["degrees"]) >= 2
-    assert a["range"][0] == -a["range"][1] and a["relative_error"] <= 2 * 2.0**-8
+    chosen = cm.compiled.final.meta["activation_bits"]  # no activation_bits: the precision rule's
+    assert a["bits"] == chosen.bits and f"sign precision {chosen.bits} bits" in text
+    assert a["range"][0] == -a["range"][1] and a["relative_error"] <= 2 * 2.0 ** -a["bits"]
     assert cm.depth == 2 + a["levels"] and a["levels"] == sum(max(1, d.bit_length()) for d in a["degrees"]) + 1
     assert f"layer {a['layer']!r}: relu (composite sign) approximated by composed polynomials of degrees" in text
     want = _torch(model, test)
@@ -99,6 +101,32 @@ def test_activation_bits(digits):
         henn.compile(model, SHAPE, backend="plain", calibration=cal, activation_bits={"fc": 8})
     with pytest.raises(InputError, match=r"activation_degree names layers \['2'\]"):
         henn.compile(model, SHAPE, backend="plain", calibration=cal, activation_degree={"2": 15})
+
+
+def test_default_precision_is_the_fewest_bits_that_keep_the_predictions(digits):
+    """No activation_bits: henn.passes.sign_bits tries 3, 4, ... bits until the approximated network keeps the
+    calibration images' predictions (near-ties aside), then adds one; fewer levels than a fixed 8 bits."""
+    from henn.passes import sign_bits
+
+    cal, test = digits
+    model = _mlp()
+    with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal) as cm:
+        chosen = cm.compiled.final.meta["activation_bits"]
+        (a,) = cm.approximations()
+        got = cm.run(test, encrypted=False)
+    assert chosen.bits == chosen.kept_at + sign_bits.MARGIN and chosen.images == len(cal)
+    assert a["bits"] == chosen.bits < 8
+    with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal, activation_bits=8) as fixed:
+        (a8,) = fixed.approximations()
+        assert "activation_bits" not in fixed.compiled.final.meta
+    assert a["levels"] < a8["levels"]
+    want = _torch(model, test)
+    assert (got.argmax(1) == want.argmax(1)).mean() >= 0.98
+    if chosen.kept_at > sign_bits.MIN_BITS:  # one bit fewer flips a calibration prediction
+        with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal,
+                          activation_bits=chosen.kept_at - 1) as low:
+            flipped = low.run(cal, encrypted=False).argmax(1) != _torch(model, cal).argmax(1)
+        assert flipped.any()
 
 
 def test_inputs_beyond_the_range_are_refused(digits):

@@ -90,9 +90,11 @@ def test_lenet_matches_torch(source, mode, digits, tmp_path):
         text = cm.describe()
         kinds = [s.kind.value for s in cm.program.steps]
     assert pool["kind"] == "maxpool (composite max)" and pool["window"] == (2, 2) and pool["max_levels"] == 2
-    assert pool["levels"] == 2 * relu["levels"]  # 1 / R folded into the ReLU before it: 13 levels per max
+    assert pool["levels"] == 2 * relu["levels"]  # 1 / R folded into the ReLU before it: a ReLU's levels per max
     assert cm.depth == 1 + relu["levels"] + pool["levels"] + 1
-    assert pool["range"][0] <= 0.0 < pool["range"][1] and pool["max_error"] < 0.01
+    width = pool["range"][1] - pool["range"][0]
+    assert pool["bits"] == relu["bits"] == cm.compiled.final.meta["activation_bits"].bits
+    assert pool["range"][0] <= 0.0 < pool["range"][1] and pool["max_error"] <= 2 * 2 * width * 2.0 ** -pool["bits"]
     assert f"layer {pool['layer']!r}: maxpool (composite max) over 2x2 windows, 2 max-levels" in text
     assert ("max_batch" if mode == "batch" else "mmax") in kinds
     _check(got, _torch(model, images), budget)
@@ -101,7 +103,7 @@ def test_lenet_matches_torch(source, mode, digits, tmp_path):
 def test_padded_stride_one_pool(digits):
     cal, test = digits
     model = _lenet(nn.MaxPool2d(3, stride=1, padding=1))
-    with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal,
+    with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal, activation_bits=8,
                       params=insecure("insecure_test_maxpool_l68", 68)) as cm:
         _, pool = cm.approximations()
         got = cm.run(test[:32], encrypted=False)

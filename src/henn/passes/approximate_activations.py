@@ -32,7 +32,8 @@ Their degree is options.activation_degree (one for all or per layer name), else 
 henn.approximation.DEGREES whose error is within henn.approximation.TARGET of the output range.
 ReLU and |x| become x (a + b s(t)) with s a composite of minimax sign polynomials on [-R, R], R the
 largest |input| widened the same way, within R 2^-bits (bits: options.activation_bits, one for all or
-per layer name, else henn.approximation.SIGN_BITS).
+per layer name; layers it does not name get the fewest bits that keep the calibration images' predictions,
+henn.passes.sign_bits).
 Max pools become trees of composite maxima, b + relu(a - b) with that ReLU on the range of a - b
 (henn.passes.maxpool_form), bits as for ReLU.
 Without calibration images they are refused, and so are the others (ReLU6, SELU, ...), naming the layer;
@@ -55,7 +56,7 @@ from henn.ir.graph import Graph, Node
 from henn.ir.ops import LINEAR_OPS
 from henn.kernels.chebyshev import chain_depth
 from henn.kernels.poly import polynomial_depth
-from henn.passes import maxpool_form
+from henn.passes import maxpool_form, sign_bits
 from henn.program import CPOLY_LEVELS, GENERAL_TARGET
 from henn.runtime.inputs import check_images
 
@@ -65,13 +66,9 @@ MAX_DEGREE = max(FORMS[f].max_degree or 0 for f in CORE_FORMS)
 def run(graph: Graph, options=None) -> Graph:
     g = graph.copy()
     fits = fit_activations(g, options)
+    g = _approximated(g, fits)
     for n in g.nodes:
-        fit = fits.get(n.name)
-        if isinstance(fit, dict):
-            n.attrs.update(fit)
-        elif n.op == "activation" and fit is not None:
-            _replace(n, fit)
-        elif n.op == "activation":
+        if n.op == "activation":
             raise UnsupportedOperation(
                 f"layer {n.name!r} is a {n.attrs['kind']} activation, which is not a polynomial and cannot be "
                 f"evaluated on CKKS ciphertexts; supported: henn.Poly activations ({', '.join(ACTIVATIONS)}, or any "
@@ -110,7 +107,24 @@ def fit_activations(g: Graph, options) -> dict[str, Approximation | dict]:
     signs = [n.name for n in wanted if NONPOLYNOMIAL[n.attrs["kind"]].sign_form is not None]
     degrees = _per_layer(options, "activation_degree", [n.name for n in wanted if n.name not in signs])
     bits = _per_layer(options, "activation_bits", signs + [n.name for n in pools])
-    bounds = ranges.observed_bounds(g, check_images(calibration, tuple(g.input_shape)), ("activation", "maxpool"))
+    images = check_images(calibration, tuple(g.input_shape))
+    bounds = ranges.observed_bounds(g, images, ("activation", "maxpool"))
+
+    def fits_with(bits) -> dict[str, Approximation | dict]:
+        return _fits(wanted, pools, bounds, degrees, bits)
+
+    given = getattr(options, "activation_bits", None)
+    open_layers = set(signs + [n.name for n in pools]) - set(given if isinstance(given, dict) else [])
+    if open_layers and (given is None or isinstance(given, dict)):  # the rest by the precision rule
+        fixed = given or {}
+        chosen = sign_bits.choose(g, images, lambda b: _approximated(g, fits_with(lambda name: fixed.get(name, b))))
+        g.meta["activation_bits"] = chosen
+        return fits_with(lambda name: fixed.get(name, chosen.bits))
+    return fits_with(bits)
+
+
+def _fits(wanted: list[Node], pools: list[Node], bounds: dict, degrees, bits) -> dict[str, Approximation | dict]:
+    """The fits of these activations and max pools on their observed bounds, with these per-layer options."""
     fits: dict[str, Approximation | dict] = {
         n.name: maxpool_form.form(bounds[n.name], bits(n.name), n.attrs["kernel"]) for n in pools
     }
@@ -133,6 +147,18 @@ def fit_activations(g: Graph, options) -> dict[str, Approximation | dict]:
     return fits
 
 
+def _approximated(g: Graph, fits: dict[str, Approximation | dict]) -> Graph:
+    """g with these fits in place of its activations and max pools (as `run` puts them)."""
+    h = g.copy()
+    for n in h.nodes:
+        fit = fits.get(n.name)
+        if isinstance(fit, dict):
+            n.attrs.update(fit)
+        elif fit is not None:
+            _replace(n, fit)
+    return h
+
+
 def _per_layer(options, option: str, layers: list[str]):
     """The option's value for a layer: one for all, or a dict by layer name (naming only `layers`)."""
     value = getattr(options, option, None)
@@ -153,6 +179,7 @@ def _replace(n: Node, fit: Approximation) -> None:
         "approximates": fit.kind,
         "approximation_error": fit.error,
         "approximation_relative_error": fit.relative_error,
+        **({} if fit.bits is None else {"bits": fit.bits}),
         **chebyshev_form(fit.components, -fit.centre, fit.half_width, fit.times_input),
     }
 

@@ -45,6 +45,7 @@ def form(observed: tuple[float, float], bits: float | None, kernel) -> dict:
         "approximates": KIND,
         "approximation_error": depth * fit.error,
         "approximation_relative_error": depth * fit.error / r,
+        "bits": fit.bits,
     }
     return {**attrs, "levels": levels({**attrs, "kernel": kernel})}
 
