@@ -48,6 +48,44 @@ def test_client_and_server_from_the_file_match_the_in_process_run(plain_model):
     np.testing.assert_allclose(got, cm.run(x, encrypted=False), atol=1e-6)
 
 
+@pytest.mark.parametrize("encode", [True, False])
+def test_sessions_share_the_weights_encoded_once(plain_model, encode):
+    """The weights do not depend on the keys: the server encodes them once (at load by default, so the first
+    request pays nothing; else at the first session) and every session reads the same plaintexts."""
+    cm, path = plain_model
+    x, _ = digits(2)
+    server = Server.load(path, encode=encode)
+    assert server.weights[0].prepared is encode and (server.seconds["encode"] > 0) is encode
+    clients, sessions = [], []
+    for _ in range(2):
+        client = Client.load(path)
+        client.generate_keys()
+        clients.append(client)
+        sessions.append(server.open_session(server.read_keys(client.key_blobs())))
+    assert all(s.executor.weights is server.weights[0] for s in sessions)
+    assert sessions[1].seconds["prepare"] == 0.0  # nothing left to encode
+    for k, (client, session) in enumerate(zip(clients, sessions)):
+        got = client.decrypt(server.evaluate(session, client.encrypt(x[k : k + 1])), 1)
+        np.testing.assert_allclose(got, cm.run(x[k : k + 1], encrypted=False), atol=1e-6)
+    server.close()
+    assert not server.weights[0].plain  # the plaintexts went before the backend
+
+
+def test_an_executor_refuses_weights_encoded_for_another_program(plain_model):
+    from henn.runtime import Client as RuntimeClient
+    from henn.runtime import Server as RuntimeServer
+    from henn.runtime.encoded import EncodedWeights
+
+    cm, path = plain_model
+    server = Server.load(path)
+    other = Artefact.load(path).program  # equal, but not the program these weights were encoded for
+    keys = RuntimeClient(other, server.backend).generate_keys()
+    with pytest.raises(InputError, match="encoded weights serve the program and backend"):
+        RuntimeServer(other, server.backend, keys, weights=server.weights[0])
+    RuntimeServer(other, server.backend, keys, weights=EncodedWeights(other, server.backend)).close()
+    server.close()
+
+
 def test_the_file_carries_the_activation_range_check(plain_model):
     cm, path = plain_model
     x, _ = digits(1)

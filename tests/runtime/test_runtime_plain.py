@@ -121,7 +121,7 @@ def test_weights_beyond_the_cache_budget_are_encoded_on_the_fly(rng):
     client = Client(program, be)
     server = Server(program, be, client.generate_keys())
     server.executor.prepare(budget=0)
-    assert server.executor._streamed == {i for i, s in enumerate(program.steps) if s.kind == "bsgs"}
+    assert server.executor.weights.streamed == {i for i, s in enumerate(program.steps) if s.kind == "bsgs"}
     x = rng.uniform(0, 1, (1, 3, 32, 32))
     out = client.decrypt(server.evaluate(client.encrypt(x)), 1).reshape(1, -1)
     np.testing.assert_allclose(out, interpret.run(c.reference, x), atol=1e-8)
@@ -133,7 +133,7 @@ def test_the_default_cache_is_all_or_nothing(monkeypatch):
     """A cache pays only across evaluations (a streamed layer encodes each vector once per evaluation), and a
     partial one takes the heap headroom Go's collector needs: by default a program whose plaintexts do not fit
     whole caches none; a budget the caller or $HENN_PLAINTEXT_CACHE sets is filled as far as it goes."""
-    from henn.runtime import executor
+    from henn.runtime import encoded
 
     model = build_cnn(cifar_layers("square", (16, 4, 4), 8), (3, 32, 32), seed=6)
     program = compile_model(model, None, CompileOptions(mode="single", params=short_params(7, 12))).program
@@ -144,10 +144,10 @@ def test_the_default_cache_is_all_or_nothing(monkeypatch):
     whole, most = sum(sizes.values()), sum(sizes.values()) - min(sizes.values())
 
     def streamed(budget=None, default_budget=None):
-        monkeypatch.setattr(executor, "plaintext_budget", lambda p, b: default_budget)
+        monkeypatch.setattr(encoded, "plaintext_budget", lambda p, b: default_budget)
         server = Server(program, be, keys)
         server.executor.prepare(budget)
-        out = set(server.executor._streamed)
+        out = set(server.executor.weights.streamed)
         server.close()
         return out
 
@@ -187,7 +187,7 @@ def test_the_plaintext_cache_can_be_capped(monkeypatch):
     monkeypatch.setenv("HENN_PLAINTEXT_CACHE", "0")
     server = Server(program, be, Client(program, be).generate_keys())
     server.executor.prepare()
-    assert server.executor._streamed == {i for i, s in enumerate(program.steps) if s.kind == "bsgs"}
+    assert server.executor.weights.streamed == {i for i, s in enumerate(program.steps) if s.kind == "bsgs"}
     server.close()
     for bad in ("-1", "lots", "nan"):
         monkeypatch.setenv("HENN_PLAINTEXT_CACHE", bad)

@@ -33,7 +33,9 @@ from henn.deploy.flood import check_bits, flood
 from henn.errors import InputError, KeyFileError, SerializationError
 from henn.runtime import client as runtime_client
 from henn.runtime import server as runtime_server
+from henn.runtime.encoded import EncodedWeights
 from henn.runtime.inputs import check_images
+from henn.runtime.parallel import Parallel
 from henn.runtime.segments import SegmentServer
 
 UPLOAD_KINDS = (RelinKey, GaloisKeys)  # what a server needs: no public key, never the secret key
@@ -212,9 +214,19 @@ def _whole(segments: int) -> None:
 class Server:
     """The model's backend, opened once; a runtime Server per key set (open_session)."""
 
-    def __init__(self, artefact: Artefact, *, threads: int | None = None):
+    def __init__(self, artefact: Artefact, *, threads: int | None = None, encode: bool = True):
+        """encode: the weights now, shared by every session (henn.runtime.encoded), so that the first
+        request pays no encoding; False: when the first session opens."""
         self.artefact, self.program, self.threads = artefact, artefact.program, threads
         self.backend = open_backend(artefact.backend, self.program.params)
+        self.weights = [EncodedWeights(p, self.backend) for p in artefact.programs]
+        self.seconds = {"encode": 0.0}
+        if encode:
+            pool = Parallel.for_backend(self.backend, threads)
+            try:
+                self.seconds["encode"] = sum(w.prepare(pool) for w in self.weights)
+            finally:
+                pool.close()
 
     @classmethod
     def load(cls, path: str | Path, **options) -> Server:
@@ -248,9 +260,11 @@ class Server:
         model one per segment (SegmentServer)."""
         server: runtime_server.Server | SegmentServer
         if self.artefact.segments:
-            server = SegmentServer(self.artefact.programs, self.backend, keys, threads=self.threads)
+            server = SegmentServer(self.artefact.programs, self.backend, keys, threads=self.threads,
+                                   weights=self.weights)
         else:
-            server = runtime_server.Server(self.program, self.backend, keys, threads=self.threads)
+            server = runtime_server.Server(self.program, self.backend, keys, threads=self.threads,
+                                           weights=self.weights[0])
         server.prepare()
         return server
 
@@ -275,4 +289,6 @@ class Server:
         return [self.backend.serialize(ct) for ct in out], seconds
 
     def close(self) -> None:
+        for w in self.weights:  # every plaintext goes before the backend that made it
+            w.close()
         self.backend.close()

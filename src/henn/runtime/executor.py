@@ -1,9 +1,10 @@
 """The executor: walks a Program's steps on a Backend with public evaluation keys only.
 
-Plaintext weights are encoded once (`prepare`) at the level where each step uses them, with scale
-q_level so that the step's single rescale returns the input's scale; biases are encoded lazily at
-the scale the product actually has (cached). A batch layer's weighted sums go to the backend in
-blocks of rows (`Evaluator.linear_combinations`: lattigo fuses and parallelizes them in Go); other
+Plaintext weights are encoded once (`prepare`, henn.runtime.encoded: shared by the sessions of a
+server) at the level where each step uses them, with scale q_level so that the step's single rescale
+returns the input's scale; biases are encoded lazily at the scale the product actually has. A batch
+layer's weighted sums go to the backend in blocks of rows (`Evaluator.linear_combinations`: lattigo
+fuses and parallelizes them in Go); other
 independent ciphertext operations (bias and rescale of those rows, giant steps of a BSGS transform,
 activations of many ciphertexts) run on a Parallel pool.
 """
@@ -25,7 +26,6 @@ from henn.kernels.composite_max import rotation_max, window_max
 from henn.kernels.poly import evaluate_polynomial
 from henn.program import (
     REGISTER_KINDS,
-    WEIGHT_KINDS,
     Program,
     Step,
     StepKind,
@@ -33,15 +33,27 @@ from henn.program import (
     weight_count,
     weight_vector,
 )
-from henn.runtime.memory import plaintext_budget, plaintext_bytes, plaintext_cache_cap
+from henn.runtime.encoded import EncodedWeights
 from henn.runtime.parallel import Parallel
 
 log = logging.getLogger(__name__)
 
 
 class Executor:
-    def __init__(self, program: Program, backend, keys: EvaluationKeys, *, threads: int | None = None):
+    def __init__(
+        self,
+        program: Program,
+        backend,
+        keys: EvaluationKeys,
+        *,
+        threads: int | None = None,
+        weights: EncodedWeights | None = None,
+    ):
+        """weights: the program's encoded weights, shared with other sessions (else this executor's own)."""
+        if weights is not None and (weights.program is not program or weights.backend is not backend):
+            raise InputError("encoded weights serve the program and backend they were encoded for")
         self.program, self.backend = program, backend
+        self.weights = EncodedWeights(program, backend) if weights is None else weights
         self.ev = backend.evaluator(keys)
         self.pool = Parallel.for_backend(backend, threads)
         # one handler per step kind (henn.program.StepKind); a new kind adds its entry here
@@ -61,64 +73,29 @@ class Executor:
         missing = {s.kind for s in program.steps} - set(self.handlers) - set(REGISTER_KINDS)
         if missing:
             raise UnsupportedOperation(f"this executor cannot run steps {sorted(k.value for k in missing)}")
-        self._plain: dict[int, list] = {}
-        self._bias: dict[tuple, object] = {}
-        self._dense: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
-        self._streamed: set[int] = set()
         self._step_plain: dict[int, object] = {}  # a streamed step's plaintexts still to be read again
         self._step_uses: dict[int, int] = {}  # a streamed step's reads left of each vector
         self.step_seconds: dict[str, float] = {}
-        self.prepared = False
 
     # ---- setup -----------------------------------------------------------------------------
     def prepare(self, budget: int | None = None) -> float:
-        """Encode the weight plaintexts while they fit in `budget` bytes, the most reused first (a grouped
-        layer uses each of its vectors at every position); the rest are encoded when they run (slower,
-        but a CIFAR-sized program holds gigabytes of diagonals). Returns the seconds it took.
+        """Encode the weights (henn.runtime.encoded), unless shared weights were already: the seconds it took."""
+        return self.weights.prepare(self.pool, budget)
 
-        By default (no `budget`, no $HENN_PLAINTEXT_CACHE) the cache is all or nothing: a streamed layer
-        already encodes each vector once per evaluation, so a cache pays only across evaluations, and a
-        partial one costs the memory Go's collector needs as headroom: ResNet-20 at N = 2^16 (11 GiB
-        of diagonals, a part cached) ran one image 2.3x slower than with no cache."""
-        t0 = time.perf_counter()
-        steps = [(i, s) for i, s in enumerate(self.program.steps) if s.kind in WEIGHT_KINDS]
-        steps.sort(key=lambda item: -len(item[1].arrays.get("entries", ())) / max(1, weight_count(item[1])))
-        left = plaintext_budget(self.program, self.backend) if budget is None else budget
-        whole = sum(weight_count(s) * plaintext_bytes(self.backend, s.level) for _, s in steps)
-        if budget is None and plaintext_cache_cap() is None and whole > left:
-            log.info(
-                "weight plaintexts (%.1f GiB) beyond the cache budget (%.1f GiB): every layer encoded when it runs",
-                whole / 2**30,
-                left / 2**30,
-            )
-            left = 0
-        for i, step in steps:
-            count = weight_count(step)
-            need = count * plaintext_bytes(self.backend, step.level)
-            if need > left:
-                log.info(
-                    "layer %s: %d plaintexts (%.1f GiB) beyond the cache budget, encoded on the fly",
-                    step.name,
-                    count,
-                    need / 2**30,
-                )
-                self._streamed.add(i)
-                continue
-            left -= need
-            self._plain[i] = self.pool.map(lambda r, s=step: self._encode_weights(weight_vector(s, r), s), range(count))
-        self.prepared = True
-        return time.perf_counter() - t0
+    @property
+    def prepared(self) -> bool:
+        return self.weights.prepared
 
     def _weight(self, i: int, step: Step, row: int):
-        if i not in self._streamed:
-            return self._plain[i][row]
+        if i not in self.weights.streamed:
+            return self.weights.plain[i][row]
         with self._lock:  # a vector may serve several entries: encode it once, keep it until its last use
             if not self._step_uses:
                 self._step_uses.update(enumerate(self._uses(step)))
             pt = self._step_plain.get(row)
         if pt is None:
-            pt = self._encode_weights(weight_vector(step, row), step)
+            pt = self.weights.encode(weight_vector(step, row), step)
         with self._lock:
             self._step_uses[row] -= 1
             if self._step_uses[row] > 0:
@@ -135,25 +112,7 @@ class Executor:
         return np.ones(weight_count(step), np.int64)
 
     def _expand(self, vec: np.ndarray, step: Step) -> np.ndarray:
-        """A step's vector over all slots: each entry repeated for the `stride` interleaved images of
-        grouped packing (slot j*B + b), then the block repeated periodically."""
-        vec = np.repeat(vec, int(step.attrs.get("stride", 1)))
-        return np.tile(vec, self.backend.slots // len(vec))
-
-    def _encode_weights(self, vec: np.ndarray, step: Step):
-        return self.backend.encode(
-            self._expand(vec, step), level=step.level, scale=float(self.backend.prime(step.level))
-        )
-
-    def _bias_plain(self, i: int, vec: np.ndarray, ct: Ciphertext, part: int = 0):
-        key = (i, part, ct.level, ct.scale)
-        with self._lock:
-            pt = self._bias.get(key)
-        if pt is None:
-            pt = self.backend.encode(self._expand(vec, self.program.steps[i]), level=ct.level, scale=ct.scale)
-            with self._lock:
-                self._bias[key] = pt
-        return pt
+        return self.weights.expand(vec, step)
 
     # ---- evaluation ------------------------------------------------------------------------
     def run(self, value: list[Ciphertext], *, consume: bool = False) -> list[Ciphertext]:
@@ -202,7 +161,7 @@ class Executor:
         activation (attrs relin) the outputs are relinearized and rescaled once more first."""
         a = step.arrays
         indptr, bias = a["indptr"], a["bias"]
-        dense = self._dense_weights(i, step, len(value))
+        dense = self.weights.dense(i, step, len(value))
 
         lazy = step.attrs["relin"]  # inputs: unrescaled products of degree 2 (henn.passes.lazy_relin)
         # weights at the scale of the prime the layer itself rescales by, one below the inputs' level:
@@ -231,20 +190,6 @@ class Executor:
 
     def _split(self, rows: range) -> list[range]:
         return [range(rows.start + r.start, rows.start + r.stop) for r in self.pool.chunks(len(rows))]
-
-    def _dense_weights(self, i: int, step: Step, n_inputs: int) -> np.ndarray:
-        """The step's CSR rows as an (outputs, inputs) matrix, built once."""
-        with self._lock:
-            w = self._dense.get(i)
-        if w is None or w.shape[1] != n_inputs:
-            a = step.arrays
-            indptr, indices, data = a["indptr"], a["indices"], a["data"]
-            w = np.zeros((len(indptr) - 1, n_inputs))
-            rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-            np.add.at(w, (rows, indices), data)  # duplicates (if any) add up, as the term-wise sum would
-            with self._lock:
-                self._dense[i] = w
-        return w
 
     def _sum_batch(self, i: int, step: Step, value):
         """CSR rows of ciphertext sums (pools); each input is dropped after the last row reading it."""
@@ -399,7 +344,7 @@ class Executor:
         period = step.attrs["period"]
         for k in range(int(step.attrs["blocks"]).bit_length() - 1):  # sum the blocks of taps
             acc = self.ev.add(acc, self.ev.rotate(acc, period << k))
-        return [self.ev.add(acc, self._bias_plain(i, step.arrays["bias"], acc))]
+        return [self.ev.add(acc, self.weights.bias(i, step.arrays["bias"], acc))]
 
     def _mpool(self, i: int, step: Step, value):
         """2x2 sum-pool on multiplexed layouts: x + rot(x, gap), then the same with gap * width."""
@@ -422,7 +367,7 @@ class Executor:
             t,
             lambda v: self._weight(i, step, v),
             rescale=step.rescale,
-            bias=lambda k, y: self._bias_plain(i, biases[index[k]], y, int(index[k])),
+            bias=lambda k, y: self.weights.bias(i, biases[index[k]], y, int(index[k])),
             run=self.pool.map,
             window=4 * self.pool.workers,
         )

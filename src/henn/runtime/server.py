@@ -14,6 +14,7 @@ from henn.ckks.evaluator import SCALE_RTOL
 from henn.ckks.values import BootstrapKeys, Ciphertext, EvaluationKeys, GaloisKeys, PublicKey, RelinKey, SecretKey
 from henn.errors import InputError, MissingKeyError
 from henn.program import Program
+from henn.runtime.encoded import EncodedWeights
 from henn.runtime.executor import Executor
 
 _KEY_KINDS = {PublicKey: "public_key", RelinKey: "relin_key", GaloisKeys: "galois_keys",
@@ -21,7 +22,9 @@ _KEY_KINDS = {PublicKey: "public_key", RelinKey: "relin_key", GaloisKeys: "galoi
 
 
 class Server:
-    def __init__(self, program: Program, backend, keys: EvaluationKeys, *, threads: int | None = None):
+    def __init__(self, program: Program, backend, keys: EvaluationKeys, *, threads: int | None = None,
+                 weights: EncodedWeights | None = None):
+        """weights: the program's encoded weights, shared by the sessions of a server (else its own)."""
         if isinstance(keys, SecretKey) or not isinstance(keys, EvaluationKeys):
             raise InputError("the server takes public EvaluationKeys only (Client.generate_keys()), never a secret key")
         if backend.params.fingerprint() != program.params.fingerprint():
@@ -29,7 +32,7 @@ class Server:
                              f"program's ({program.params.describe()}): open it with program.params")
         self.key_id = _check_keys(program, backend, keys)
         self.program, self.backend = program, backend
-        self.executor = Executor(program, backend, keys, threads=threads)
+        self.executor = Executor(program, backend, keys, threads=threads, weights=weights)
         self.seconds = {"prepare": 0.0, "evaluate": 0.0}
 
     def prepare(self) -> None:
