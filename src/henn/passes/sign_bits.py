@@ -44,7 +44,8 @@ class SignBits:
     def describe(self) -> str:
         return (
             f"sign precision {self.bits} bits: {self.kept_at} bits keep the predictions of the {self.images} "
-            f"calibration images ({self.agreement:.1%} agree, near-ties aside), plus {self.bits - self.kept_at} of margin"
+            f"calibration images ({self.agreement:.1%} agree, near-ties aside), plus {self.bits - self.kept_at} "
+            "of margin"
         )
 
 
