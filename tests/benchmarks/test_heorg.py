@@ -2,7 +2,7 @@
 end to end, each stage a separate process over the harness's folders (io/<size>/public_keys, secret_key,
 ciphertexts_upload, ciphertexts_download), on two MNIST test images, and the decrypted predictions equal the
 plaintext model's (mnist_mlp.onnx with the exact ReLU). Lattigo at N = 2^15, 128-bit secure: ~40 s here (key
-generation and the server's stage load 1.2 GiB of evaluation keys; ~5 GiB peak in those processes)."""
+generation and the server's stage load 1.2 GiB of evaluation keys; 5-6 GiB peak in those processes)."""
 
 from __future__ import annotations
 
