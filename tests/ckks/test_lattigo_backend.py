@@ -305,6 +305,14 @@ def test_marshal_buffer_is_copied_and_freed(small):
     assert len(data) == n.value > 0 and data == be._serialize("public_key", keys.public.raw)
 
 
+def test_a_buffer_beyond_the_read_chunk_is_read_whole(small, monkeypatch):
+    """Galois keys of 2 GiB and more (ctypes.string_at takes a C int) are read in pieces: the same bytes."""
+    be, _, keys = small
+    whole = be._serialize("public_key", keys.public.raw)
+    monkeypatch.setattr(bridge.Bridge, "CHUNK", 1000)
+    assert len(whole) > 3000 and be._serialize("public_key", keys.public.raw) == whole
+
+
 # ---- threads -----------------------------------------------------------------------------------
 def test_two_threads_multiply_on_one_evaluator(small):
     be, sk, keys = small

@@ -164,10 +164,16 @@ class Bridge:
         finally:
             self.lib.henn_free(ptr)
 
+    # ctypes.string_at takes a C int: a buffer of 2 GiB or more (the Galois keys of a LeNet at N = 2^14)
+    # is read in pieces below that
+    CHUNK = 1 << 30
+
     def take_bytes(self, ptr: c_void_p, n: int) -> bytes:
         """n bytes at ptr (a malloc'd buffer), copied and freed."""
         try:
-            return ctypes.string_at(ptr.value, n) if n else b""
+            if n <= self.CHUNK:
+                return ctypes.string_at(ptr.value, n) if n else b""
+            return b"".join(ctypes.string_at(ptr.value + k, min(self.CHUNK, n - k)) for k in range(0, n, self.CHUNK))
         finally:
             if ptr.value:
                 self.lib.henn_free(ptr)

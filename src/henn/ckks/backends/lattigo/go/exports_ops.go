@@ -195,10 +195,12 @@ func henn_unmarshal(ctxH C.uintptr_t, kind C.int, data unsafe.Pointer, n C.size_
 		if data == nil && n > 0 {
 			return nil, fmt.Errorf("no data given")
 		}
-		if n > 1<<31-1 {
-			return nil, dataErr("payload of %d bytes is too large", uint64(n))
+		// C.GoBytes takes a C int: Galois keys of 2 GiB and more (a LeNet at N = 2^14) are copied
+		// through a slice; the caller has bounded n by what the parameters allow (serialization.max_payload)
+		buf := make([]byte, int(n))
+		if n > 0 {
+			copy(buf, unsafe.Slice((*byte)(data), int(n)))
 		}
-		buf := C.GoBytes(data, C.int(n))
 		return c.unmarshal(int(kind), buf, int(level), int(degree))
 	})
 }
