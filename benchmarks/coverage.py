@@ -10,8 +10,8 @@ layers), seeded and trained briefly on CPU (MNIST or CIFAR-10), then for each fr
   images; precision-driven selection), in the net's mode (batch for MLPs and CryptoNets, single
   otherwise). A net whose depth needs a ring above 2^max-log-n (default 2^15) or that Lattigo
   cannot hold runs on the plain backend's noise model instead (`backend` says "plain (noise model)"
-  and `why`): henn's secure bootstrapping leaves 13 levels between bootstraps, fewer than a composite
-  ReLU (13 levels at 8 bits) plus the layer before it, so no bootstrap placement exists for them;
+  and `why`): the coverage run compiles without bootstrapping (at N = 2^16 a bootstrap takes ~8 s, and
+  these nets would need dozens per image);
 - agreement: argmax of the encrypted logits == argmax of the plaintext approximated model (the
   compiled graph after approximate_activations, in NumPy) on `--images` test images, and the largest
   logit difference;
@@ -77,8 +77,7 @@ def _compile(henn, src, net, data, backend: str, max_log_n: int, max_depth: int,
     try:
         if backend != "plain" and depth > max_depth:
             raise HennError(f"depth {depth} is beyond Lattigo's 128-bit rings at 2^{max_log_n} (--max-depth "
-                            f"{max_depth}) and secure bootstrapping leaves 13 levels, fewer than a composite "
-                            "ReLU or max pool and the layer before it need")
+                            f"{max_depth}); with bootstraps (N = 2^16, ~8 s each) it would take minutes per image")
         cm = henn.compile(src, net.shape, backend=backend, mode=mode, calibration=data.calibration,
                           **net.options, **extra)
     except HennError as exc:

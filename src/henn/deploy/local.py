@@ -260,11 +260,13 @@ class Server:
         model one per segment (SegmentServer)."""
         server: runtime_server.Server | SegmentServer
         if self.artefact.segments:
-            server = SegmentServer(self.artefact.programs, self.backend, keys, threads=self.threads,
-                                   weights=self.weights)
+            server = SegmentServer(
+                self.artefact.programs, self.backend, keys, threads=self.threads, weights=self.weights
+            )
         else:
-            server = runtime_server.Server(self.program, self.backend, keys, threads=self.threads,
-                                           weights=self.weights[0])
+            server = runtime_server.Server(
+                self.program, self.backend, keys, threads=self.threads, weights=self.weights[0]
+            )
         server.prepare()
         return server
 

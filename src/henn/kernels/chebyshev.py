@@ -215,8 +215,11 @@ def evaluate_chain(
     scale, delta = ct.scale, float(ev.backend.params.default_scale)
     u = ev.add(ct, shift) if shift else ct
     # t and every inner series at the default scale: a basis built at s squares s / q at each doubling
-    t = ev.rescale(ev.multiply(u, 1.0 / bound, scale=float(ev.backend.prime(u.level)) * delta / u.scale)) if (
-        bound != 1.0) else u
+    t = (
+        ev.rescale(ev.multiply(u, 1.0 / bound, scale=float(ev.backend.prime(u.level)) * delta / u.scale))
+        if (bound != 1.0)
+        else u
+    )
     for i, c in enumerate(components):
         last = i == len(components) - 1
         if last and times_input:  # y at the scale that makes u * y land on u's scale after its rescale

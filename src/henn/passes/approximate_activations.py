@@ -97,8 +97,11 @@ def fit_activations(g: Graph, options) -> dict[str, Approximation | dict]:
     calibration = getattr(options, "calibration", None)
     if calibration is None:
         n = (wanted + pools)[0]
-        what = "a max pool, which henn evaluates by composite maxima" if n.op == "maxpool" else (
-            f"a {n.attrs['kind']} activation, which henn approximates by a polynomial")
+        what = (
+            "a max pool, which henn evaluates by composite maxima"
+            if n.op == "maxpool"
+            else (f"a {n.attrs['kind']} activation, which henn approximates by a polynomial")
+        )
         raise InputError(
             f"layer {n.name!r} is {what} on the range its inputs take: calibration images are needed to "
             "approximate it; pass calibration=<sample inputs like the training data> to henn.compile "
@@ -123,7 +126,9 @@ def fit_activations(g: Graph, options) -> dict[str, Approximation | dict]:
     return fits_with(bits)
 
 
-def _fits(wanted: list[Node], pools: list[Node], bounds: dict, degrees, bits) -> dict[str, Approximation | dict]:
+def _fits(
+    wanted: list[Node], pools: list[Node], bounds: dict[str, tuple[float, float]], degrees, bits
+) -> dict[str, Approximation | dict]:
     """The fits of these activations and max pools on their observed bounds, with these per-layer options."""
     fits: dict[str, Approximation | dict] = {
         n.name: maxpool_form.form(bounds[n.name], bits(n.name), n.attrs["kernel"]) for n in pools

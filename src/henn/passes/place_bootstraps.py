@@ -161,7 +161,8 @@ def place(depth, weights: list[tuple[int, int] | None], top: int, names=None) ->
     segment_depths); weights[i]: (ciphertexts, bits of range) of a bootstrap after node i, None (or 0
     ciphertexts) where none can go; names: the nodes' names for errors."""
     n = len(weights)
-    best = {-1: ((0, 0, 0), ())}  # last bootstrap -> ((ciphertexts, range bits, unused levels), positions)
+    # last bootstrap -> ((ciphertexts, range bits, unused levels), positions)
+    best: dict[int, tuple[tuple[int, int, int], tuple[int, ...]]] = {-1: ((0, 0, 0), ())}
     for i in range(n):
         reachable = [j for j in best if depth(j, i) <= top]
         if not reachable:

@@ -67,7 +67,11 @@ def choose(exact: Graph, images: np.ndarray, approximated: Callable[[int], Graph
             return chosen
     log.warning(
         "no sign precision up to %d bits keeps the calibration predictions (%.1f%% agree at %d bits): using %d; "
-        "pass activation_bits to choose another", MAX_BITS, 100 * agreement, MAX_BITS, MAX_BITS
+        "pass activation_bits to choose another",
+        MAX_BITS,
+        100 * agreement,
+        MAX_BITS,
+        MAX_BITS,
     )
     return SignBits(MAX_BITS, agreement, len(x), MAX_BITS)
 

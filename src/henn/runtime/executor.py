@@ -24,15 +24,7 @@ from henn.kernels.bsgs import Transform, evaluate
 from henn.kernels.chebyshev import evaluate_chain
 from henn.kernels.composite_max import rotation_max, window_max
 from henn.kernels.poly import evaluate_polynomial
-from henn.program import (
-    REGISTER_KINDS,
-    Program,
-    Step,
-    StepKind,
-    max_step_levels,
-    weight_count,
-    weight_vector,
-)
+from henn.program import REGISTER_KINDS, Program, Step, StepKind, max_step_levels, weight_count, weight_vector
 from henn.runtime.encoded import EncodedWeights
 from henn.runtime.parallel import Parallel
 

@@ -19,8 +19,15 @@ from henn.segments import ClientStage
 class SegmentServer:
     """One runtime Server per segment, all on the same evaluation keys (checked against each segment)."""
 
-    def __init__(self, programs: Sequence[Program], backend, keys: EvaluationKeys, *, threads: int | None = None,
-                 weights: Sequence[EncodedWeights] | None = None):
+    def __init__(
+        self,
+        programs: Sequence[Program],
+        backend,
+        keys: EvaluationKeys,
+        *,
+        threads: int | None = None,
+        weights: Sequence[EncodedWeights] | None = None,
+    ):
         shared = [None] * len(programs) if weights is None else list(weights)
         self.parts = [Server(p, backend, keys, threads=threads, weights=w) for p, w in zip(programs, shared)]
         self.key_id = self.parts[0].key_id
