@@ -76,6 +76,9 @@ def test_place_refuses_a_layer_deeper_than_the_parameters():
         place([1, 3], [W1, W1], 2)
     with pytest.raises(UnsupportedOperation, match="layer 2"):
         place([1, 1, 1], [(0, 0), W1, W1], 2)
+    # a layer too deep to be followed by a bootstrap is named, not the layer after it
+    with pytest.raises(UnsupportedOperation, match="reaches layer 2: layer 1 alone takes 3 levels.*activation_bits"):
+        place([1, 3, 1], [W1, W1, W1], 3)
 
 
 # ---- the pass -----------------------------------------------------------------------------------

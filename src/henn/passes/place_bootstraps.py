@@ -166,12 +166,7 @@ def place(depth, weights: list[tuple[int, int] | None], top: int, names=None) ->
     for i in range(n):
         reachable = [j for j in best if depth(j, i) <= top]
         if not reachable:
-            name = f"{names[i]!r}" if names else str(i)
-            raise UnsupportedOperation(
-                f"no bootstrap placement reaches layer {name} ({depth(i - 1, i)} levels): bootstrapping "
-                f"leaves {top} levels and the layers before it leave no position with a "
-                "level to spare; choose bootstrapping parameters with more levels"
-            )
+            raise _unplaceable(depth, i, top, names)
         w = weights[i]
         if i == n - 1 or not w or not w[0]:
             continue
@@ -183,6 +178,25 @@ def place(depth, weights: list[tuple[int, int] | None], top: int, names=None) ->
         if paths:
             best[i] = min(paths)
     return list(min(best[j] for j in best if depth(j, n - 1) <= top)[1])
+
+
+def _unplaceable(depth, i: int, top: int, names) -> UnsupportedOperation:
+    """Why no placement reaches node i: a node before it too deep to be followed by a bootstrap (an
+    activation's composite: name it, not the layer after it), else node i itself."""
+    own = [depth(k - 1, k) for k in range(i + 1)]
+    k = max(range(i + 1), key=lambda m: own[m])
+    name = lambda m: f"{names[m]!r}" if names else str(m)
+    if own[k] > top - 1 and k < i:
+        return UnsupportedOperation(
+            f"no bootstrap placement reaches layer {name(i)}: layer {name(k)} alone takes {own[k]} levels, and "
+            f"bootstrapping leaves {top}, one of them for the bootstrap after it; ask for fewer "
+            "activation_bits (a composite ReLU or max pool) or choose bootstrapping parameters with more levels"
+        )
+    return UnsupportedOperation(
+        f"no bootstrap placement reaches layer {name(i)} ({own[i]} levels): bootstrapping "
+        f"leaves {top} levels and the layers before it leave no position with a "
+        "level to spare; choose bootstrapping parameters with more levels"
+    )
 
 
 def calibrate(g: Graph, images, nodes: list[Node]) -> dict[str, float]:
