@@ -107,47 +107,59 @@ def fit_activations(g: Graph, options) -> dict[str, Approximation | dict]:
             "approximate it; pass calibration=<sample inputs like the training data> to henn.compile "
             "(henn compile: --calibration samples.npy)"
         )
-    signs = [n.name for n in wanted if NONPOLYNOMIAL[n.attrs["kind"]].sign_form is not None]
-    degrees = _per_layer(options, "activation_degree", [n.name for n in wanted if n.name not in signs])
-    bits = _per_layer(options, "activation_bits", signs + [n.name for n in pools])
+    signs = [n for n in wanted if NONPOLYNOMIAL[n.attrs["kind"]].sign_form is not None]
+    smooth = [n for n in wanted if n not in signs]
+    degrees = _per_layer(options, "activation_degree", [n.name for n in smooth])
+    bits = _per_layer(options, "activation_bits", [n.name for n in signs + pools])
     images = check_images(calibration, tuple(g.input_shape))
     bounds = ranges.observed_bounds(g, images, ("activation", "maxpool"))
+    fixed = _smooth_fits(smooth, bounds, degrees)  # the sign precision does not change them
 
-    def fits_with(bits) -> dict[str, Approximation | dict]:
-        return _fits(wanted, pools, bounds, degrees, bits)
+    def fits_at(default: float | None) -> dict[str, Approximation | dict]:
+        """Every fit, the sign forms the option leaves open at `default` bits."""
+        return {**fixed, **_sign_fits(signs, pools, bounds, lambda name: default if bits(name) is None else bits(name))}
 
-    given = getattr(options, "activation_bits", None)
-    open_layers = set(signs + [n.name for n in pools]) - set(given if isinstance(given, dict) else [])
-    if open_layers and (given is None or isinstance(given, dict)):  # the rest by the precision rule
-        fixed = given or {}
-        chosen = sign_bits.choose(g, images, lambda b: _approximated(g, fits_with(lambda name: fixed.get(name, b))))
-        g.meta["activation_bits"] = chosen
-        return fits_with(lambda name: fixed.get(name, chosen.bits))
-    return fits_with(bits)
+    if not any(bits(n.name) is None for n in signs + pools):
+        return fits_at(None)
+    chosen = sign_bits.choose(g, images, lambda b: _approximated(g, fits_at(b)))  # the precision rule
+    g.meta["activation_bits"] = chosen
+    return fits_at(chosen.bits)
 
 
-def _fits(
-    wanted: list[Node], pools: list[Node], bounds: dict[str, tuple[float, float]], degrees, bits
-) -> dict[str, Approximation | dict]:
-    """The fits of these activations and max pools on their observed bounds, with these per-layer options."""
-    fits: dict[str, Approximation | dict] = {
-        n.name: maxpool_form.form(bounds[n.name], bits(n.name), n.attrs["kernel"]) for n in pools
-    }
-    for n in wanted:
-        kind, act = n.attrs["kind"], NONPOLYNOMIAL[n.attrs["kind"]]
-        f = act.function
+def _smooth_fits(nodes: list[Node], bounds: dict[str, tuple[float, float]], degrees) -> dict[str, Approximation]:
+    """Chebyshev fits of these smooth activations on their observed bounds (degree: the option, else the
+    lowest meeting henn.approximation.TARGET)."""
+    fits = {}
+    for n in nodes:
+        kind, f = n.attrs["kind"], NONPOLYNOMIAL[n.attrs["kind"]].function
         assert f is not None  # every APPROXIMATED activation has a NumPy meaning
-        if act.sign_form is not None:
-            lo, hi = approximation.symmetric_interval(*bounds[n.name], ranges.OBSERVED_SLACK)
-            b = bits(n.name)
-            fits[n.name] = approximation.composite(
-                f"{kind} (composite sign)", f, lo, hi, act.sign_form, approximation.SIGN_BITS if b is None else b
-            )
-            continue
         lo, hi = approximation.interval(*bounds[n.name], ranges.OBSERVED_SLACK)
         degree = degrees(n.name)
         fits[n.name] = (
             approximation.choose(kind, f, lo, hi) if degree is None else approximation.fit(kind, f, lo, hi, degree)
+        )
+    return fits
+
+
+def _sign_fits(
+    nodes: list[Node], pools: list[Node], bounds: dict[str, tuple[float, float]], bits
+) -> dict[str, Approximation | dict]:
+    """The composite-sign forms of these activations (ReLU, |x|) and max pools, bits(name) each."""
+    fits: dict[str, Approximation | dict] = {
+        n.name: maxpool_form.form(bounds[n.name], bits(n.name), n.attrs["kernel"]) for n in pools
+    }
+    for n in nodes:
+        act = NONPOLYNOMIAL[n.attrs["kind"]]
+        assert act.function is not None and act.sign_form is not None  # a sign-form activation
+        lo, hi = approximation.symmetric_interval(*bounds[n.name], ranges.OBSERVED_SLACK)
+        b = bits(n.name)
+        fits[n.name] = approximation.composite(
+            f"{n.attrs['kind']} (composite sign)",
+            act.function,
+            lo,
+            hi,
+            act.sign_form,
+            approximation.SIGN_BITS if b is None else b,
         )
     return fits
 

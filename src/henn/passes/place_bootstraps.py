@@ -164,8 +164,7 @@ def place(depth, weights: list[tuple[int, int] | None], top: int, names=None) ->
     # last bootstrap -> ((ciphertexts, range bits, unused levels), positions)
     best: dict[int, tuple[tuple[int, int, int], tuple[int, ...]]] = {-1: ((0, 0, 0), ())}
     for i in range(n):
-        reachable = [j for j in best if depth(j, i) <= top]
-        if not reachable:
+        if not any(depth(j, i) <= top for j in best):
             raise _unplaceable(depth, i, top, names)
         w = weights[i]
         if i == n - 1 or not w or not w[0]:

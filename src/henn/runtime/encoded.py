@@ -35,7 +35,6 @@ class EncodedWeights:
         self._lock = threading.Lock()
         self._prepare_lock = threading.Lock()
         self.prepared = False
-        self.seconds = 0.0  # the encoding `prepare` did
 
     def prepare(self, pool, budget: int | None = None) -> float:
         """Encode the weight plaintexts while they fit in `budget` bytes, the most reused first (a grouped
@@ -53,8 +52,7 @@ class EncodedWeights:
             t0 = time.perf_counter()
             self._fill(pool, budget)
             self.prepared = True
-            self.seconds = time.perf_counter() - t0
-            return self.seconds
+            return time.perf_counter() - t0
 
     def _fill(self, pool, budget: int | None) -> None:
         steps = [(i, s) for i, s in enumerate(self.program.steps) if s.kind in WEIGHT_KINDS]
