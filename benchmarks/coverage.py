@@ -52,7 +52,9 @@ DEEP = {"log_scale": 30}  # the plain noise model's parameters for nets beyond L
 
 def _facts(cm) -> dict:
     p = cm.params
-    return {"depth": cm.depth, "bootstraps": cm.program.bootstraps, "log_n": p.log_n, "log_scale": p.log_scale,
+    inner = sum(a["refreshes"] for a in cm.approximations())  # per ciphertext, inside activations
+    return {"depth": cm.depth, "bootstraps": cm.program.bootstrap_steps, "inner_bootstraps": inner,
+            "log_n": p.log_n, "log_scale": p.log_scale,
             "log_qp": round(p.log_qp, 1), "levels": len(p.log_q) - 1, "ring": p.ring,
             "rotation_keys": len(cm.rotation_steps), "params": p.describe(),
             "approximations": [{k: a[k] for k in ("layer", "kind", "degree", "levels", "max_error", "relative_error")}
@@ -69,11 +71,17 @@ def planned_depth(src, net, data) -> int:
     return run_pipeline(load_model(src, net.shape), options, until="plan_levels").meta["depth"]
 
 
-def _compile(henn, src, net, data, backend: str, max_log_n: int, max_depth: int, mode: str, extra: dict):
-    """(compiled model, backend used, why not the asked backend)."""
+def _compile(henn, src, net, data, backend: str, max_log_n: int, max_depth: int, mode: str, extra: dict,
+             bootstrap: bool = False):
+    """(compiled model, backend used, why not the asked backend). bootstrap: a net deeper than max_depth
+    compiles with bootstraps (boot-n16) on the asked backend."""
     from henn.errors import HennError
 
     depth = planned_depth(src, net, data)
+    if bootstrap and backend != "plain" and depth > max_depth:
+        cm = henn.compile(src, net.shape, backend=backend, mode=mode, calibration=data.calibration, bootstrap=True,
+                          **net.options, **extra)
+        return cm, backend, None
     try:
         if backend != "plain" and depth > max_depth:
             raise HennError(f"depth {depth} is beyond Lattigo's 128-bit rings at 2^{max_log_n} (--max-depth "
@@ -142,7 +150,7 @@ def run_net(name: str, args, tmp: Path, cache: dict) -> list[dict]:
     xt, yt = data.test
     acc_torch = float((predict(model, xt).argmax(1) == yt).mean())
     rows = []
-    for frontend in FRONTENDS:
+    for frontend in args.frontends:
         base = {"net": name, "what": net.what, "frontend": frontend, "data": net.data, "dataset": data.source,
                 "mode": net.mode, "train_seconds": round(train_s, 2), "accuracy_torch": acc_torch,
                 "accuracy_images": len(xt), "compiles": False}
@@ -180,7 +188,8 @@ def _attempt(base: dict, src, net, data, args, mode: str, extra: dict) -> dict:
     xt, yt = data.test
     t0 = time.perf_counter()
     try:
-        cm, backend, why = _compile(henn, src, net, data, args.backend, args.max_log_n, args.max_depth, mode, extra)
+        cm, backend, why = _compile(henn, src, net, data, args.backend, args.max_log_n, args.max_depth, mode, extra,
+                                    args.bootstrap)
     except Exception as exc:  # noqa: BLE001 - recorded: this is what the table is for
         row["error"] = f"{type(exc).__name__}: {exc}"
         return row
@@ -195,6 +204,7 @@ def _attempt(base: dict, src, net, data, args, mode: str, extra: dict) -> dict:
             row["accuracy_approx"] = float((approx.argmax(1) == yt).mean())
             row["accuracy_drop_points"] = round(100 * (row["accuracy_torch"] - row["accuracy_approx"]), 2)
             n = args.images if why is None else min(args.images, args.plain_images)
+            n = min(n, args.boot_images) if cm.program.bootstraps else n
             kept = _in_range(cm, xt[:n])  # run() refuses an image beyond an activation's calibrated range
             logits, timing = _run_encrypted(cm, xt[:n][kept])
         want = approx[:n][kept]
@@ -210,6 +220,12 @@ def _attempt(base: dict, src, net, data, args, mode: str, extra: dict) -> dict:
 # ---- table -------------------------------------------------------------------------------------------
 def _pct(v) -> str:
     return "—" if v is None else f"{100 * v:.1f}"
+
+
+def _boots(r: dict) -> str:
+    """Bootstrap steps, and + those inside activations (per ciphertext) where there are."""
+    inner = r.get("inner_bootstraps", 0)
+    return f"{r['bootstraps']} + {inner} inside" if inner else str(r["bootstraps"])
 
 
 def markdown(results: list[dict]) -> str:
@@ -232,7 +248,7 @@ def markdown(results: list[dict]) -> str:
             _pct(r.get("accuracy_approx")),
             "—" if "accuracy_drop_points" not in r else f"{r['accuracy_drop_points']:.1f}",
             "—" if "latency_seconds" not in r else f"{r['latency_seconds']:.3g}",
-            "—" if "keygen_seconds" not in r else f"{r['keygen_seconds']:.1f}", str(r["depth"]), str(r["bootstraps"]),
+            "—" if "keygen_seconds" not in r else f"{r['keygen_seconds']:.1f}", str(r["depth"]), _boots(r),
             f"2^{r['log_n']}, 2^{r['log_scale']}", acts]) + " |")
     return "\n".join(rows)
 
@@ -259,9 +275,13 @@ def main(argv=None) -> int:
     ap.add_argument("--max-log-n", type=int, default=15, help="larger rings run on the plain noise model instead")
     ap.add_argument("--max-depth", type=int, default=30, help="deeper nets run on the plain noise model "
                     "without trying --backend")
+    ap.add_argument("--bootstrap", action="store_true", help="nets deeper than --max-depth run on --backend with "
+                    "bootstraps (boot-n16: N = 2^16, ~8 s each) instead of the plain noise model")
+    ap.add_argument("--boot-images", type=int, default=2, help="images per bootstrapped net and frontend")
+    ap.add_argument("--frontends", nargs="+", choices=FRONTENDS, default=list(FRONTENDS))
     ap.add_argument("--data-dir", type=Path, default=None, help="folder with mnist/ and cifar10/")
     ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument("--update", action="store_true", help="keep the other nets' rows already in --out")
+    ap.add_argument("--update", action="store_true", help="keep the other rows (nets, frontends) already in --out")
     ap.add_argument("--table", action="store_true", help="print the Markdown table of --out and exit")
     args = ap.parse_args(argv)
     if args.table:
@@ -274,7 +294,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(2)
     command = " ".join(["python", "benchmarks/coverage.py", *(sys.argv[1:] if argv is None else argv)])
     results: list[dict] = []
-    kept = [r for r in json.loads(args.out.read_text())["results"] if r["net"] not in args.nets] \
+    kept = [r for r in json.loads(args.out.read_text())["results"]
+            if r["net"] not in args.nets or r["frontend"] not in args.frontends] \
         if args.update and args.out.is_file() else []
     cache: dict = {}
     t_start = time.perf_counter()
@@ -284,7 +305,8 @@ def main(argv=None) -> int:
             rows = run_net(name, args, Path(tmp), cache)
             results.extend(rows)
             order = list(NETS)
-            results = sorted(kept + [r for r in results if r not in kept], key=lambda r: order.index(r["net"]))
+            results = sorted(kept + [r for r in results if r not in kept],
+                             key=lambda r: (order.index(r["net"]), FRONTENDS.index(r["frontend"])))
             for r in rows:
                 state = r.get("error", "ok")[:200] if r["compiles"] else f"does not compile: {r['error'][:200]}"
                 print(f"{name} {r['frontend']}: {r.get('backend', '-')} agree {r.get('agreement')} "

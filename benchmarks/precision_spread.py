@@ -38,7 +38,9 @@ SUITES = {
         "tests/runtime/test_complex_packing.py", "tests/runtime/test_hostile_inputs.py",
         "tests/deploy/test_serve_lattigo.py", "tests/compiler/test_residual.py",
         "tests/compiler/test_images_per_set.py", "tests/compiler/test_precision_selection.py",
-        "tests/compiler/test_polynomial_expressions.py",
+        "tests/compiler/test_polynomial_expressions.py", "tests/compiler/test_chain_refresh.py",
+        "tests/compiler/test_maxpool.py", "tests/compiler/test_composite_relu.py", "tests/compiler/test_layers.py",
+        "tests/compiler/test_client_aided.py", "tests/compiler/test_approximated_activations.py",
     ],
 }
 

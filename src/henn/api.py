@@ -33,6 +33,7 @@ from henn.errors import InputError
 from henn.ir import interpret
 from henn.kernels import composite_max
 from henn.passes import CompileOptions
+from henn.program import refreshed_level
 from henn.ranges import check_bootstraps
 from henn.runtime import Client, Server
 from henn.runtime.inputs import check_images
@@ -126,11 +127,15 @@ def _describe_approximation(a: dict) -> str:
     if "window" in a:
         return (f"layer {a['layer']!r}: {a['kind']} over {a['window'][0]}x{a['window'][1]} windows, {a['max_levels']} "
                 f"max-levels of composed polynomials of degrees {a['degrees']}, inputs in {span}, max error "
-                f"{a['max_error']:.2g}{bits}, {a['levels']} levels")
+                f"{a['max_error']:.2g}{bits}, {a['levels']} levels{_part_way(a)}")
     form = f"a degree-{a['degree']} polynomial" if len(a["degrees"]) == 1 else (
         f"composed polynomials of degrees {a['degrees']}")
     return (f"layer {a['layer']!r}: {a['kind']} approximated by {form} on {span}, max error {a['max_error']:.2g} there "
-            f"({a['relative_error']:.2g} of its output range{bits}), {a['levels']} levels")
+            f"({a['relative_error']:.2g} of its output range{bits}), {a['levels']} levels{_part_way(a)}")
+
+
+def _part_way(a: dict) -> str:
+    return f" (with {a['refreshes']} bootstraps per ciphertext part way)" if a["refreshes"] else ""
 
 
 def _observed_preactivation(model) -> list[float] | None:
@@ -184,7 +189,10 @@ class CompiledModel:
         return self.program.input_shape
 
     def describe(self) -> str:
-        boots = f", {self.program.bootstraps} bootstraps" if self.program.bootstraps else ""
+        p = self.program
+        boots = f", {p.bootstrap_steps} bootstraps" if p.bootstrap_steps else ""
+        inner = p.bootstraps - p.bootstrap_steps
+        boots += f", {inner} activation(s) bootstrapping part way" if inner else ""
         why = "" if self.precision is None else f"; {self.precision.describe()}"
         mode = f"{self.mode} (complex)" if self.program.complex_packed else self.mode
         lines = [f"{mode} packing on {self.backend_name}: depth {self.depth}{boots}, {len(self.rotation_steps)} "
@@ -206,7 +214,7 @@ class CompiledModel:
              "degree": math.prod(n.attrs["degrees"]) + n.attrs["times_input"], "degrees": tuple(n.attrs["degrees"]),
              "range": tuple(n.attrs["range"]), "max_error": n.attrs["approximation_error"],
              "relative_error": n.attrs["approximation_relative_error"], "levels": n.attrs["levels"],
-             "bits": n.attrs.get("bits")}
+             "bits": n.attrs.get("bits"), "refreshes": self._refreshes(n.name)}
             for n in self.compiled.final.nodes if n.op == "poly" and "approximates" in n.attrs
         ] + [self._maxpool(n) for n in self.compiled.checked.nodes if n.op == "maxpool"]
 
@@ -219,7 +227,13 @@ class CompiledModel:
                 "degree": math.prod(n.attrs["degrees"]) + 1, "degrees": tuple(n.attrs["degrees"]),
                 "range": tuple(n.attrs["range"]), "max_error": n.attrs["approximation_error"],
                 "relative_error": n.attrs["approximation_relative_error"], "levels": final.attrs["levels"],
-                "bits": n.attrs["bits"], "maxima": k - 1, "max_levels": composite_max.stages(k)}
+                "bits": n.attrs["bits"], "maxima": k - 1, "max_levels": composite_max.stages(k),
+                "refreshes": self._refreshes(n.name)}
+
+    def _refreshes(self, layer: str) -> int:
+        """Bootstraps per ciphertext inside a layer's chain (henn.chain_schedule; 0: none)."""
+        steps = [s for s in self.program.steps if s.name == layer and "refresh" in s.attrs]
+        return sum(refreshed_level(s, self.program.params.max_level)[1] for s in steps)
 
     # ---- running -----------------------------------------------------------------------------
     def reference(self, x) -> np.ndarray:

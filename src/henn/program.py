@@ -28,6 +28,9 @@ level where they are used) and small attributes. Step kinds (`StepKind`, specifi
                   (henn.kernels.poly), attrs bound (max |x| expected, 1: none), shift 0. chebyshev True: a chain
                   of Chebyshev series s_m(...s_1((x + shift) / bound)), times (x + shift) if times_input
                   (henn.kernels.chebyshev.evaluate_chain)
+    refresh       (optional, poly with chebyshev True, max_batch, mmax) [input bound, carry bound]: a chain deeper
+                  than a run of levels bootstraps part way where henn.chain_schedule says (the bounds of the
+                  values it refreshes); the step ends at the schedule's level, below the parameters' top
     cpoly         per-slot polynomial sum_k c_k x^k (degree 1 or 2: a per-channel quadratic, a folded
                   AESPA), coefficients (degree + 1, ciphertexts, width): each row repeats over the slots
     save / load / add   registers, for networks that are graphs (residual connections): `save`
@@ -65,11 +68,13 @@ from numpy.lib import format as npy_format
 
 from henn.ckks import presets
 from henn.ckks.params import Parameters, ParametersLiteral
-from henn.errors import HennError, SerializationError
+from henn.errors import HennError, SerializationError, UnsupportedOperation
 from henn.activations import COMPLEX_FORMS, CORE_FORMS
 from henn.kernels.activation import defers_relin
 from henn.kernels import composite_max
-from henn.kernels.chebyshev import chain_depth
+from henn import chain_schedule
+from henn.chain_schedule import Refresh, chain_stages
+from henn.kernels.chebyshev import chain_depth, chebyshev_depth
 from henn.kernels.poly import polynomial_depth
 
 # 3: BSGS diagonals as palette codes; 4: single mode packs several images (multi); 5: lazy relinearization (relin);
@@ -268,6 +273,7 @@ class StepSpec:
     rotations: Callable[[Step], set[int]] = lambda step: set()
     frees_inputs: bool = False
     refreshes_level: bool = False
+    optional: dict[str, str] = field(default_factory=dict)  # attributes typed where present
 
 
 def _csr_check(step: Step, n_in: int, slots: int) -> None:
@@ -374,8 +380,39 @@ def _poly_check(step: Step, n_in: int, slots: int) -> None:
             f"{MAX_POLY_COEFFICIENTS} coefficients, bound > 0; in the power basis one, bound >= 1, no shift or "
             "product)"
         )
-    if step.level < poly_levels(step):
+    if "refresh" in a and not a["chebyshev"]:
+        raise ProgramError(f"layer {step.name!r}: only a chain of Chebyshev series refreshes part way")
+    if "refresh" not in a and step.level < poly_levels(step):
         raise ProgramError(f"layer {step.name!r}: its polynomial needs {poly_levels(step)} levels, not {step.level}")
+
+
+_REFRESH = {"refresh": "bounds"}
+
+
+def step_refresh(step: Step, top: int, parallel: bool = False) -> Refresh | None:
+    """How a poly / max step refreshes part way (henn.chain_schedule), None where it does not."""
+    bounds = step.attrs.get("refresh")
+    return None if bounds is None else Refresh(top, float(bounds[0]), float(bounds[1]), parallel)
+
+
+def _stages(step: Step, times_input: bool) -> tuple[int, ...]:
+    coef = step.arrays["coefficients"]
+    return chain_stages([chebyshev_depth(c) for c in coef], float(step.attrs["bound"]), times_input)
+
+
+def refreshed_level(step: Step, top: int) -> tuple[int, int]:
+    """(output level, bootstraps per ciphertext) of a refreshing poly / max step entered at step.level."""
+    try:
+        if step.kind == StepKind.POLY:
+            times = bool(step.attrs["times_input"])
+            return chain_schedule.chain_cost(step.level, _stages(step, times), top, times, False, step.name)
+        if step.kind == StepKind.ROTATION_MAX:
+            ops = step.arrays["ops"][:, :2]
+            return chain_schedule.tree_levels(step.level, ops, _stages(step, True), top, step.name)
+        sizes = np.diff(step.arrays["indptr"])
+        return chain_schedule.windows_levels(step.level, sizes, _stages(step, True), top, step.name)
+    except UnsupportedOperation as exc:
+        raise ProgramError(str(exc)) from None
 
 
 def max_step_levels(step: Step) -> int:
@@ -405,7 +442,7 @@ def _max_check(step: Step, n_in: int, slots: int) -> None:
         raise ProgramError(
             f"layer {step.name!r}: {len(coef)} series of {coef.shape[1]} coefficients, bound {step.attrs['bound']}"
         )
-    if step.level < max_step_levels(step):
+    if "refresh" not in step.attrs and step.level < max_step_levels(step):
         raise ProgramError(f"layer {step.name!r}: its maxima need {max_step_levels(step)} levels, not {step.level}")
 
 
@@ -479,6 +516,7 @@ STEPS: dict[StepKind, StepSpec] = {
         lambda s, n: len(s.arrays["indptr"]) - 1,
         _max_check,
         frees_inputs=True,
+        optional=_REFRESH,
     ),
     StepKind.ROTATION_MAX: StepSpec(
         {"bound": "float", "cts_in": "int"},
@@ -487,6 +525,7 @@ STEPS: dict[StepKind, StepSpec] = {
         _max_check,
         lambda s: {int(v) for v in s.arrays["ops"][:, 2]},
         frees_inputs=True,
+        optional=_REFRESH,
     ),
     StepKind.CHANNEL_POLY: StepSpec(
         {"degree": "int"}, {"coefficients": ("f", 3)}, lambda s, n: n, _cpoly_check, frees_inputs=True
@@ -497,6 +536,7 @@ STEPS: dict[StepKind, StepSpec] = {
         lambda s, n: n,
         _poly_check,
         frees_inputs=True,
+        optional=_REFRESH,
     ),
     # the register kinds' counts and levels are checked by Program.verify, which tracks the registers
     StepKind.SAVE: StepSpec({"register": "int"}, {}, lambda s, n: n, _NO_CHECK),
@@ -631,7 +671,12 @@ class Program(PackedIO):
 
     @property
     def bootstraps(self) -> int:
-        """Bootstrap steps (each refreshes every ciphertext of its value)."""
+        """Steps that bootstrap (their keys): bootstrap steps, and activations that refresh part way."""
+        return self.bootstrap_steps + sum("refresh" in s.attrs for s in self.steps)
+
+    @property
+    def bootstrap_steps(self) -> int:
+        """Bootstrap steps (each refreshes every ciphertext of its value; the input checks bound each)."""
         return sum(s.kind == StepKind.BOOTSTRAP for s in self.steps)
 
     def summary(self) -> dict:
@@ -667,7 +712,11 @@ class Program(PackedIO):
             missing = {s % slots for s in spec.rotations(step)} - {0} - keys
             if missing:
                 raise ProgramError(f"layer {step.name!r} rotates by {sorted(missing)[:4]} without a key")
-            n, level = spec.outputs(step, n), (self.params.max_level if spec.refreshes_level else step.level)
+            n, level = spec.outputs(step, n), step.level
+            if spec.refreshes_level:
+                level = self.params.max_level
+            elif "refresh" in step.attrs:
+                level = refreshed_level(step, self.params.max_level)[0]
         if registers:
             raise ProgramError(f"the program ends with registers {sorted(registers)} still holding values")
         if degree != 1:
@@ -789,16 +838,23 @@ _ATTR_TYPES: dict[str, Callable[[object], bool]] = {
     "form": lambda v: isinstance(v, str) and v in CORE_FORMS,
     "bool": lambda v: isinstance(v, bool),
     "ints": lambda v: isinstance(v, list) and all(_is_int(x) for x in v),
+    "bounds": lambda v: isinstance(v, list) and len(v) == 2 and all(_positive(x) for x in v),
 }
 
 
+def _positive(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
 def _check_fields(step: Step, spec: StepSpec) -> None:
-    if set(step.attrs) != set(spec.attrs) or set(step.arrays) != set(spec.arrays):
+    given = set(step.attrs)
+    if not set(spec.attrs) <= given <= set(spec.attrs) | set(spec.optional) or set(step.arrays) != set(spec.arrays):
         raise ProgramError(
             f"layer {step.name!r} ({step.kind.value}) has attributes {sorted(step.attrs)} and "
-            f"arrays {sorted(step.arrays)}, expected {sorted(spec.attrs)} and {sorted(spec.arrays)}"
+            f"arrays {sorted(step.arrays)}, expected {sorted(spec.attrs)} (optional {sorted(spec.optional)}) and "
+            f"{sorted(spec.arrays)}"
         )
-    for key, kind in spec.attrs.items():
+    for key, kind in {**spec.attrs, **{k: v for k, v in spec.optional.items() if k in given}}.items():
         if not _ATTR_TYPES[kind](step.attrs[key]):
             raise ProgramError(f"layer {step.name!r}: attribute {key}={step.attrs[key]!r} is not a valid {kind}")
     for key, (dtype, ndim) in spec.arrays.items():

@@ -227,6 +227,6 @@ def test_a_bootstrapping_program_without_its_bound_checks_is_refused(tmp_path):
 
     cm, _ = _bootstrapping_file(tmp_path, "plain")
     checks = InputChecks.from_compiled(cm.compiled.checked, cm.activation_intervals(), cm.activation_check)
-    with pytest.raises(SerializationError, match="bootstraps but the input checks bound 0"):
+    with pytest.raises(SerializationError, match="bootstrap steps but the input checks bound 0"):
         Artefact(cm.program, "plain", checks, model="deep").save(tmp_path / "deep.henn")
     assert not (tmp_path / "deep.henn").exists()

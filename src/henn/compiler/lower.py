@@ -79,12 +79,19 @@ def _act(g: Graph, node: Node) -> list[Step]:
             "shift": float(a["shift"]),
             "chebyshev": a["form"] == "chebyshev",
             "times_input": bool(a.get("times_input", False)),
+            **_refresh(node),
         }
         return [Step(StepKind.POLY, node.name, _level(g, node), attrs=attrs, arrays={"coefficients": coef})]
     if node.attrs["form"] == "identity" and not node.attrs["shift"]:
         return []
     attrs = {k: node.attrs[k] for k in ACT_KEYS}
     return [Step(StepKind.ACT, node.name, _level(g, node), attrs={**attrs, "relin": node.attrs.get("relin", True)})]
+
+
+def _refresh(node: Node) -> dict:
+    """A chain's bootstraps part way (place_bootstraps, henn.chain_schedule): the bounds they read."""
+    bounds = node.attrs.get("refresh")
+    return {} if bounds is None else {"refresh": [float(b) for b in bounds]}
 
 
 def _series(node: Node) -> np.ndarray:
@@ -104,7 +111,7 @@ def _max_batch(g: Graph, node: Node, indptr, indices) -> Step:
         _level(g, node),
         indptr,
         indices,
-        attrs={"bound": float(node.attrs["bound"])},
+        attrs={"bound": float(node.attrs["bound"]), **_refresh(node)},
         coefficients=_series(node),
     )
 
@@ -115,7 +122,7 @@ def _rotation_max(g: Graph, node: Node) -> Step:
         StepKind.ROTATION_MAX,
         node.name,
         _level(g, node),
-        attrs={"bound": float(node.attrs["bound"]), "cts_in": int(plan.cts_in)},
+        attrs={"bound": float(node.attrs["bound"]), "cts_in": int(plan.cts_in), **_refresh(node)},
         arrays={"ops": plan.ops, "coefficients": _series(node)},
     )
 

@@ -191,8 +191,8 @@ def _bad_stage() -> ClientStage:
 def _check_bootstrap_checks(program: Program, checks: InputChecks) -> None:
     """A bootstrapping program's file carries the bound check of every bootstrap (and no other's)."""
     boots = 0 if checks.bootstraps is None else sum(n.op == "bootstrap" for n in checks.bootstraps.nodes)
-    if boots != program.bootstraps:
+    if boots != program.bootstrap_steps:
         raise SerializationError(
-            f"the program has {program.bootstraps} bootstraps but the input checks bound {boots}: build the checks "
-            "with InputChecks.from_compiled(..., final=compiled.final) (henn compile does)"
+            f"the program has {program.bootstrap_steps} bootstrap steps but the input checks bound {boots}: build "
+            "the checks with InputChecks.from_compiled(..., final=compiled.final) (henn compile does)"
         )

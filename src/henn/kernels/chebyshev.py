@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from henn.chain_schedule import OPERAND_MARGIN, SERIES_BOUND, Refresh, chain_stages, schedule
 from henn.ckks.values import Ciphertext
 from henn.errors import InputError, LevelError
 from henn.kernels.poly import coefficient_vector
@@ -203,28 +204,71 @@ def _check_chain(components, shift, bound) -> None:
 
 
 def evaluate_chain(
-    ev, ct: Ciphertext, components, *, shift: float = 0.0, bound: float = 1.0, times_input: bool = False
+    ev,
+    ct: Ciphertext,
+    components,
+    *,
+    shift: float = 0.0,
+    bound: float = 1.0,
+    times_input: bool = False,
+    refresh: Refresh | None = None,
 ) -> Ciphertext:
     """y = p_m(...p_1(t)), t = (ct + shift) / bound, each p_i a Chebyshev series (coefficients, constant
     first) whose input must stay in [-1, 1]; times_input: (ct + shift) * y. Output at ct's scale, at level
-    ct.level - chain_depth(...)."""
+    ct.level - chain_depth(...).
+
+    refresh: bootstrap part way where henn.chain_schedule says (the chain is deeper than a run of levels);
+    the output then lands at the schedule's level and, times_input, on the refreshed input's scale."""
+    return chain_with_carry(
+        ev, ct, components, shift=shift, bound=bound, times_input=times_input, refresh=refresh, carry=None
+    )[0]
+
+
+def chain_with_carry(
+    ev,
+    ct: Ciphertext,
+    components,
+    *,
+    shift: float = 0.0,
+    bound: float = 1.0,
+    times_input: bool = False,
+    refresh: Refresh | None,
+    carry: Ciphertext | None,
+) -> tuple[Ciphertext, Ciphertext | None]:
+    """evaluate_chain, with `carry` (a composite max's b) bootstrapped at each refresh alongside the chain's
+    values and returned with its output."""
     if not isinstance(ct, Ciphertext):
         raise InputError(f"evaluate_chain needs a Ciphertext, got {type(ct).__name__}")
     shift, bound = float(shift), float(bound)
-    _check_level(ct, chain_depth(components, shift=shift, bound=bound, times_input=times_input))
+    depths = [chebyshev_depth(c) for c in components]
+    _check_chain(components, shift, bound)
+    stages = chain_stages(depths, bound, times_input)
+    refreshed = schedule(ct.level, stages, refresh.top)[0] if refresh is not None else ()
+    if refresh is None:
+        _check_level(ct, sum(stages))
     scale, delta = ct.scale, float(ev.backend.params.default_scale)
     u = ev.add(ct, shift) if shift else ct
-    # t and every inner series at the default scale: a basis built at s squares s / q at each doubling
-    t = (
-        ev.rescale(ev.multiply(u, 1.0 / bound, scale=float(ev.backend.prime(u.level)) * delta / u.scale))
-        if (bound != 1.0)
-        else u
-    )
-    for i, c in enumerate(components):
-        last = i == len(components) - 1
+
+    def boot(x: Ciphertext, b: float) -> Ciphertext:
+        return ev.bootstrap(x, bound=b, parallel=refresh is not None and refresh.parallel)
+
+    t = u
+    for k in range(len(stages)):
+        if k in refreshed:
+            assert refresh is not None
+            t = boot(t, SERIES_BOUND) if k else t
+            u = boot(u, refresh.input_bound * OPERAND_MARGIN) if times_input or k == 0 else u
+            carry = None if carry is None else boot(carry, refresh.carry_bound * OPERAND_MARGIN)
+            t, scale = (u if k == 0 else t), (u.scale if times_input else scale)
+        if k == 0:
+            if bound != 1.0:  # t and every inner series at the default scale: a basis built at s squares s / q
+                t = ev.rescale(ev.multiply(u, 1.0 / bound, scale=float(ev.backend.prime(u.level)) * delta / u.scale))
+            continue
+        c, last = components[k - 1], k == len(components)
         if last and times_input:  # y at the scale that makes u * y land on u's scale after its rescale
-            out_level = t.level - chebyshev_depth(c)
+            out_level = t.level - depths[k - 1]
             t = evaluate_chebyshev(ev, t, c, target_scale=float(ev.backend.prime(out_level)) * scale / u.scale)
-            return ev.rescale(ev.multiply(ev.drop_to_level(u, out_level), t))
-        t = evaluate_chebyshev(ev, t, c, target_scale=scale if last else delta)
-    return t
+            t = ev.rescale(ev.multiply(ev.drop_to_level(u, out_level), t))
+        else:
+            t = evaluate_chebyshev(ev, t, c, target_scale=scale if last else delta)
+    return t, carry

@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from henn.ckks.values import Ciphertext
-from henn.kernels.chebyshev import chain_depth, evaluate_chain
+from henn.chain_schedule import Refresh
+from henn.kernels.chebyshev import chain_depth, chain_with_carry
 from henn.max_tree import fold, ops_depth, rotation_ops, stages, tree
 
 __all__ = ["max_levels", "ops_depth", "pairwise_max", "rotation_max", "rotation_ops", "stages", "tree", "window_max"]
@@ -33,25 +34,31 @@ def max_levels(components, bound: float) -> int:
 
 
 # ---- ciphertexts -------------------------------------------------------------------------------------------
-def pairwise_max(ev, a: Ciphertext, b: Ciphertext, components, bound: float) -> Ciphertext:
-    """b + relu(a - b) at the lower operand's level minus the chain's levels, at the operands' scale."""
+def pairwise_max(
+    ev, a: Ciphertext, b: Ciphertext, components, bound: float, refresh: Refresh | None = None
+) -> Ciphertext:
+    """b + relu(a - b) at the lower operand's level minus the chain's levels, at the operands' scale; with
+    refresh, where henn.chain_schedule says (b bootstrapped with the chain's values)."""
     level = min(a.level, b.level)
     a, b = ev.drop_to_level(a, level), ev.drop_to_level(b, level)
-    r = evaluate_chain(ev, ev.sub(a, b), components, bound=bound, times_input=True)
-    return ev.add(r, ev.drop_to_level(b, r.level))
+    r, carried = chain_with_carry(ev, ev.sub(a, b), components, bound=bound, times_input=True, refresh=refresh, carry=b)
+    assert carried is not None
+    return ev.add(r, ev.drop_to_level(carried, r.level))
 
 
-def window_max(ev, cts: list[Ciphertext], components, bound: float, level: int) -> Ciphertext:
+def window_max(ev, cts: list[Ciphertext], components, bound: float, level: int, refresh: Refresh | None = None):
     """The tree of composite maxima over a window's ciphertexts, dropped to `level` (windows of fewer
     values, cut by padding, end higher)."""
-    out = fold(tree(len(cts)), cts, lambda a, b: pairwise_max(ev, a, b, components, bound))
+    out = fold(tree(len(cts)), cts, lambda a, b: pairwise_max(ev, a, b, components, bound, refresh))
     return ev.drop_to_level(out, level)
 
 
-def rotation_max(ev, ct: Ciphertext, ops: np.ndarray, components, bound: float, level: int) -> Ciphertext:
+def rotation_max(
+    ev, ct: Ciphertext, ops: np.ndarray, components, bound: float, level: int, refresh: Refresh | None = None
+) -> Ciphertext:
     """Every window's maximum at the slot of its first value (rows of `rotation_ops`), dropped to `level`."""
     regs = [ct]
     for a, b, step in ops:
         other = ev.rotate(regs[int(b)], int(step)) if step else regs[int(b)]
-        regs.append(pairwise_max(ev, regs[int(a)], other, components, bound))
+        regs.append(pairwise_max(ev, regs[int(a)], other, components, bound, refresh))
     return ev.drop_to_level(regs[-1], level)

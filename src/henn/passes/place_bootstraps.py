@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 BOUND_MARGIN = 1.25
 OUTLIER_FACTOR = 16.0  # typical images' peaks lie within 2-3x of each other
 BOUNDARY_OPS = LINEAR_OPS + ("poly", "channel_poly", "add", "maxpool")
+UNREACHABLE = 1 << 30  # the depth of a segment that enters a refreshing chain at level 0
 
 
 def run(graph: Graph, options) -> Graph:
@@ -62,10 +63,14 @@ def run(graph: Graph, options) -> Graph:
     g = graph.copy()
     live = live_values(g)
     producer = {n.output: n for n in g.nodes}
+    deep = [n for n in g.nodes if plan_levels.refreshable(n) and node_levels(n) > top - 1]
     candidates = {v for refreshed in live[:-1] for v in refreshed if v in producer and producer[v].op in BOUNDARY_OPS}
     bounds = calibrate(g, options.calibration, [producer[v] for v in sorted(candidates)])
+    for n in deep:
+        n.attrs["refresh"] = refresh_bounds(n)
     weights = [_weight(g, refreshed, producer, bounds) for refreshed in live]
-    after = place(segment_depths(g, live), weights, top, [n.name for n in g.nodes])
+    depth, inner = segment_depths(g, live, top)
+    after = place(depth, weights, top, [n.name for n in g.nodes], inner)
     k = sum(len(live[i]) for i in after)
     for i in sorted(after, reverse=True):
         k -= len(live[i])
@@ -113,25 +118,46 @@ def live_values(g: Graph) -> list[tuple[str, ...]]:
     return live
 
 
-def segment_depths(g: Graph, live: list[tuple[str, ...]]):
+def segment_depths(g: Graph, live: list[tuple[str, ...]], top: int):
     """depth(j, i): levels the nodes j+1..i consume (along their deepest path, an addition of operands at
     equal levels one more: henn.passes.plan_levels) when everything live after node j is fresh; j = -1:
-    from the input."""
+    from the input. inner(j, i): ciphertexts the nodes j+1..i bootstrap part way (a chain deeper than a
+    run: henn.chain_schedule), whose levels after count from the top; a segment that enters one with no
+    level left is infinitely deep."""
 
     @functools.cache
-    def running(j: int) -> tuple[int, ...]:
+    def running(j: int) -> tuple[tuple[int, int], ...]:
         used = dict.fromkeys(live[j] if j >= 0 else (g.input,), 0)
-        deepest, row = 0, []
+        deepest, boots, row = 0, 0, []
         for n in g.nodes[j + 1 :]:
             if n.op == "add":
                 used[n.output] = plan_levels.joined_levels(*(used[v] for v in n.inputs))
+            elif "refresh" in n.attrs:
+                c = used[n.inputs[0]]
+                if c > top - 1:
+                    deepest = UNREACHABLE
+                    used[n.output] = c + node_levels(n)
+                else:
+                    out, k = plan_levels.refresh_schedule(g, n, top - c, top)
+                    used[n.output] = top - out
+                    boots += k * ciphertexts(g, n)
             else:
                 used[n.output] = used[n.inputs[0]] + node_levels(n)
             deepest = max(deepest, used[n.output])
-            row.append(deepest)
+            row.append((deepest, boots))
         return tuple(row)
 
-    return lambda j, i: running(j)[i - j - 1]
+    return (lambda j, i: running(j)[i - j - 1][0]), (lambda j, i: running(j)[i - j - 1][1])
+
+
+def refresh_bounds(n: Node) -> list[float]:
+    """[|u|, |b|] of a node that bootstraps part way: the chain's input (its t = u / bound lies in [-1, 1]),
+    and a max pool's operands (within its accepted range)."""
+    bound = float(n.attrs["bound"])
+    if n.op == "maxpool":
+        lo, hi = n.attrs["range"]
+        return [bound, max(abs(float(lo)), abs(float(hi)), 1e-3)]
+    return [bound, 1.0]
 
 
 def ciphertexts(g: Graph, n: Node) -> int:
@@ -155,11 +181,13 @@ def _weight(g: Graph, refreshed, producer: dict[str, Node], bounds: dict[str, fl
     return sum(cts), sum(max(0, math.ceil(math.log2(bounds[v]))) for v in refreshed)
 
 
-def place(depth, weights: list[tuple[int, int] | None], top: int, names=None) -> list[int]:
+def place(depth, weights: list[tuple[int, int] | None], top: int, names=None, inner=None) -> list[int]:
     """Indices of the nodes to bootstrap after (see the module docstring): a shortest path over the
     position of the last bootstrap. depth(j, i): levels nodes j+1..i consume after a bootstrap at j (see
     segment_depths); weights[i]: (ciphertexts, bits of range) of a bootstrap after node i, None (or 0
-    ciphertexts) where none can go; names: the nodes' names for errors."""
+    ciphertexts) where none can go; names: the nodes' names for errors; inner(j, i): ciphertexts nodes
+    j+1..i bootstrap part way (none by default)."""
+    inner = inner or (lambda j, i: 0)
     n = len(weights)
     # last bootstrap -> ((ciphertexts, range bits, unused levels), positions)
     best: dict[int, tuple[tuple[int, int, int], tuple[int, ...]]] = {-1: ((0, 0, 0), ())}
@@ -170,13 +198,14 @@ def place(depth, weights: list[tuple[int, int] | None], top: int, names=None) ->
         if i == n - 1 or not w or not w[0]:
             continue
         paths = [
-            ((s[0] + w[0], s[1] + w[1], s[2] + top - depth(j, i)), path + (i,))
+            ((s[0] + w[0] + inner(j, i), s[1] + w[1], s[2] + top - depth(j, i)), path + (i,))
             for j, (s, path) in best.items()
             if depth(j, i) <= top - 1
         ]
         if paths:
             best[i] = min(paths)
-    return list(min(best[j] for j in best if depth(j, n - 1) <= top)[1])
+    ends = [((s[0] + inner(j, n - 1), *s[1:]), path) for j, (s, path) in best.items() if depth(j, n - 1) <= top]
+    return list(min(ends)[1])
 
 
 def _unplaceable(depth, i: int, top: int, names) -> UnsupportedOperation:

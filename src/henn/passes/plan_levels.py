@@ -20,10 +20,18 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from henn import chain_schedule
+from henn.activations import chebyshev_series
+from henn.chain_schedule import chain_stages
 from henn.ckks.selection import DEFAULT_LOG_SCALE
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph
 from henn.ir.ops import LEVELLED_OPS, LINEAR_OPS
+from henn.kernels.chebyshev import chebyshev_depth
+from henn.packing import matrices
+from henn.packing.plans import RotationMaxPlan
 
 
 def run(graph: Graph, options) -> Graph:
@@ -50,6 +58,15 @@ def run(graph: Graph, options) -> Graph:
             rescale = n is not last
             n.attrs["rescale"] = rescale
             c, s = (c + 1, s) if rescale else (c, s + log_delta)
+        elif n.op in LEVELLED_OPS and "refresh" in n.attrs:
+            top = g.meta["bootstrap_top"]
+            out, boots = refresh_schedule(g, n, top - c, top)
+            if boots:  # refreshed part way: a new run, its first entered with the input at the top
+                first_run = top if run_of[src] == 0 else first_run
+                run_of[n.output] += 1
+                c, s = top - out, log_delta
+            else:
+                c += n.attrs["levels"]
         elif n.op in LEVELLED_OPS:
             c += n.attrs["levels"]
         elif n.op == "add":
@@ -70,6 +87,26 @@ def run(graph: Graph, options) -> Graph:
     g.meta["depth"] = depth
     g.meta["log_scale"] = log_delta
     return g
+
+
+def refreshable(n) -> bool:
+    """A node that can bootstrap part way (henn.chain_schedule): a chain of series, a max pool's tree."""
+    return (n.op == "poly" and n.attrs.get("form") == "chebyshev") or n.op == "maxpool"
+
+
+def refresh_schedule(g: Graph, n, level: int, top: int) -> tuple[int, int]:
+    """(output level, bootstraps per ciphertext) of a refreshing node entered at `level`."""
+    depths = [chebyshev_depth(c) for c in chebyshev_series(n.attrs)]
+    bound = float(n.attrs["bound"])
+    if n.op == "poly":
+        times = bool(n.attrs.get("times_input", False))
+        return chain_schedule.chain_cost(level, chain_stages(depths, bound, times), top, times, False, n.name)
+    stages = chain_stages(depths, bound, True)
+    plan = n.attrs.get("packing")
+    if isinstance(plan, RotationMaxPlan):
+        return chain_schedule.tree_levels(level, plan.ops[:, :2], stages, top, n.name)
+    sizes = np.diff(matrices.windows(n, g.shape(n.inputs[0])).indptr)
+    return chain_schedule.windows_levels(level, sizes, stages, top, n.name)
 
 
 def _add_levels(g: Graph, n, used: dict, scale: dict, run_of: dict) -> tuple[int, float]:

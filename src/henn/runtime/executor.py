@@ -24,7 +24,18 @@ from henn.kernels.bsgs import Transform, evaluate
 from henn.kernels.chebyshev import evaluate_chain
 from henn.kernels.composite_max import rotation_max, window_max
 from henn.kernels.poly import evaluate_polynomial
-from henn.program import REGISTER_KINDS, Program, Step, StepKind, max_step_levels, weight_count, weight_vector
+from henn.chain_schedule import Refresh
+from henn.program import (
+    REGISTER_KINDS,
+    Program,
+    Step,
+    StepKind,
+    max_step_levels,
+    refreshed_level,
+    step_refresh,
+    weight_count,
+    weight_vector,
+)
 from henn.runtime.encoded import EncodedWeights
 from henn.runtime.parallel import Parallel
 
@@ -217,23 +228,39 @@ class Executor:
         """Any polynomial, landing on its input's scale: a chain of Chebyshev series (henn.kernels.chebyshev)
         or one power series (henn.kernels.poly)."""
         coef, a = step.arrays["coefficients"], step.attrs
-        bound = float(a["bound"])
+        bound, refresh = float(a["bound"]), self._refresh(step, value)
 
         def one(ct: Ciphertext) -> Ciphertext:
             if a["chebyshev"]:
                 return evaluate_chain(
-                    self.ev, ct, list(coef), shift=float(a["shift"]), bound=bound, times_input=a["times_input"]
+                    self.ev,
+                    ct,
+                    list(coef),
+                    shift=float(a["shift"]),
+                    bound=bound,
+                    times_input=a["times_input"],
+                    refresh=refresh,
                 )
             return evaluate_polynomial(self.ev, ct, coef[0], target_scale=ct.scale, bound=bound)
 
-        return self._elementwise(value, one, 4 * self.pool.workers)
+        return self._elementwise(value, one, (2 if refresh else 4) * self.pool.workers)
+
+    def _refresh(self, step: Step, value) -> Refresh | None:
+        """How a chain bootstraps part way (None: it does not); one ciphertext: two threads in each bootstrap."""
+        return step_refresh(step, self.program.params.max_level, parallel=len(value) == 1)
+
+    def _max_level(self, step: Step) -> int:
+        """The level a max step's windows end at."""
+        if "refresh" in step.attrs:
+            return refreshed_level(step, self.program.params.max_level)[0]
+        return step.level - max_step_levels(step)
 
     def _max_batch(self, i: int, step: Step, value):
         """Each CSR row's largest ciphertext by a tree of composite maxima (henn.kernels.composite_max), on the
         pool; each input is dropped after the last row reading it."""
         indptr, indices = step.arrays["indptr"], step.arrays["indices"]
         series, bound = list(step.arrays["coefficients"]), float(step.attrs["bound"])
-        level = step.level - max_step_levels(step)
+        level, refresh = self._max_level(step), step_refresh(step, self.program.params.max_level)
         rows = len(indptr) - 1
         last = np.full(len(value), -1)
         np.maximum.at(last, indices, np.repeat(np.arange(rows), np.diff(indptr)))
@@ -243,7 +270,7 @@ class Executor:
             out.extend(
                 self.pool.map(
                     lambda r: window_max(
-                        self.ev, [value[k] for k in indices[indptr[r] : indptr[r + 1]]], series, bound, level
+                        self.ev, [value[k] for k in indices[indptr[r] : indptr[r + 1]]], series, bound, level, refresh
                     ),
                     rng,
                 )
@@ -255,10 +282,9 @@ class Executor:
     def _rotation_max(self, i: int, step: Step, value):
         """Every window's largest slot by rotations and composite maxima within each ciphertext."""
         series, bound = list(step.arrays["coefficients"]), float(step.attrs["bound"])
-        level = step.level - max_step_levels(step)
-        ops = step.arrays["ops"]
+        level, refresh, ops = self._max_level(step), self._refresh(step, value), step.arrays["ops"]
         return self._elementwise(
-            value, lambda ct: rotation_max(self.ev, ct, ops, series, bound, level), 2 * self.pool.workers
+            value, lambda ct: rotation_max(self.ev, ct, ops, series, bound, level, refresh), 2 * self.pool.workers
         )
 
     def _bootstrap(self, i: int, step: Step, value):
