@@ -154,6 +154,25 @@ def cnn_bn_elu():
                          nn.AvgPool2d(2), nn.Flatten(), nn.Linear(8 * 7 * 7, 10))
 
 
+class InceptionBlock(nn.Module):
+    """Branches of 1x1, 3x3 and 5x5 (as two 3x3) convolutions on one input, concatenated along the channels."""
+
+    def __init__(self, cin: int, each: int):
+        super().__init__()
+        self.b1 = nn.Conv2d(cin, each, 1)
+        self.b3 = nn.Conv2d(cin, each, 3, padding=1)
+        self.b5 = nn.Sequential(nn.Conv2d(cin, each, 3, padding=1), nn.GELU(), nn.Conv2d(each, each, 3, padding=1))
+
+    def forward(self, x):
+        return torch.cat([self.b1(x), self.b3(x), self.b5(x)], dim=1)
+
+
+def inception_small():
+    return nn.Sequential(nn.Conv2d(1, 4, 3, stride=2, padding=1), nn.GELU(),  # 28 -> 14
+                         InceptionBlock(4, 4), nn.GELU(), nn.AvgPool2d(2),  # 14 -> 7
+                         nn.Flatten(), nn.Linear(12 * 7 * 7, 10))
+
+
 @dataclass(frozen=True)
 class Net:
     name: str
@@ -185,6 +204,8 @@ NETS: dict[str, Net] = {n.name: n for n in [
     Net("mobilenet-small", mobilenet_small, mode="single",
         what="MobileNet-style: depthwise-separable blocks, BatchNorm, ReLU, global average pool"),
     Net("resnet-block", resnet_block, mode="single", what="stem conv, x + conv(relu(conv(x))), AvgPool, FC"),
+    Net("inception-small", inception_small, mode="single",
+        what="stem conv, torch.cat of 1x1 / 3x3 / 3x3-GELU-3x3 branches, GELU, AvgPool, FC"),
     *(Net(f"mlp-{k}", mlp(a), what=f"784-32-10 MLP, {a.__name__}") for k, a in ACTIVATIONS.items()),
     Net("mlp2-relu", mlp2_relu, what="784-64-32-10 MLP, two ReLUs"),
     Net("mlp-poly", mlp(PolyAct), what="784-32-10 MLP, x + 0.25*x*x"),

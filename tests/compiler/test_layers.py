@@ -246,3 +246,68 @@ def test_average_pools(name, tmp_path):
 def test_pools_refused_with_the_reason(layers, match):
     with pytest.raises(UnsupportedOperation, match=match):
         load_model(_seeded(*layers(), nn.Flatten(), nn.Linear(9, 2)), (1, 8, 8))
+
+
+# ---- concatenations ------------------------------------------------------------------------------------
+
+
+class Inception(nn.Module):
+    """Branches of other kernels (one with an activation inside) on one input, concatenated along the
+    channels (henn.frontend.concat), then a conv."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Conv2d(1, 2, 1), nn.Conv2d(1, 3, 3, padding=1)
+        self.c = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), Square(), nn.Conv2d(2, 2, 3, padding=1))
+        self.head = nn.Sequential(Square(), nn.Conv2d(7, 2, 3, stride=2), Square(), nn.Flatten(), nn.Linear(18, 4))
+
+    def forward(self, x):
+        return self.head(torch.cat([self.a(x), self.b(x), self.c(x)], dim=1))
+
+
+class TwoHeads(nn.Module):
+    """Two Linear layers on one vector, concatenated along the features."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.sq, self.out = nn.Linear(64, 6), nn.Linear(64, 4), Square(), nn.Linear(10, 3)
+
+    def forward(self, x):
+        h = torch.flatten(x, 1)
+        return self.out(self.sq(torch.cat((self.a(h), self.b(h)), 1)))
+
+
+class CatAlong(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim, self.conv = dim, nn.Conv2d(1, 2, 3, padding=1)
+
+    def forward(self, x):
+        return torch.cat([self.conv(x), self.conv(x) * 2], dim=self.dim).flatten(1)
+
+
+@pytest.mark.parametrize("model", [Inception, TwoHeads], ids=["channels", "features"])
+def test_concatenations(model, tmp_path):
+    torch.manual_seed(0)
+    ops = _runs_like_torch(model().eval(), (1, 8, 8), ("single",), tmp_path)
+    for got in ops.values():
+        assert got.count("add") >= 1  # the embeddings are added
+
+
+@pytest.mark.parametrize("dim", [0, 2, -1])
+def test_concatenation_off_the_channels_is_refused(dim):
+    torch.manual_seed(0)
+    with pytest.raises(UnsupportedOperation, match=f"concatenation along axis {dim} of a 4-D tensor"):
+        load_model(CatAlong(dim).eval(), (1, 8, 8))
+
+
+def test_concatenated_branches_encrypted_on_lattigo():
+    from residual_params import insecure
+
+    torch.manual_seed(0)
+    model = Inception().eval()
+    x = _images((1, 8, 8))
+    with henn.compile(model, (1, 8, 8), backend="lattigo", mode="single", params=insecure(
+            "insecure_test_residual_l17", 17), activation_check=False) as cm:
+        got = cm.run(x)
+    precision_table.within("lattigo-e2e", "concatenated_branches", _torch(model, x), got, 1e-3)

@@ -316,7 +316,10 @@ class _Registers:
     def __init__(self, g: Graph):
         self.current = g.input
         self.saved: dict[str, int] = {}
-        self.uses = {v: len(g.consumers(v)) for v in g.values}
+        self.uses = dict.fromkeys(g.values, 0)  # units that read each value (a shared flatten: each of its readers)
+        for unit in units(g):
+            for v in set(unit[0].inputs):
+                self.uses[v] += 1
 
     def _free(self) -> int:
         return min(set(range(len(self.saved) + 1)) - set(self.saved.values()))

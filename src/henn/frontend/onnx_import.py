@@ -25,7 +25,7 @@ import numpy as np
 from henn.activations import ONNX_OPS, check_parameters
 from henn.errors import InputError, UnsupportedOperation
 from henn.frontend.onnx_fusion import fuse_activations
-from henn.frontend import conv, elementwise, maxpool, pool
+from henn.frontend import concat, conv, elementwise, maxpool, pool
 from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
 from henn.ir.ops import infer_shape
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 SUPPORTED = ("Conv", "Pad (zeros, before a Conv or AveragePool)", "BatchNormalization", "Gemm", "MatMul",
              "henn.Poly", "Mul/Add/Sub/Neg/Pow/Div forming a polynomial in one tensor", "Add of two tensors",
              "AveragePool", "GlobalAveragePool", "MaxPool", "GlobalMaxPool",
-             "ReduceMean over (H, W)", "Flatten", "Reshape", "Identity", "Dropout")
+             "ReduceMean over (H, W)", "Flatten", "Reshape", "Concat (axis 1)", "Identity", "Dropout")
 _ELEMENTWISE = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "Neg": np.negative,
                 "Pow": np.power, "Reciprocal": np.reciprocal}
 _SKIP = ("Identity", "Dropout")
@@ -404,6 +404,21 @@ class _Builder:
         self._emit("avgpool", layer, src, node.output[0], {"kernel": (h, w), "stride": (h, w), "pads": (0, 0, 0, 0)})
         self._emit("flatten", f"{layer}/squeeze", self.alias[node.output[0]], f"{node.output[0]}/flat")
         self.alias[node.output[0]] = self.nodes[-1].output
+
+    def _op_Concat(self, node, a, layer, src) -> None:
+        """Along the channels: embeddings added (henn.frontend.concat)."""
+        srcs = [self._src(i, layer) for i in node.input]
+        shapes = [self.values[v].shape for v in srcs]
+        concat.channel_axis(int(a.get("axis", 0)), len(shapes[0]) + 1, layer)
+        parts = []
+        for i, (v, e) in enumerate(zip(srcs, concat.embeddings(shapes, layer))):
+            self._emit(e.op, f"{layer}.embed{i}", v, f"{node.output[0]}.embed{i}", e.attrs, e.params)
+            parts.append(self.alias[f"{node.output[0]}.embed{i}"])
+        total = parts[0]
+        for i, part in enumerate(parts[1:], 1):
+            out = node.output[0] if i == len(parts) - 1 else f"{node.output[0]}.sum{i}"
+            self._emit("add", layer if i == len(parts) - 1 else f"{layer}.sum{i}", [total, part], out)
+            total = self.alias[out]
 
     def _op_Flatten(self, node, a, layer, src) -> None:
         if a.get("axis", 1) != 1:

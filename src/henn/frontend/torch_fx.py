@@ -21,14 +21,15 @@ import numpy as np
 
 from henn.activations import NONPOLYNOMIAL, TORCH_FUNCTIONS, TORCH_MODULES, check_parameters
 from henn.errors import InputError, UnsupportedOperation
-from henn.frontend import conv, elementwise, maxpool, pool
+from henn.frontend import concat, conv, elementwise, maxpool, pool
 from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
 from henn.ir.ops import infer_shape
 
 SUPPORTED = ("Conv2d", "zero padding before a Conv2d or AvgPool2d", "BatchNorm1d/2d", "Linear", "AvgPool2d",
              "MaxPool2d", "AdaptiveMaxPool2d",
-             "AdaptiveAvgPool2d", "mean over (H, W)", "Flatten", "view/reshape", "polynomial activations (PolyAct)",
+             "AdaptiveAvgPool2d", "mean over (H, W)", "Flatten", "view/reshape", "torch.cat along dim 1",
+             "polynomial activations (PolyAct)",
              "+ - * / ** forming a polynomial in one tensor", "Identity", "Dropout")
 
 def _np(t) -> np.ndarray:
@@ -283,6 +284,9 @@ class _Emitter:
         if t is F.pad or t is F.avg_pool2d:
             self._padded_function(node, t)
             return
+        if name in ("cat", "concat", "concatenate"):
+            self._concat(node)
+            return
         src = self._src(node)
         if t in (torch.flatten,) or name == "flatten":
             start = args[1] if len(args) > 1 else node.kwargs.get("start_dim", 0 if t is torch.flatten else 0)
@@ -375,16 +379,40 @@ class _Emitter:
         self.exprs[node.name] = (result, node.name)
 
     def _add_tensors(self, node, args) -> None:
-        srcs = [self._value(a.name) or "" for a in args]
-        n = Node("add", node.name, srcs, node.name)
+        self.alias[node.name] = self._node("add", node.name, [self._value(a.name) or "" for a in args])
+
+    def _node(self, op: str, name: str, srcs: list[str], attrs=None, params=None) -> str:
+        """A node of several inputs (or one of several made from one fx node): its output value."""
+        n = Node(op, name, srcs, name, attrs or {}, params or {})
         try:
             shape = infer_shape(n, [self.values[v].shape for v in srcs])
         except Exception as exc:  # noqa: BLE001 - shape errors come from the model
-            raise InputError(f"layer {node.name!r} (add) cannot apply to shapes "
+            raise InputError(f"layer {name!r} ({op}) cannot apply to shapes "
                              f"{[self.values[v].shape for v in srcs]}: {exc}") from None
-        self.values[node.name] = Value(node.name, tuple(shape))
+        self.values[name] = Value(name, tuple(shape))
         self.nodes.append(n)
-        self.alias[node.name] = node.name
+        return name
+
+    def _concat(self, node) -> None:
+        """torch.cat along the channels: embeddings added (henn.frontend.concat)."""
+        tensors = node.args[0] if node.args else node.kwargs.get("tensors", ())
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+        if not all(isinstance(a, _fx_node()) for a in tensors):
+            raise UnsupportedOperation(f"layer {node.name!r} concatenates something other than the image data")
+        srcs = []
+        for a in tensors:
+            v = self._value(a.name)
+            if v is None:
+                raise UnsupportedOperation(f"layer {node.name!r} concatenates something other than the image data")
+            srcs.append(v)
+        shapes = [self.values[v].shape for v in srcs]
+        concat.channel_axis(int(dim), len(shapes[0]) + 1, node.name)
+        parts = [self._node(e.op, f"{node.name}.embed{i}", [v], e.attrs, e.params)
+                 for i, (v, e) in enumerate(zip(srcs, concat.embeddings(shapes, node.name)))]
+        total = parts[0]
+        for i, part in enumerate(parts[1:], 1):
+            total = self._node("add", node.name if i == len(parts) - 1 else f"{node.name}.sum{i}", [total, part])
+        self.alias[node.name] = total
 
     def _root(self, a) -> str | None:
         """The IR value an operand is a polynomial in; None for a constant."""

@@ -99,12 +99,13 @@ def _needs_multi(g: Graph) -> bool:
 
 def units(g: Graph) -> list[list[Node]]:
     """The nodes as packing sees them, in order: each Conv/Gemm with the sum-pools and flattens whose
-    values only it reads (they compose into its matrix), every other node alone."""
+    values only it reads, or only Conv/Gemms read (they compose into each one's matrix), every other node
+    alone."""
     segment: dict[str, list[Node]] = {}
     for n in g.nodes:
         if n.op in LINEAR_OPS:
             seg, prev = [n], g.producer(n.inputs[0])
-            while prev is not None and prev.op in ("sumpool", "flatten") and len(g.consumers(prev.output)) == 1:
+            while prev is not None and prev.op in ("sumpool", "flatten") and _composes(g, prev, seg[0]):
                 seg.insert(0, prev)
                 prev = g.producer(prev.inputs[0])
             segment[n.name] = seg
@@ -112,6 +113,13 @@ def units(g: Graph) -> list[list[Node]]:
     return [
         segment[n.name] if n.name in segment else [n] for n in g.nodes if n.name in segment or n.name not in absorbed
     ]
+
+
+def _composes(g: Graph, pool: Node, reader: Node) -> bool:
+    """Whether a sum-pool or flatten composes into the matrix of `reader`, the unit read after it: it is
+    the one reader, or every reader is a Conv/Gemm (two heads on one flattened vector)."""
+    readers = g.consumers(pool.output)
+    return len(readers) == 1 or (reader.op in LINEAR_OPS and all(r.op in LINEAR_OPS for r in readers))
 
 
 def _plan_multi(g: Graph, slots: int, images: int = 1) -> None:

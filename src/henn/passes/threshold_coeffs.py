@@ -1,10 +1,13 @@
 """threshold_coeffs: round tiny weights away from zero, as paper 000 does.
 
-Every Conv/Gemm weight w with |w| < eps becomes eps (w >= 0) or -eps (w < 0), eps = 1e-6 when the
-model has a degree-4 activation and 1e-7 otherwise (paper 000, section 4.5); options.threshold_eps
+Every nonzero Conv/Gemm weight w with |w| < eps becomes eps (w > 0) or -eps (w < 0), eps = 1e-6 when
+the model has a degree-4 activation and 1e-7 otherwise (paper 000, section 4.5); options.threshold_eps
 overrides it (0 disables). A factor merge_act_pool folded into a layer (attr folded_gain) scales
-eps alike, so that the layer's original coefficients are what is compared. Zero plaintext factors
-make some libraries (SEAL) produce "transparent" ciphertexts; tiny ones add only encoding noise.
+eps alike, so that the layer's original coefficients are what is compared. Tiny plaintext factors add
+only encoding noise. Exact zeros stay: they are structure (the other groups of a grouped convolution,
+the channels a concatenation's embedding leaves to the other inputs, pruned weights), which every
+layout skips (no zero plaintext is ever multiplied, so none makes SEAL's "transparent" ciphertext), and
+eps in their place would add other channels' values to each output and make sparse layers dense.
 """
 
 from __future__ import annotations
@@ -35,6 +38,6 @@ def run(graph: Graph, options=None) -> Graph:
         if n.op in LINEAR_OPS:
             w = n.params["weight"]
             e = eps * abs(n.attrs.get("folded_gain", 1.0))  # the layer's own coefficients are compared with eps
-            small = np.abs(w) < e
+            small = (np.abs(w) < e) & (w != 0)
             n.params["weight"] = np.where(small, np.where(w < 0, -e, e), w)
     return g
