@@ -201,7 +201,7 @@ def protocol(max_header_bytes: int, read_timeout: float, gate: Gate | None = Non
         _timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport) -> None:
-            self._in_head, self._head_bytes = True, 0
+            self._in_head, self._head_bytes, self._heads = True, 0, 0
             super().connection_made(transport)
             self._arm()
 
@@ -210,15 +210,16 @@ def protocol(max_header_bytes: int, read_timeout: float, gate: Gate | None = Non
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
-            in_head = self._in_head
+            in_head, heads = self._in_head, self._heads
             super().data_received(data)
-            if in_head and self._in_head and not self.transport.is_closing():
+            # still in the same head: a read that held a whole request (head and body) is none
+            if in_head and self._in_head and self._heads == heads and not self.transport.is_closing():
                 self._head_bytes += len(data)  # at most one read beyond the bound is ever buffered
                 if self._head_bytes > max_header_bytes:
                     self._refuse(431, "HeaderTooLarge", f"the request line and headers exceed {max_header_bytes} bytes")
 
         def on_headers_complete(self) -> None:
-            self._in_head = False
+            self._in_head, self._heads = False, self._heads + 1
             self._disarm()
             super().on_headers_complete()
 
