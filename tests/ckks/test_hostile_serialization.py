@@ -175,6 +175,14 @@ def test_payloads_bounded_by_the_parameters(any_ctx):
 def check_bound(be, kind: str, data: bytes) -> None:
     _, meta, payload = serialization.unpack(data)
     checked = serialization.check_meta(kind, meta, max_level=be.max_level, slots=be.slots)
+    if checked.get("encoding"):  # compact: exactly the size its header implies, one byte more or less refused
+        exact = serialization.compact_payload_size(checked, n=be.params.n, overhead=be._wire_overhead(),
+                                                   prime_bits=[q.bit_length() for q in be.q_primes])
+        assert len(payload) == exact
+        for bad in (payload[:-1], payload + b"\0"):
+            with library_untouched(be), pytest.raises(SerializationError, match="implies"):
+                be.deserialize(serialization.pack(kind, meta, bad))
+        return
     bound = serialization.max_payload(kind, checked, n=be.params.n, q_count=len(be.q_primes),
                                       p_count=len(be.p_primes))
     assert len(payload) <= bound

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from henn.ckks import open_backend, presets
-from henn.deploy.wire import ObjectStream, chunks, read_frames
+from henn.deploy.wire import ObjectStream, chunks, read_frames, read_objects, split, write_objects
 from henn.errors import SerializationError, TooLargeError
 
 
@@ -57,3 +57,64 @@ def test_limits_are_enforced_before_the_payload(objects):
         _stream(be, b"".join(blobs), [], max_objects=2)
     with pytest.raises(TooLargeError, match="would exceed"):
         _stream(be, blobs[0][:200], [], max_bytes=len(blobs[0]) - 1)  # refused on its header alone
+
+
+# ---- read_objects / write_objects: the same format over a file-like object ---------------------------------
+def _read(be, body: bytes, **kw):
+    kw = {"max_objects": 3, "max_bytes": 1 << 30, **kw}
+    return list(read_objects(io.BytesIO(body), be, **kw))
+
+
+def test_write_then_read_objects(objects):
+    be, blobs = objects
+    f = io.BytesIO()
+    assert write_objects(f, blobs) == sum(map(len, blobs))
+    f.seek(0)
+    assert list(read_objects(f, be, max_objects=3, max_bytes=len(f.getvalue()))) == blobs
+    assert split(f.getvalue(), be, kinds=("ciphertext",), max_objects=3) == blobs
+
+
+class _Pipe(io.RawIOBase):
+    """A non-seekable stream that gives at most 1000 bytes a read, as a socket does."""
+
+    def __init__(self, data: bytes):
+        self._src = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        return self._src.readinto(memoryview(b)[:1000])
+
+
+def test_read_objects_from_a_pipe(objects):
+    be, blobs = objects
+    body = b"".join(blobs)
+    assert list(read_objects(_Pipe(body), be, max_objects=3, max_bytes=len(body))) == blobs
+    with pytest.raises(SerializationError, match="truncated"):
+        list(read_objects(_Pipe(body[:-1]), be, max_objects=3, max_bytes=len(body)))
+
+
+def test_read_objects_refuses_truncated_oversized_foreign_and_random_bodies(objects):
+    be, blobs = objects
+    body = b"".join(blobs)
+    for cut in (1, 20, len(blobs[0]) - 1, len(blobs[0]) + 5, len(body) - 1):
+        with pytest.raises(SerializationError, match="truncated|not henn data"):
+            _read(be, body[:cut])
+    with pytest.raises(SerializationError, match="no henn objects"):
+        _read(be, b"")
+    with pytest.raises(TooLargeError, match="would exceed"):  # refused on the second object's header
+        _read(be, body, max_bytes=len(blobs[0]) + 10)
+    with pytest.raises(SerializationError, match="more than 2 objects"):
+        _read(be, body, max_objects=2)
+    with pytest.raises(SerializationError, match="takes public_key only"):
+        _read(be, body, kinds=("public_key",))
+    other = open_backend("plain", presets.get("insecure_short_d4"))
+    _, okeys = other.generate_keys()
+    foreign = other.serialize(other.encrypt(np.zeros(4), okeys.public))
+    with pytest.raises(SerializationError, match="other encryption parameters"):
+        _read(be, blobs[0] + foreign)
+    rng = np.random.default_rng(7)
+    for n in (3, 40, 5000):
+        with pytest.raises(SerializationError):
+            _read(be, rng.bytes(n))

@@ -58,6 +58,9 @@ class Backend(ABC):
     bootstraps: ClassVar[bool] = False    # Evaluator.bootstrap works (lattigo; plain simulates it)
     real_slot_ring: ClassVar[bool] = False  # opens ring="conjugate_invariant" parameters (N real slots)
     symmetric_encryption: ClassVar[bool] = True  # encrypt() takes the SecretKey as well (_encrypt_symmetric)
+    # compact ciphertext payloads it writes and reads (serialization.ENCODINGS, _serialize_ciphertext); the
+    # first is what serialize() writes by default. Empty: ciphertexts travel as the library's bytes.
+    wire_encodings: ClassVar[tuple[str, ...]] = ()
     # i in every slot is a monomial (X^(N/2)) of its slot order (Lattigo orders slots by powers of 5): a
     # Gaussian integer times a ciphertext is exact (Evaluator.multiply_integer, complex packing of squares).
     # SEAL orders them by powers of 3, where no monomial is i in every slot.
@@ -170,6 +173,15 @@ class Backend(ABC):
         secret key material."""
     @abstractmethod
     def _serialize(self, kind: str, raw: Any) -> bytes: ...
+
+    def _serialize_ciphertext(self, raw: Any, encoding: str) -> tuple[bytes, str]:
+        """A ciphertext in one of `wire_encodings` ("seeded" falls back to "packed" for a ciphertext that
+        is no fresh secret-key encryption): (payload, the encoding written)."""
+        raise UnsupportedOperation(f"the {self.name} backend writes ciphertexts as its library's bytes only")
+
+    def _wire_overhead(self) -> int:
+        """Bytes of library metadata before the polynomials of a compact ciphertext payload."""
+        return 0
     @abstractmethod
     def _deserialize(self, kind: str, payload: bytes, meta: dict) -> Any: ...
 
@@ -382,7 +394,14 @@ class Backend(ABC):
         return Evaluator(self, keys or EvaluationKeys())
 
     # ---- serialization -----------------------------------------------------------------
-    def serialize(self, obj: Ciphertext | Plaintext | PublicKey | RelinKey | GaloisKeys | BootstrapKeys) -> bytes:
+    def serialize(self, obj: Ciphertext | Plaintext | PublicKey | RelinKey | GaloisKeys | BootstrapKeys, *,
+                  encoding: str | None = None) -> bytes:
+        """The henn bytes of an object. Ciphertexts of a backend with `wire_encodings` are compact by default
+        (seeded where they are a fresh secret-key encryption, else bit-packed); encoding="full" writes the
+        library's own bytes (what henn before compact encodings reads), "packed" never a seed."""
+        if encoding not in (None, "full", *self.wire_encodings):
+            raise InputError(f"the {self.name} backend writes no {encoding!r} encoding: give one of "
+                             f"{['full', *self.wire_encodings]} or None")
         if isinstance(obj, SecretKey):
             raise InputError("secret keys never leave the client: they cannot be serialized")
         kind = {Ciphertext: "ciphertext", Plaintext: "plaintext", PublicKey: "public_key",
@@ -409,7 +428,10 @@ class Backend(ABC):
                 raise InputError(f"cannot serialize this {type(obj).__name__}: it carries no key-set identity "
                                  "(key_id); make keys with generate_keys() and ciphertexts with encrypt()")
             meta["key_id"] = obj.key_id
-        payload = b"" if obj.raw is None else self._serialize(kind, obj.raw)
+        if kind == "ciphertext" and self.wire_encodings and encoding != "full":
+            payload, meta["encoding"] = self._serialize_ciphertext(obj.raw, encoding or self.wire_encodings[0])
+        else:
+            payload = b"" if obj.raw is None else self._serialize(kind, obj.raw)
         return serialization.pack(kind, meta, payload)
 
     def check_raw_kind(self, kind: str, raw: Any, op: str) -> None:
@@ -435,7 +457,11 @@ class Backend(ABC):
             raise SerializationError(f"{kind} header announces scale 2^{math.log2(meta['scale']):.1f}, beyond the "
                                      f"{self.log_q_at(meta['level']):.0f}-bit modulus at level {meta['level']}: "
                                      "the data is corrupted")
-        serialization.check_payload_size(kind, payload_size, meta, n=self.params.n, **self._payload_counts(kind))
+        compact = {}
+        if meta.get("encoding") in self.wire_encodings:
+            compact = {"prime_bits": [q.bit_length() for q in self.q_primes], "overhead": self._wire_overhead()}
+        serialization.check_payload_size(kind, payload_size, meta, n=self.params.n, **self._payload_counts(kind),
+                                         **compact)
         return meta
 
     def deserialize(self, data: bytes):

@@ -10,6 +10,13 @@ then validates every meta field (types, ranges, known names) and `check_payload_
 payload by what the parameters imply, before a library parses it.
 
 Version 2 added the key-set identity (`key_id`) of ciphertexts and keys.
+
+A ciphertext's meta may name a compact `encoding` of its payload (backends with
+`Backend.wire_encodings`; without the field the payload is the library's own bytes):
+    packed  the library's value metadata (`overhead` bytes) and each polynomial's limbs, the
+            coefficients of limb i in bit_length(q_i) bits (each below q_i)
+    seeded  a fresh secret-key encryption: the metadata, c0 packed and the 32-byte seed of c1
+The size of such a payload follows exactly from the header (compact_payload_size).
 """
 
 from __future__ import annotations
@@ -103,6 +110,8 @@ FIELDS = {"ciphertext": _COMMON + ("level", "scale", "degree", "key_id"),
           "galois_keys": _COMMON + ("steps", "conjugate", "key_id"),
           "bootstrap_keys": _COMMON + ("key_id",)}
 MAX_DEGREE = 2  # a product that was not relinearized
+ENCODINGS = ("packed", "seeded")  # compact ciphertext payloads (module docstring); absent: the library's bytes
+SEED_BYTES = 32
 
 
 def _bad(kind: str, msg: str):
@@ -121,7 +130,8 @@ def check_meta(kind: str, meta: dict, *, max_level: int, slots: int) -> dict:
     """The meta fields of `kind`, each checked (type, range, known names) against parameters with
     `max_level` and `slots`; SerializationError naming the first bad field."""
     want = FIELDS[kind]
-    missing, unknown = set(want) - set(meta), set(meta) - set(want)
+    optional = {"encoding"} if kind == "ciphertext" else set()
+    missing, unknown = set(want) - set(meta), set(meta) - set(want) - optional
     if missing or unknown:
         _bad(kind, f"fields {sorted(missing)} missing, {sorted(unknown)} unknown (expected {list(want)})")
     for name in _COMMON:
@@ -136,6 +146,11 @@ def check_meta(kind: str, meta: dict, *, max_level: int, slots: int) -> dict:
         out["scale"] = float(scale)
     if kind == "ciphertext":
         _int(kind, meta, "degree", 1, MAX_DEGREE)
+        encoding = meta.get("encoding")
+        if encoding is not None and encoding not in ENCODINGS:
+            _bad(kind, f"encoding = {encoding!r} is none of {list(ENCODINGS)}")
+        if encoding == "seeded" and meta["degree"] != 1:
+            _bad(kind, "a seeded ciphertext has degree 1")
     if "key_id" in want and not (isinstance(meta["key_id"], str) and KEY_ID_PATTERN.fullmatch(meta["key_id"])):
         _bad(kind, f"key_id = {meta['key_id']!r} is not 32 hex digits")
     if kind == "galois_keys":
@@ -175,8 +190,31 @@ def max_payload(kind: str, meta: dict, *, n: int, q_count: int, p_count: int, ke
     return size + 4096
 
 
+def compact_payload_size(meta: dict, *, n: int, prime_bits: list[int], overhead: int) -> int:
+    """The exact bytes of a ciphertext payload in meta["encoding"] (module docstring): `overhead` bytes of
+    library metadata, then each polynomial's limbs at bit_length(q_i) bits a coefficient (`prime_bits`, q_0
+    first), c0 and a seed only where seeded."""
+    limbs = sum((n * b + 7) // 8 for b in prime_bits[: meta["level"] + 1])
+    if meta["encoding"] == "seeded":
+        return overhead + limbs + SEED_BYTES
+    return overhead + (meta["degree"] + 1) * limbs
+
+
 def check_payload_size(kind: str, size: int, meta: dict, *, n: int, q_count: int, p_count: int,
-                       keys: int = 0) -> None:
+                       keys: int = 0, prime_bits: list[int] | None = None, overhead: int = 0) -> None:
+    """Refuse a payload larger than `kind` can be at these parameters; a compact ciphertext (meta
+    "encoding", with the `prime_bits` and metadata `overhead` of the backend that reads it) must have
+    exactly its size."""
+    if meta.get("encoding") is not None:
+        if prime_bits is None:
+            raise SerializationError(f"ciphertext header announces the {meta['encoding']!r} encoding, which this "
+                                     "backend does not read: serialize it with the backend that reads it")
+        exact = compact_payload_size(meta, n=n, prime_bits=prime_bits, overhead=overhead)
+        if size != exact:
+            raise SerializationError(f"{meta['encoding']} ciphertext payload of {size} bytes, its header (level "
+                                     f"{meta['level']}, degree {meta['degree']}) implies {exact}: the data is "
+                                     "truncated, corrupted or forged")
+        return
     bound = max_payload(kind, meta, n=n, q_count=q_count, p_count=p_count, keys=keys)
     if size > bound:
         raise SerializationError(f"{kind} payload of {size} bytes exceeds the {bound} bytes these parameters and "

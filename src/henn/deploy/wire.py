@@ -5,10 +5,15 @@ fingerprint, key-set id). Nothing else frames them: the header announces each ob
 `ObjectStream` splits such a body as its chunks arrive. Each object's header and metadata are
 checked (allowed kind, this backend and parameters, payload size bounded by the parameters) before
 its payload is accepted, so an oversized, foreign or random upload is refused after its first bytes,
-and payloads go to a sink (a file for keys: never the whole upload in memory)."""
+and payloads go to a sink (a file for keys: never the whole upload in memory).
+
+`write_objects` / `read_objects` are the same format over a file-like object (a request file, a socket's
+file): the reader checks each object's header as ObjectStream does, reads only the bytes it announces and
+yields one object at a time (`split`, a body in memory, is the reader over it)."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
@@ -69,19 +74,18 @@ class ObjectStream:
         return view
 
     def _start(self, kind: str, meta_b: bytes, payload_len: int) -> None:
-        i = len(self.frames)
-        if kind not in self.kinds:
-            raise SerializationError(f"object {i} is a {kind}, this request takes {' / '.join(self.kinds)} only")
-        if i >= self.max_objects:
-            raise SerializationError(f"more than {self.max_objects} objects in one request")
-        self.backend.check_header(kind, serialization.parse_meta(meta_b), payload_len)
-        announced = self.sink.tell() + len(self._head) + payload_len  # the objects before it are in the sink
-        if announced > self.max_bytes:  # refused now, not after the bytes arrive
-            raise TooLargeError(
-                f"object {i} announces {payload_len} bytes: the body would exceed {self.max_bytes} bytes, the most "
-                "this model's objects take"
-            )
-        offset = self.sink.tell()
+        offset = self.sink.tell()  # the objects before it are in the sink
+        check_object(
+            self.backend,
+            len(self.frames),
+            kind,
+            meta_b,
+            payload_len,
+            kinds=self.kinds,
+            max_objects=self.max_objects,
+            end=offset + len(self._head) + payload_len,
+            max_bytes=self.max_bytes,
+        )
         self.sink.write(self._head)
         self.frames.append(Frame(kind, offset, len(self._head) + payload_len))
         self._head, self._left = b"", payload_len
@@ -95,6 +99,93 @@ class ObjectStream:
         if not self.frames:
             raise SerializationError("the body holds no henn objects")
         return self.frames
+
+
+def check_object(
+    backend,
+    i: int,
+    kind: str,
+    meta_b: bytes,
+    payload_len: int,
+    *,
+    kinds: tuple[str, ...],
+    max_objects: int,
+    end: int,
+    max_bytes: int,
+) -> None:
+    """Object `i` of a body, from its header alone (before its payload is read): an allowed kind, within the
+    count, a header of `backend` that bounds its payload, and the body up to its `end` within max_bytes."""
+    if kind not in kinds:
+        raise SerializationError(f"object {i} is a {kind}, this request takes {' / '.join(kinds)} only")
+    if i >= max_objects:
+        raise SerializationError(f"more than {max_objects} objects in one request")
+    backend.check_header(kind, serialization.parse_meta(meta_b), payload_len)
+    if end > max_bytes:  # refused now, not after the bytes arrive
+        raise TooLargeError(
+            f"object {i} announces {payload_len} bytes: the body would exceed {max_bytes} bytes, the most "
+            "this model's objects take"
+        )
+
+
+def write_objects(stream: IO[bytes], objects: Iterable[bytes]) -> int:
+    """Write serialized objects (Backend.serialize) back to back to a binary stream; the bytes written."""
+    total = 0
+    for blob in objects:
+        stream.write(blob)
+        total += len(blob)
+    return total
+
+
+def read_objects(
+    stream: IO[bytes], backend, *, kinds: tuple[str, ...] = ("ciphertext",), max_objects: int, max_bytes: int
+) -> Iterator[bytes]:
+    """The objects of a binary stream that holds serialized objects back to back (write_objects), one at a
+    time: each header checked against `backend` (check_object) before its payload is read. Reads to the end of
+    the stream; SerializationError for a truncated, foreign or random body, TooLargeError past max_bytes.
+    Each object's bytes are copied once from a seekable stream (a file, an in-memory body: read whole once
+    its header passed), twice from a pipe or socket."""
+    i = offset = 0
+    while True:
+        head = _read_exactly(stream, serialization.HEADER_SIZE, i, allow_end=True)
+        if not head:
+            break
+        kind, meta_len, payload_len = serialization.announced(head)
+        meta_b = _read_exactly(stream, meta_len, i)
+        size = serialization.HEADER_SIZE + meta_len + payload_len
+        check_object(
+            backend,
+            i,
+            kind,
+            meta_b,
+            payload_len,
+            kinds=kinds,
+            max_objects=max_objects,
+            end=offset + size,
+            max_bytes=max_bytes,
+        )
+        if stream.seekable():
+            stream.seek(-(serialization.HEADER_SIZE + meta_len), io.SEEK_CUR)
+            yield _read_exactly(stream, size, i)
+        else:
+            yield head + meta_b + _read_exactly(stream, payload_len, i)
+        i, offset = i + 1, offset + size
+    if i == 0:
+        raise SerializationError("the body holds no henn objects")
+
+
+def _read_exactly(stream: IO[bytes], n: int, i: int, allow_end: bool = False) -> bytes:
+    """n bytes of object i, in one read where the stream gives them (a file, an in-memory body: one copy);
+    b"" where allow_end and the stream ends before any byte (a clean end of the body); SerializationError
+    when it ends inside."""
+    data = stream.read(n)
+    if len(data) < n and data:  # a pipe or socket gives what has arrived: the rest joined to it
+        parts = [data]
+        while (got := sum(map(len, parts))) < n and (more := stream.read(n - got)):
+            parts.append(more)
+        data = b"".join(parts)
+    if len(data) < n and not (allow_end and not data):
+        raise SerializationError(f"the body ends inside object {i}: it was truncated")
+    return data
 
 
 def params_fingerprint(backend) -> str:
@@ -111,14 +202,9 @@ def read_frames(sink: IO[bytes], frames: list[Frame]) -> Iterator[bytes]:
         yield sink.read(f.size)
 
 
-def split(body: bytes, backend, *, kinds: tuple[str, ...], max_objects: int) -> list[bytes]:
-    """The objects of a whole body held in memory (a client reading a response)."""
-    import io
-
-    sink = io.BytesIO()
-    stream = ObjectStream(backend, sink, kinds=kinds, max_objects=max_objects, max_bytes=len(body))
-    stream.feed(body)
-    return list(read_frames(sink, stream.finish()))
+def split(body: bytes | memoryview, backend, *, kinds: tuple[str, ...], max_objects: int) -> list[bytes]:
+    """The objects of a whole body held in memory (a client reading a response), each copied once."""
+    return list(read_objects(io.BytesIO(body), backend, kinds=kinds, max_objects=max_objects, max_bytes=len(body)))
 
 
 def chunks(blobs: Iterable[bytes], size: int = CHUNK) -> Iterator[bytes]:

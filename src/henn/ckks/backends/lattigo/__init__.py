@@ -23,6 +23,10 @@ Notes on this library, as the bridge uses it:
 - ring="conjugate_invariant" parameters open Lattigo's ring.ConjugateInvariant (N real slots on ring
   degree N, primes = 1 mod 4N). Lattigo has no conjugation there; real slots are their own
   conjugates, so conjugation is a copy and needs no key.
+- Secret-key encryption is Lattigo's, with c1 drawn from a keyed PRNG of a fresh 32-byte seed
+  (go/wire.go): such a ciphertext travels as c0 and the seed ("seeded"); every other ciphertext as
+  its coefficients bit-packed to each prime's width ("packed"); Lattigo's MarshalBinary ("full",
+  64-bit words) is still read, and written on request.
 - The secret is uniform ternary (Xs = Ternary{P: 2/3}), the distribution of henn's security table.
 - Bootstrapping (go/bootstrap.go): Lattigo's `circuits/ckks/bootstrapping` with the context's own
   parameters as the residual ones; the circuit's primes come from Lattigo, and the security module
@@ -55,6 +59,8 @@ DEFAULT_LOG_SCALE = 45  # Lattigo's example parameters (schemes/ckks/example_par
 _KIND_NAMES = {**{v: k for k, v in serialization.KINDS.items()}, 6: "secret_key",
                7: "bootstrap_keys"}  # go/exports_kind.go
 _SCALE_RTOL = 1e-9
+_ENCODING_CODES = {"full": 0, "packed": 1, "seeded": 2}  # go/wire.go
+_ENCODING_NAMES = {v: k for k, v in _ENCODING_CODES.items()}
 
 
 def _doubles(a: np.ndarray):
@@ -86,6 +92,7 @@ class LattigoBackend(Backend):
     bootstraps = True
     real_slot_ring = True  # ring.ConjugateInvariant
     exact_imaginary_unit = True  # slots ordered by powers of 5
+    wire_encodings = ("seeded", "packed")
 
     # ---- library, parameters -------------------------------------------------------------
     @classmethod
@@ -359,10 +366,24 @@ class LattigoBackend(Backend):
         self._bridge.call("henn_marshal", raw.value, byref(ptr), byref(n))
         return self._bridge.take_bytes(ptr, n.value)
 
+    def _serialize_ciphertext(self, raw, encoding):
+        ptr, n, used = c_void_p(), c_size_t(), c_int()
+        self._bridge.call("henn_marshal_ciphertext", self._c(), raw.value, _ENCODING_CODES[encoding], byref(ptr),
+                          byref(n), byref(used))
+        return self._bridge.take_bytes(ptr, n.value), _ENCODING_NAMES[used.value]
+
+    def _wire_overhead(self):
+        out = c_int()
+        self._bridge.call("henn_wire_meta_size", byref(out))
+        return out.value
+
     def _deserialize(self, kind, payload, meta):
         level = meta["level"] if kind in ("ciphertext", "plaintext") else 0
         degree = meta["degree"] if kind == "ciphertext" else 0
-        raw = self._new("henn_unmarshal", serialization.KINDS[kind], bytes(payload), len(payload), level, degree)
+        encoding = meta.get("encoding")  # a compact payload's size was checked exactly by check_header
+        fn, code = ("henn_unmarshal_ciphertext", _ENCODING_CODES[encoding]) if encoding else \
+            ("henn_unmarshal", serialization.KINDS[kind])
+        raw = self._new(fn, code, bytes(payload), len(payload), level, degree)
         if kind in ("ciphertext", "plaintext"):
             got = self._metadata(raw)[1]
             want = meta["scale"]

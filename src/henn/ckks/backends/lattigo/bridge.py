@@ -88,6 +88,9 @@ SIGNATURES: dict[str, tuple] = {
     "henn_bootstrap_key_bytes": (H, H, INT64S),
     "henn_bootstrap": (H, H, H, c_double, c_int, OUT_H),
     "henn_kind": (H, POINTER(c_int)),
+    "henn_wire_meta_size": (POINTER(c_int),),
+    "henn_marshal_ciphertext": (H, H, c_int, POINTER(c_void_p), POINTER(c_size_t), POINTER(c_int)),
+    "henn_unmarshal_ciphertext": (H, c_int, c_char_p, c_size_t, c_int, c_int, OUT_H),
 }
 
 _load_lock = threading.Lock()

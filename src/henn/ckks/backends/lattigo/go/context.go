@@ -37,7 +37,6 @@ type skObj struct {
 	c   *ctxObj
 	sk  *rlwe.SecretKey
 	dec *rlwe.Decryptor
-	enc *rlwe.Encryptor // symmetric encryption: the client that holds the key encrypts with it
 }
 
 type pkObj struct {
@@ -59,8 +58,11 @@ type gkObj struct {
 }
 
 type ctObj struct {
-	c  *ctxObj
-	ct *rlwe.Ciphertext
+	c          *ctxObj
+	ct         *rlwe.Ciphertext
+	seed       []byte // a fresh secret-key encryption: the seed of its c1 (wire.go), else nil
+	seedLevel  int
+	seedDigest uint64 // of c1 when the seed was drawn (wire.go seeded)
 }
 
 type ptObj struct {
@@ -178,7 +180,7 @@ func (c *ctxObj) genSecretKey() *skObj {
 }
 
 func (c *ctxObj) wrapSecretKey(sk *rlwe.SecretKey) *skObj {
-	return &skObj{c: c, sk: sk, dec: rlwe.NewDecryptor(c.params, sk), enc: rlwe.NewEncryptor(c.params, sk)}
+	return &skObj{c: c, sk: sk, dec: rlwe.NewDecryptor(c.params, sk)}
 }
 
 func (c *ctxObj) genPublicKey(sk *skObj) *pkObj {
@@ -309,13 +311,10 @@ func (c *ctxObj) encrypt(pt *ptObj, pk *pkObj) (*ctObj, error) {
 }
 
 // encryptSymmetric encrypts under the secret key: (-a*s + m + e, a) with a uniform, one product and no
-// public-key terms, so about half the work of encrypt; the result is an ordinary ciphertext.
+// public-key terms, so about half the work of encrypt; the result is an ordinary ciphertext whose a
+// comes from a seed (wire.go), so that it travels as c0 and the seed.
 func (c *ctxObj) encryptSymmetric(pt *ptObj, sk *skObj) (*ctObj, error) {
-	ct, err := sk.enc.EncryptNew(pt.pt)
-	if err != nil {
-		return nil, err
-	}
-	return &ctObj{c: c, ct: ct}, nil
+	return c.encryptSeeded(pt, sk)
 }
 
 func (c *ctxObj) decrypt(ct *ctObj, sk *skObj) *ptObj {

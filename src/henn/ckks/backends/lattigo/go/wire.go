@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/ring/ringqp"
+	"github.com/tuneinsight/lattigo/v6/utils/sampling"
+)
+
+// Compact ciphertext encodings (henn.ckks.serialization, header meta "encoding"); "full" is
+// Lattigo's MarshalBinary (64-bit words):
+//
+//	packed  Lattigo's MetaData (fixed size) | each polynomial, limb after limb, the N coefficients of
+//	        limb i in bitLen(q_i) bits each, little-endian bit order (N*bitLen(q_i)/8 bytes a limb)
+//	seeded  MetaData | c0 packed | the 32-byte seed c1 is sampled from (a fresh secret-key encryption)
+//
+// A reader bounds the size exactly from the header (level, degree, encoding) before parsing, and
+// refuses any coefficient that is not below its prime.
+const (
+	encodingFull   = 0
+	encodingPacked = 1
+	encodingSeeded = 2 // written where the ciphertext still holds the c1 of its seed, else packed
+	seedSize       = 32
+)
+
+// metaSize is the size of Lattigo's binary MetaData (fixed: its JSON is written at fixed width).
+var metaSize = rlwe.MetaData{}.BinarySize()
+
+// encryptSeeded is Lattigo's secret-key encryption (rlwe.Encryptor.encryptZeroSk and
+// encryptZeroSkFromC1QP, then addPtToCt) with c1 drawn from a keyed PRNG of a fresh random seed
+// (Lattigo's withKeyedUniformSampling is unexported): c1 = a uniform in the NTT domain,
+// c0 = NTT(e) - a*s + m. The ciphertext keeps the seed, so that it travels as c0 and the seed.
+func (c *ctxObj) encryptSeeded(pt *ptObj, sk *skObj) (*ctObj, error) {
+	if !pt.pt.IsNTT {
+		return nil, fmt.Errorf("the plaintext is not in NTT form")
+	}
+	seed := make([]byte, seedSize)
+	if _, err := rand.Read(seed); err != nil {
+		return nil, fmt.Errorf("no randomness for the encryption seed: %v", err)
+	}
+	level := pt.pt.Level()
+	ct := rlwe.NewCiphertext(c.params, 1, level)
+	*ct.MetaData = *pt.pt.MetaData
+	if err := c.sampleC1(seed, level, ct.Value[1]); err != nil {
+		return nil, err
+	}
+	prng, err := sampling.NewPRNG()
+	if err != nil {
+		return nil, err
+	}
+	xe, err := ring.NewSampler(prng, c.params.RingQ(), c.params.Xe(), false)
+	if err != nil {
+		return nil, err
+	}
+	ringQ := c.params.RingQ().AtLevel(level)
+	c0 := ct.Value[0]
+	xe.AtLevel(level).Read(c0)
+	ringQ.NTT(c0, c0)
+	if ct.IsMontgomery {
+		ringQ.MForm(c0, c0)
+	}
+	ringQ.MulCoeffsMontgomeryThenSub(ct.Value[1], sk.sk.Value.Q, c0)
+	ringQ.Add(c0, pt.pt.Value, c0)
+	return &ctObj{c: c, ct: ct, seed: seed, seedLevel: level, seedDigest: digest(ct.Value[1])}, nil
+}
+
+// sampleC1 writes into c1 (level+1 limbs) the uniform polynomial of the seed, as Lattigo samples c1.
+func (c *ctxObj) sampleC1(seed []byte, level int, c1 ring.Poly) error {
+	prng, err := sampling.NewKeyedPRNG(seed)
+	if err != nil {
+		return err
+	}
+	ringqp.NewUniformSampler(prng, *c.params.RingQP()).AtLevel(level, -1).Read(ringqp.Poly{Q: c1})
+	return nil
+}
+
+// seeded: the ciphertext still is the fresh encryption of its seed. Anything that made a new ciphertext
+// out of it has no seed; the digest of c1 taken when the seed was drawn guards against a change in place
+// (sampling c1 again to compare would cost as much as the encryption).
+func (c *ctxObj) seeded(ct *ctObj) bool {
+	return ct.seed != nil && ct.ct.Degree() == 1 && ct.ct.Level() == ct.seedLevel && digest(ct.ct.Value[1]) == ct.seedDigest
+}
+
+// digest is an FNV-1a-style hash of a polynomial's coefficients: each step is a bijection of its state,
+// so a change to any one coefficient always changes it.
+func digest(p ring.Poly) uint64 {
+	h := uint64(14695981039346656037)
+	for _, row := range p.Coeffs {
+		for _, x := range row {
+			h = (h ^ x) * 1099511628211
+		}
+	}
+	return h
+}
+
+// limbBytes: the packed bytes of each limb of a polynomial at level (bitLen(q_i) bits per coefficient).
+func (c *ctxObj) limbBytes(level int) []int {
+	n := c.params.N()
+	out := make([]int, level+1)
+	for i, q := range c.params.Q()[:level+1] {
+		out[i] = (n*bits.Len64(q) + 7) / 8
+	}
+	return out
+}
+
+func (c *ctxObj) packedPolyBytes(level int) int {
+	total := 0
+	for _, b := range c.limbBytes(level) {
+		total += b
+	}
+	return total
+}
+
+// compactSize is the exact payload size of a ciphertext in a compact encoding.
+func (c *ctxObj) compactSize(encoding, level, degree int) int {
+	if encoding == encodingSeeded {
+		return metaSize + c.packedPolyBytes(level) + seedSize
+	}
+	return metaSize + (degree+1)*c.packedPolyBytes(level)
+}
+
+// marshalCiphertext writes ct in an encoding (encodingSeeded: seeded where it can be, else packed);
+// it returns the bytes and the encoding used.
+func (c *ctxObj) marshalCiphertext(ct *ctObj, encoding int) ([]byte, int, error) {
+	switch encoding {
+	case encodingFull:
+		data, err := ct.ct.MarshalBinary()
+		return data, encodingFull, err
+	case encodingSeeded:
+		if !c.seeded(ct) {
+			encoding = encodingPacked
+		}
+	case encodingPacked:
+	default:
+		return nil, 0, fmt.Errorf("unknown ciphertext encoding %d", encoding)
+	}
+	md, err := ct.ct.MetaData.MarshalBinary()
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(md) != metaSize {
+		return nil, 0, fmt.Errorf("Lattigo's metadata is %d bytes, not %d", len(md), metaSize)
+	}
+	level := ct.ct.Level()
+	polys := ct.ct.Value
+	if encoding == encodingSeeded {
+		polys = polys[:1]
+	}
+	out := make([]byte, c.compactSize(encoding, level, ct.ct.Degree()))
+	off := copy(out, md)
+	sizes := c.limbBytes(level)
+	for _, p := range polys {
+		for i, q := range c.params.Q()[:level+1] {
+			packLimb(out[off:off+sizes[i]], p.Coeffs[i], bits.Len64(q), q)
+			off += sizes[i]
+		}
+	}
+	if encoding == encodingSeeded {
+		copy(out[off:], ct.seed)
+	}
+	return out, encoding, nil
+}
+
+// unmarshalCiphertext reads a compact ciphertext whose header announces level and degree.
+func (c *ctxObj) unmarshalCiphertext(encoding int, data []byte, level, degree int) (*ctObj, error) {
+	if err := c.checkLevel(level); err != nil {
+		return nil, dataErr("%v", err)
+	}
+	if degree < 1 || degree > 2 || (encoding == encodingSeeded && degree != 1) {
+		return nil, dataErr("a ciphertext of degree %d cannot have this encoding", degree)
+	}
+	if encoding != encodingPacked && encoding != encodingSeeded {
+		return nil, dataErr("unknown ciphertext encoding %d", encoding)
+	}
+	if want := c.compactSize(encoding, level, degree); len(data) != want {
+		return nil, dataErr("payload is %d bytes, a ciphertext at level %d takes %d", len(data), level, want)
+	}
+	md := new(rlwe.MetaData)
+	if err := md.UnmarshalBinary(data[:metaSize]); err != nil {
+		return nil, dataErr("unreadable ciphertext metadata: %v", err)
+	}
+	ct := rlwe.NewCiphertext(c.params, degree, level)
+	*ct.MetaData = *md
+	polys := ct.Value
+	if encoding == encodingSeeded {
+		polys = polys[:1]
+	}
+	off, sizes := metaSize, c.limbBytes(level)
+	for k, p := range polys {
+		for i, q := range c.params.Q()[:level+1] {
+			if j := unpackLimb(data[off:off+sizes[i]], p.Coeffs[i], bits.Len64(q), q); j >= 0 {
+				return nil, dataErr("coefficient %d of limb %d of polynomial %d is not below its prime", j, i, k)
+			}
+			off += sizes[i]
+		}
+	}
+	out := &ctObj{c: c, ct: ct}
+	if encoding == encodingSeeded {
+		out.seed, out.seedLevel = bytes.Clone(data[off:]), level
+		if err := c.sampleC1(out.seed, level, ct.Value[1]); err != nil {
+			return nil, dataErr("bad seed: %v", err)
+		}
+		out.seedDigest = digest(ct.Value[1])
+	}
+	return out, c.checkValue(&ct.Element, level, degree)
+}
+
+// packLimb writes the coefficients (each < q, of b bits) into dst, ceil(len*b/8) bytes.
+func packLimb(dst []byte, coeffs []uint64, b int, q uint64) {
+	var acc uint64
+	var nb, ub = 0, b
+	k := 0
+	for _, x := range coeffs {
+		if x >= q { // Lattigo keeps coefficients reduced; never write more than b bits
+			x %= q
+		}
+		acc |= x << nb
+		if nb+ub >= 64 {
+			binary.LittleEndian.PutUint64(dst[k:], acc)
+			k += 8
+			acc = x >> (64 - nb) // 0 when nb == 0
+			nb += ub - 64
+		} else {
+			nb += ub
+		}
+	}
+	for ; nb > 0; nb -= min(nb, 8) {
+		dst[k] = byte(acc)
+		acc >>= 8
+		k++
+	}
+}
+
+// unpackLimb reads len(coeffs) coefficients of b bits from src (ceil(len*b/8) bytes); it returns the
+// index of the first coefficient that is not below q (or whose trailing padding bits are set), else -1.
+func unpackLimb(src []byte, coeffs []uint64, b int, q uint64) int {
+	mask := uint64(1)<<b - 1
+	if b == 64 {
+		mask = ^uint64(0)
+	}
+	for j := range coeffs {
+		p := j * b
+		idx, shift := p>>3, p&7
+		x := load64(src, idx) >> shift
+		if shift+b > 64 {
+			x |= uint64(src[idx+8]) << (64 - shift)
+		}
+		x &= mask
+		if x >= q {
+			return j
+		}
+		coeffs[j] = x
+	}
+	if used := len(coeffs) * b; used&7 != 0 && src[len(src)-1]>>(used&7) != 0 {
+		return len(coeffs) - 1
+	}
+	return -1
+}
+
+// load64 reads 8 little-endian bytes at idx, zeros past the end of src.
+func load64(src []byte, idx int) uint64 {
+	if idx+8 <= len(src) {
+		return binary.LittleEndian.Uint64(src[idx:])
+	}
+	var tail [8]byte
+	copy(tail[:], src[idx:])
+	return binary.LittleEndian.Uint64(tail[:])
+}
