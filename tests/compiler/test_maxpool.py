@@ -100,18 +100,23 @@ def test_lenet_matches_torch(source, mode, digits, tmp_path):
     _check(got, _torch(model, images), budget)
 
 
-def test_padded_stride_one_pool(digits):
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("mode", ["batch", "single"])
+def test_padded_pools(mode, stride, digits):
+    """MaxPool2d(3, stride, padding=1) (a ResNet stem's with stride 2); single mode pools a zero-padded map of
+    x - lo (henn.passes.pad_maxpools: one 1x1 convolution more)."""
     cal, test = digits
-    model = _lenet(nn.MaxPool2d(3, stride=1, padding=1))
-    with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal, activation_bits=8,
-                      params=insecure("insecure_test_maxpool_l68", 68)) as cm:
-        _, pool = cm.approximations()
-        got = cm.run(test[:32], encrypted=False)
+    model = _lenet(nn.MaxPool2d(3, stride=stride, padding=1))
+    with henn.compile(model, SHAPE, backend="plain", mode=mode, calibration=cal, activation_bits=5,
+                      params=_params()) as cm:
+        relu, pool = cm.approximations()
+        got = cm.run(test[:24], encrypted=False)
         budget = _budget(cm, model[4].weight.detach().numpy())
+        pads = [n for n in cm.compiled.final.nodes if n.name == "2.pad"]
     assert pool["window"] == (3, 3) and pool["max_levels"] == 4 and pool["maxima"] == 8
-    _check(got, _torch(model, test[:32]), budget)
-    with pytest.raises(UnsupportedOperation, match="compile padded max pools with mode='batch'"):
-        henn.compile(model, SHAPE, backend="plain", mode="single", calibration=cal)
+    assert len(pads) == (mode == "single")
+    assert cm.depth == 1 + relu["levels"] + (mode == "single") + pool["levels"] + 1
+    _check(got, _torch(model, test[:24]), budget)
 
 
 @pytest.mark.parametrize("mode", ["batch", "single"])

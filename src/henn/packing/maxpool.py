@@ -2,8 +2,8 @@
 element whatever the window (natural, strided and multiplexed layouts), so the tree of composite maxima runs
 on whole ciphertexts with rotations by those offsets (henn.max_tree.rotation_ops), and each
 window's maximum lands on the slot of its first element: the output layout, which the next layer's
-diagonals read as any other. Padded pools are refused here (a border window's rotations would read
-neighbouring slots, not -inf): batch packing runs them.
+diagonals read as any other. Padded pools arrive unpadded: henn.passes.pad_maxpools pools a zero-padded
+map of x - lo instead (a border window's rotations would read neighbouring slots, not -inf).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def rotation_plan(layout: Layout, node, in_shape) -> tuple[RotationMaxPlan, Layo
     if any(node.attrs["pads"]):
         raise UnsupportedOperation(
             f"layer {node.name!r}: single mode pools by rotations, where a padded window's border would read "
-            "neighbouring slots; compile padded max pools with mode='batch'"
+            "neighbouring slots; henn.passes.pad_maxpools should have padded its input"
         )
     cols, _ = matrices.conv_taps(node, in_shape)  # (outputs, taps) input element of each tap, none padding
     n, images = math.prod(in_shape), layout.images

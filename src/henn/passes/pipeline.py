@@ -1,6 +1,9 @@
 """The pass pipeline, in order. Each pass is `run(graph, options) -> graph` (pure); the graph is
 verified after every pass.
 
+pad_maxpools (single mode) needs the max pools' accepted ranges, so it runs right after
+approximate_activations, and before merge_act_pool, which moves its + lo into the next layer.
+
 fuse_linear (Gemm after Gemm) is an addition to the passes of the design; select_params runs before
 collect_keys because a few rotation steps (the block sum of the client's taps) depend on the number
 of slots, and packing never changes the depth, so nothing before it depends on the parameters.
@@ -22,6 +25,7 @@ from henn.passes import (
     group_batch,
     lazy_relin,
     merge_act_pool,
+    pad_maxpools,
     place_bootstraps,
     plan_levels,
     select_params,
@@ -34,6 +38,7 @@ log = logging.getLogger(__name__)
 PASSES = (
     ("fold_batchnorm", fold_batchnorm.run),
     ("approximate_activations", approximate_activations.run),
+    ("pad_maxpools", pad_maxpools.run),
     ("merge_act_pool", merge_act_pool.run),
     ("fuse_linear", fuse_linear.run),
     ("threshold_coeffs", threshold_coeffs.run),
