@@ -199,3 +199,35 @@ def test_verify_checks_refreshing_steps(digits):
         edit(bsgs, attrs={**p.steps[bsgs].attrs, "refresh": [1.0, 1.0]}).verify()
     with pytest.raises(ProgramError, match="runs at level"):  # above where the refreshing step ends
         edit(after, level=TOP).verify()
+
+
+class _Block(nn.Module):
+    """x + conv(relu(conv(x))): the ReLU (10 levels) refreshes inside while the shortcut keeps its level."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem, self.a, self.b = nn.Conv2d(1, 2, 3, stride=2), nn.Conv2d(2, 2, 3, padding=1), nn.Conv2d(2, 2, 1)
+        self.head = nn.Linear(2 * 6 * 6, 10)
+
+    def forward(self, x):
+        h = self.stem(x)
+        return self.head(torch.flatten(h + self.b(torch.relu(self.a(h))), 1))
+
+
+@pytest.mark.parametrize("backend", ["plain", "lattigo"])
+def test_a_shortcut_across_a_refreshing_relu(backend, digits):
+    """The addition joins the shortcut (its run) and the refreshed branch (a later one): levels counted from
+    the top for both (henn.passes.plan_levels), scales matched by the executor."""
+    cal, test = digits
+    torch.manual_seed(0)
+    model = _Block().eval()
+    with _compile(model, cal, backend, "single") as cm:
+        assert _refreshing(cm) == [n.name for n in cm.compiled.final.nodes if n.op == "poly"]
+        got = cm.run(test[:2])
+        (relu,) = cm.approximations()
+        budget = float(np.abs(model.head.weight.detach().numpy()).sum(1).max()) * 2 * relu["max_error"] + 1e-3
+    want = _torch(model, test[:2])
+    if backend == "lattigo":
+        precision_table.within("lattigo-e2e", "shortcut_across_refreshed_relu", want, got, budget)
+    else:
+        np.testing.assert_array_less(np.abs(got - want).max(), budget)

@@ -44,7 +44,11 @@ def run(graph: Graph, options) -> Graph:
     used = {g.input: 0}
     scale = {g.input: log_delta}
     run_of = {g.input: 0}  # values after the k-th bootstrap belong to run k
-    first_run = None
+    # a chain that bootstraps part way refreshes its own values only (henn.chain_schedule): a shortcut read
+    # across it keeps its level, so with one the input is encrypted at the top and every run's levels count
+    # from there, which lets an addition join values of different runs
+    refreshing = any("refresh" in n.attrs for n in g.nodes)
+    first_run = g.meta["bootstrap_top"] if refreshing else None
     for n in g.nodes:
         src = n.inputs[0]
         c, s = used[src], scale[src]
@@ -62,7 +66,6 @@ def run(graph: Graph, options) -> Graph:
             top = g.meta["bootstrap_top"]
             out, boots = refresh_schedule(g, n, top - c, top)
             if boots:  # refreshed part way: a new run, its first entered with the input at the top
-                first_run = top if run_of[src] == 0 else first_run
                 run_of[n.output] += 1
                 c, s = top - out, log_delta
             else:
@@ -70,7 +73,7 @@ def run(graph: Graph, options) -> Graph:
         elif n.op in LEVELLED_OPS:
             c += n.attrs["levels"]
         elif n.op == "add":
-            c, s = _add_levels(g, n, used, scale, run_of)
+            c, s = _add_levels(g, n, used, scale, run_of, refreshing)
         used[n.output], scale[n.output] = c, s
     final_unrescaled = last is not None and last.op in LINEAR_OPS
     needed = max(1, used[g.output] + (1 if final_unrescaled else 0))
@@ -109,12 +112,12 @@ def refresh_schedule(g: Graph, n, level: int, top: int) -> tuple[int, int]:
     return chain_schedule.windows_levels(level, sizes, stages, top, n.name)
 
 
-def _add_levels(g: Graph, n, used: dict, scale: dict, run_of: dict) -> tuple[int, float]:
+def _add_levels(g: Graph, n, used: dict, scale: dict, run_of: dict, top_based: bool = False) -> tuple[int, float]:
     """Levels used and scale after a residual addition: the lower operand's; where both sit at the same
     level, one level more (the executor matches their scales, which differ by the primes each branch
     was rescaled by, with a multiplication by 1 that costs the level)."""
     a, b = n.inputs
-    if run_of[a] != run_of[b]:
+    if run_of[a] != run_of[b] and not top_based:
         raise UnsupportedOperation(
             f"layer {n.name!r} adds values from either side of a bootstrap: place_bootstraps puts bootstraps "
             "only where every branch has joined"
