@@ -107,8 +107,10 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     cm.observed_preactivation = _observed_preactivation(model)
     if calibration is not None:
         cm.calibrate(calibration)
+    rule = cm.compiled.final.meta.get("activation_degrees")  # lower degrees that keep the predictions, by design
+    by_rule = lambda a: rule is not None and rule.kept and a["degree"] <= rule.degree
     for a in cm.approximations():  # composite signs meet the bits they were asked for by construction
-        if a["bits"] is None and a["relative_error"] > TARGET:
+        if a["bits"] is None and a["relative_error"] > TARGET and not by_rule(a):
             log.warning("layer %r: the degree-%d polynomial for %s on [%.3g, %.3g] is off by up to %.2g, %.2g of its "
                         "output range (target %.2g)%s", a["layer"], a["degree"], a["kind"], *a["range"],
                         a["max_error"], a["relative_error"], TARGET,
@@ -197,8 +199,8 @@ class CompiledModel:
         mode = f"{self.mode} (complex)" if self.program.complex_packed else self.mode
         lines = [f"{mode} packing on {self.backend_name}: depth {self.depth}{boots}, {len(self.rotation_steps)} "
                  f"rotation keys, {self.params.describe()}{why}"]
-        chosen = self.compiled.final.meta.get("activation_bits")
-        return "\n".join(lines + ([chosen.describe()] if chosen else []) + self.describe_approximations())
+        rules = [self.compiled.final.meta.get(k) for k in ("activation_degrees", "activation_bits")]
+        return "\n".join(lines + [r.describe() for r in rules if r] + self.describe_approximations())
 
     def describe_approximations(self) -> list[str]:
         """One line per approximated activation or max pool (see approximations())."""

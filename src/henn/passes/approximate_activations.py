@@ -28,8 +28,9 @@ Smooth non-polynomial activations (GELU, SiLU, Sigmoid, Tanh, ELU, Softplus, Mis
 Hardswish with a larger error) become chebyshev-form polynomials: a Chebyshev fit
 (henn.approximation) on the range their inputs take over the calibration images, widened by
 henn.ranges.OBSERVED_SLACK about its centre, which is also the range henn.ranges accepts at run time.
-Their degree is options.activation_degree (one for all or per layer name), else the lowest of
-henn.approximation.DEGREES whose error is within henn.approximation.TARGET of the output range.
+Their degree is options.activation_degree (one for all or per layer name), else the lowest that keeps the
+calibration images' predictions, plus one step, and at most the lowest of henn.approximation.DEGREES whose
+error is within henn.approximation.TARGET of the output range (henn.passes.smooth_degrees).
 ReLU and |x| become x (a + b s(t)) with s a composite of minimax sign polynomials on [-R, R], R the
 largest |input| widened the same way, within R 2^-bits (bits: options.activation_bits, one for all or
 per layer name; layers it does not name get the fewest bits that keep the calibration images' predictions,
@@ -56,7 +57,7 @@ from henn.ir.graph import Graph, Node
 from henn.ir.ops import LINEAR_OPS
 from henn.kernels.chebyshev import chain_depth
 from henn.kernels.poly import polynomial_depth
-from henn.passes import maxpool_form, sign_bits
+from henn.passes import maxpool_form, sign_bits, smooth_degrees
 from henn.program import CPOLY_LEVELS, GENERAL_TARGET
 from henn.runtime.inputs import check_images
 
@@ -114,6 +115,15 @@ def fit_activations(g: Graph, options) -> dict[str, Approximation | dict]:
     images = check_images(calibration, tuple(g.input_shape))
     bounds = ranges.observed_bounds(g, images, ("activation", "maxpool"))
     fixed = _smooth_fits(smooth, bounds, degrees)  # the sign precision does not change them
+    open_smooth = [n for n in smooth if degrees(n.name) is None]
+    if open_smooth and smooth_degrees.applies(images):  # the degree rule, ReLUs and max pools at default precision
+        signs_default = _sign_fits(signs, pools, bounds, lambda name: bits(name))
+        target = dict(fixed)
+        degree = smooth_degrees.choose(
+            g, images, lambda cap: _approximated(g, {**_capped(open_smooth, target, cap), **signs_default})
+        )
+        g.meta["activation_degrees"] = degree
+        fixed = _capped(open_smooth, target, degree.degree)
 
     def fits_at(default: float | None) -> dict[str, Approximation | dict]:
         """Every fit, the sign forms the option leaves open at `default` bits."""
@@ -139,6 +149,19 @@ def _smooth_fits(nodes: list[Node], bounds: dict[str, tuple[float, float]], degr
             approximation.choose(kind, f, lo, hi) if degree is None else approximation.fit(kind, f, lo, hi, degree)
         )
     return fits
+
+
+def _capped(nodes: list[Node], fits: dict, cap: int) -> dict[str, Approximation]:
+    """`fits`, with these smooth activations' at the lower of `cap` and the degree they have there."""
+    out = dict(fits)
+    for n in nodes:
+        fit = fits[n.name]
+        if fit.degrees[0] > cap:
+            f = NONPOLYNOMIAL[n.attrs["kind"]].function
+            assert f is not None
+            fit = approximation.fit(n.attrs["kind"], f, fit.lo, fit.hi, cap)
+        out[n.name] = fit
+    return out
 
 
 def _sign_fits(

@@ -51,20 +51,12 @@ class SignBits:
 
 def choose(exact: Graph, images: np.ndarray, approximated: Callable[[int], Graph]) -> SignBits:
     """The bits for `exact` (its activations exact), approximated(bits) being the network at that precision."""
-    x = images[:IMAGES]
-    with np.errstate(over="ignore", invalid="ignore"):
-        want = interpret.run(exact, x)
-    tied = _near_ties(want)
-    agreement = 0.0
-    for bits in range(MIN_BITS, MAX_BITS + 1):
-        with np.errstate(over="ignore", invalid="ignore"):
-            got = interpret.run(approximated(bits), x)
-        same = _predictions(got) == _predictions(want)
-        agreement = float(same.mean())
-        if np.all(same | tied):
-            chosen = SignBits(min(bits + MARGIN, MAX_SIGN_BITS), agreement, len(x), bits)
-            log.info("%s", chosen.describe())
-            return chosen
+    ladder = list(range(MIN_BITS, MAX_BITS + 1))
+    found, agreement, images_used = first_keeping(exact, images, ladder, approximated)
+    if found is not None:
+        chosen = SignBits(min(ladder[found] + MARGIN, MAX_SIGN_BITS), agreement, images_used, ladder[found])
+        log.info("%s", chosen.describe())
+        return chosen
     log.warning(
         "no sign precision up to %d bits keeps the calibration predictions (%.1f%% agree at %d bits): using %d; "
         "pass activation_bits to choose another",
@@ -73,7 +65,28 @@ def choose(exact: Graph, images: np.ndarray, approximated: Callable[[int], Graph
         MAX_BITS,
         MAX_BITS,
     )
-    return SignBits(MAX_BITS, agreement, len(x), MAX_BITS)
+    return SignBits(MAX_BITS, agreement, images_used, MAX_BITS)
+
+
+def first_keeping(
+    exact: Graph, images: np.ndarray, ladder: list, approximated: Callable
+) -> tuple[int | None, float, int]:
+    """(index of the first rung of `ladder` whose approximated(rung) keeps every prediction of `exact` on the
+    images but near-ties (None: no rung does), the share kept at that rung (else at the last), images used):
+    the precision rule, for sign bits here and smooth degrees (henn.passes.smooth_degrees)."""
+    x = images[:IMAGES]
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = interpret.run(exact, x)
+    tied = _near_ties(want)
+    agreement = 0.0
+    for i, rung in enumerate(ladder):
+        with np.errstate(over="ignore", invalid="ignore"):
+            got = interpret.run(approximated(rung), x)
+        same = _predictions(got) == _predictions(want)
+        agreement = float(same.mean())
+        if np.all(same | tied):
+            return i, agreement, len(x)
+    return None, agreement, len(x)
 
 
 def _predictions(logits: np.ndarray) -> np.ndarray:
