@@ -10,8 +10,9 @@ layers), seeded and trained briefly on CPU (MNIST or CIFAR-10), then for each fr
   images; precision-driven selection), in the net's mode (batch for MLPs and CryptoNets, single
   otherwise). A net whose depth needs a ring above 2^max-log-n (default 2^15) or that Lattigo
   cannot hold runs on the plain backend's noise model instead (`backend` says "plain (noise model)"
-  and `why`): the coverage run compiles without bootstrapping (at N = 2^16 a bootstrap takes ~8 s, and
-  these nets would need dozens per image);
+  and `why`); with --bootstrap such a net (deeper than --max-depth) compiles with bootstraps (boot-n16,
+  N = 2^16, ~8 s each, activations deeper than a run bootstrapping part way) and runs --boot-images
+  images on the backend;
 - agreement: argmax of the encrypted logits == argmax of the plaintext approximated model (the
   compiled graph after approximate_activations, in NumPy) on `--images` test images, and the largest
   logit difference;
@@ -22,6 +23,7 @@ layers), seeded and trained briefly on CPU (MNIST or CIFAR-10), then for each fr
 
     .venv/bin/python benchmarks/coverage.py                          # every net: ~25 min on 2 cores
     .venv/bin/python benchmarks/coverage.py --nets mlp-gelu lenet5 --images 8
+    .venv/bin/python benchmarks/coverage.py --nets lenet5 vgg-small --bootstrap --update   # encrypted, minutes
     .venv/bin/python benchmarks/coverage.py --table                  # render results/coverage.json
 
 Writes benchmarks/results/coverage.json (after every net).
