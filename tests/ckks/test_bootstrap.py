@@ -20,7 +20,9 @@ from henn.errors import (InputError, LevelError, MissingKeyError, ParameterError
                          SerializationError, UnsupportedOperation)
 
 PRESET = "insecure_boot_n12"
-BOOT_BACKENDS = ["plain", "lattigo"]
+BOOT_BACKENDS = ["plain", "lattigo", "openfhe"]
+# OpenFHE's modular reduction runs at its scaling primes' scale: 59-bit primes (presets.py)
+PRESETS = {"openfhe": "insecure_boot_n12_openfhe"}
 # bits of precision (-log2 max error over all slots, values in [-bound, bound], relative to bound), held
 # to bounds derived from their measured distribution (precision_table.py); the plain backend's simulation
 # adds the preset's stated 15 bits.
@@ -30,10 +32,14 @@ def _check(be, op: str, bits: float) -> float:
     return precision_table.check(f"{be.name}-boot_n12", op, bits)
 
 
+def _preset(backend: str):
+    return presets.get(PRESETS.get(backend, PRESET))
+
+
 @pytest.fixture(scope="module", params=BOOT_BACKENDS)
 def boot(request):
     options = {"noise": True, "seed": precision_table.NOISE_SEED} if request.param == "plain" else {}
-    be = open_backend(request.param, presets.get(PRESET), **options)
+    be = open_backend(request.param, _preset(request.param), **options)
     sk, keys = be.generate_keys(rotations=[1], bootstrap=True)
     yield be, sk, keys
     be.close()
@@ -167,7 +173,7 @@ def test_unknown_field_is_refused():
 
 # ---- bad input -------------------------------------------------------------------------------------
 def test_backends_without_bootstrapping_name_those_with_it():
-    assert set(with_capability("bootstraps")) >= {"plain", "lattigo"}
+    assert set(with_capability("bootstraps")) >= {"plain", "lattigo", "openfhe"}
     be = open_backend("seal", presets.get("insecure_short_d4"))
     sk = be.generate_secret_key()
     with pytest.raises(UnsupportedOperation, match="lattigo"):
@@ -197,10 +203,11 @@ def test_bad_bootstrap_calls(boot):
         with pytest.raises(InputError, match="bound"):
             ev.bootstrap(ct, bound=bad)
     with pytest.raises(ScaleError, match="bound"):
-        ev.bootstrap(ct, bound=2.0**40)
+        ev.bootstrap(ct, bound=be.params.default_scale)
     with pytest.raises(MissingKeyError, match="bootstrap=True"):
         be.evaluator(dataclasses.replace(keys, bootstrap=None)).bootstrap(ct)
-    sq = ev.multiply(ct, ct, relinearize=False)
+    top = be.encrypt(np.zeros(4), keys.public)
+    sq = ev.multiply(top, top, relinearize=False)
     with pytest.raises(InputError, match="relinearize"):
         ev.bootstrap(sq)
 
@@ -218,12 +225,61 @@ def test_keys_of_another_backend_are_refused():
         lat.evaluator(dataclasses.replace(lat_keys, bootstrap=forged)).bootstrap(ct)
 
 
+@pytest.mark.parametrize("boot", ["openfhe"], indirect=True)
+def test_openfhe_refuses_keys_of_another_key_set_or_worker(boot):
+    """Bootstrapping keys of another key set are refused by henn (key-set ids), held by another worker by the
+    backend, and, arriving serialized under a forged key-set id, by the worker (OpenFHE's key tags)."""
+    be, _, keys = boot
+    other = open_backend("openfhe", _preset("openfhe"))
+    try:
+        _, other_keys = other.generate_keys(relin=False, bootstrap=True)
+        ct = be.encrypt(np.zeros(4), keys.public, level=1)
+        with pytest.raises(InputError, match="several key sets"):
+            be.evaluator(dataclasses.replace(keys, bootstrap=other_keys.bootstrap)).bootstrap(ct)
+        held_elsewhere = dataclasses.replace(other_keys.bootstrap, key_id=keys.key_id)
+        with pytest.raises(InputError, match="this OpenFHE backend"):
+            be.evaluator(dataclasses.replace(keys, bootstrap=held_elsewhere)).bootstrap(ct)
+        kind, meta, payload = serialization.unpack(other.serialize(other_keys.bootstrap))
+        forged = be.deserialize(serialization.pack(kind, {**meta, "key_id": keys.key_id}, payload))
+        with pytest.raises(InputError, match="another key set"):
+            be.evaluator(dataclasses.replace(keys, bootstrap=forged)).bootstrap(ct)
+    finally:
+        other.close()
+
+
+def test_openfhe_checks_its_whole_bootstrapping_modulus():
+    """OpenFHE's circuit runs on primes above henn's chain: the security check counts all of them and the special
+    primes. boot-n16-openfhe passes (no keys are made here); three more levels after the bootstrap pass henn's own
+    estimate (Lattigo's circuit) but not OpenFHE's modulus, and are refused before any key exists."""
+    params = presets.get("boot-n16-openfhe")
+    be = open_backend("openfhe", params)
+    try:
+        info = be.bootstrap_info
+        assert not params.insecure and info["output_level"] == params.max_level
+        assert info["log_qp"] == pytest.approx(sum(np.log2(float(x)) for x in info["q"] + info["p"]))
+        assert 1600 < info["log_qp"] <= 1772 and len(info["q"]) == params.max_level + info["depth"] + 1
+    finally:
+        be.close()
+    lit = presets._PRESETS["boot-n16-openfhe"]
+    deeper = Parameters.from_literal(dataclasses.replace(lit, log_q=(60,) + (59,) * 6))
+    assert deeper.security_ok
+    with pytest.raises(SecurityError, match="bootstrapping circuit"):
+        open_backend("openfhe", deeper)
+
+
+def test_openfhe_bootstrap_parameters_it_cannot_take():
+    """40-bit scaling primes (the Lattigo presets) keep no precision in OpenFHE's modular reduction: refused
+    with the reason before any key exists."""
+    with pytest.raises(ParameterError, match="at least 50 bits"):
+        open_backend("openfhe", presets.get(PRESET))
+
+
 # ---- serialization: the server receives the bootstrapping keys over the wire ------------------------
 def test_bootstrap_keys_round_trip_to_another_backend(boot):
     be, sk, keys = boot
     data = be.serialize(keys.bootstrap)
     options = {"noise": True, "seed": precision_table.NOISE_SEED} if be.name == "plain" else {}
-    server = open_backend(be.name, presets.get(PRESET), **options)
+    server = open_backend(be.name, _preset(be.name), **options)
     try:
         received = server.deserialize(data)
         assert received.key_id == keys.bootstrap.key_id and received.backend == be.name

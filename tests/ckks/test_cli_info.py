@@ -66,3 +66,10 @@ def test_info_bad_depth_reported(capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["info", "--depth", "0"])
     assert exc.value.code == 2 and "--depth: 0 is out of range" in capsys.readouterr().err
+
+
+def test_info_lists_the_bootstrapping_backends_and_their_presets(info_output):
+    _, out = info_output
+    assert re.search(r"^bootstrapping: .*\bopenfhe\b", out, re.M)
+    assert re.search(r"^  boot-n16-openfhe .*\[lattigo, openfhe, plain\]$", out, re.M)
+    assert re.search(r"^  boot-n16 .*\[lattigo, plain\]$", out, re.M)

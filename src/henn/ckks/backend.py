@@ -55,7 +55,7 @@ class Backend(ABC):
     # capabilities the runtime asks for (never the backend's name)
     encrypts: ClassVar[bool] = True       # False: values are cleartext slot vectors, no key material
     releases_gil: ClassVar[bool] = True   # its calls may run on several Python threads at once
-    bootstraps: ClassVar[bool] = False    # Evaluator.bootstrap works (lattigo; plain simulates it)
+    bootstraps: ClassVar[bool] = False    # Evaluator.bootstrap works (lattigo, openfhe; plain simulates it)
     real_slot_ring: ClassVar[bool] = False  # opens ring="conjugate_invariant" parameters (N real slots)
     symmetric_encryption: ClassVar[bool] = True  # encrypt() takes the SecretKey as well (_encrypt_symmetric)
     # compact ciphertext payloads it writes and reads (serialization.ENCODINGS, _serialize_ciphertext); the
@@ -223,6 +223,11 @@ class Backend(ABC):
         """Refresh a (level >= 1) to max_level; read its values as divided by `divide`, return the
         result at scale default_scale / divide (so it holds a's values)."""
         raise self.cannot_bootstrap()
+
+    def _bootstrap_ciphertext(self, a: Ciphertext, divide: float, keys: Any, parallel: bool) -> Any:
+        """_bootstrap of a henn Ciphertext: a backend whose library objects do not carry henn's level and
+        scale (openfhe) overrides this one instead."""
+        return self._bootstrap(a.raw, divide, keys, parallel)
 
     def cannot_bootstrap(self) -> UnsupportedOperation:
         from henn.ckks.backends import with_capability

@@ -237,7 +237,7 @@ class Evaluator:
         if out_scale < 2.0:
             raise ScaleError(f"cannot bootstrap with bound {bound:g}: the output scale 2^{math.log2(out_scale):.1f} "
                              "would hold no precision; scale the values down before")
-        raw = be._bootstrap(a.raw, bound, keys.raw, bool(parallel))
+        raw = be._bootstrap_ciphertext(a, bound, keys.raw, bool(parallel))
         out = Ciphertext(raw, be.max_level, out_scale, be.name, key_id=a.key_id)
         # back to the default scale by the integer `bound` (no level): a series evaluated at scale s squares
         # s / q_level at every doubling of its basis (2^-4 at T_2 becomes 2^-32 at T_16)

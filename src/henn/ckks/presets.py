@@ -36,6 +36,16 @@ _PRESETS: dict[str, ParametersLiteral] = {
     # bootstrapping in a small ring (the message ratio grows as N shrinks, as Lattigo's short examples do)
     "insecure_boot_n12": ParametersLiteral(12, (60, 40, 40, 40), (61, 61), 40,
                                            bootstrap=BootstrapLiteral(log_message_ratio=12, precision_bits=15.0)),
+    # OpenFHE's bootstrapping at 128 bits (backends/openfhe): its modular reduction runs at the scaling primes'
+    # scale, so 59-bit primes; N = 2^16 with 3 levels left and 2^6 slots (a vector repeating with that period)
+    # at a level budget of 1 + 1: 47 keys of 84 MiB (3.9 GiB). Every slot would need ~90 keys of ~200 MiB (7 digits
+    # under the 1772-bit bound): more memory than a 23 GiB machine shares (benchmarks/bootstrap_openfhe.py).
+    "boot-n16-openfhe": ParametersLiteral(16, (60,) + (59,) * 3, (60, 60), 59, bootstrap=BootstrapLiteral(
+        log_slots=6, cts_log_scales=((56,),), stc_log_scales=((39,),), log_p=(60,) * 7, precision_bits=12.0)),
+    # the same in a small ring, every slot: level budget 3 + 3 (cts_log_scales, stc_log_scales), one digit
+    "insecure_boot_n12_openfhe": ParametersLiteral(
+        12, (60, 59, 59, 59), (60, 60), 59, bootstrap=BootstrapLiteral(
+            cts_log_scales=((56,),) * 3, stc_log_scales=((39,),) * 3, log_p=(60,) * 25, precision_bits=12.0)),
 }
 
 

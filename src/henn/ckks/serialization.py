@@ -173,18 +173,18 @@ def max_payload(kind: str, meta: dict, *, n: int, q_count: int, p_count: int, ke
     def polys(count: int, limbs: int) -> int:
         return count * (limbs * (8 * n + 64) + 256)
 
-    keys = q_count + p_count
+    limbs = q_count + p_count
     if kind in ("ciphertext", "plaintext"):
         size = polys(meta.get("degree", 0) + 1, meta["level"] + 1)
     elif kind == "public_key":
-        size = polys(2, keys)
+        size = polys(2, limbs)
     else:
-        per_key = q_count * polys(2, keys)
+        per_key = q_count * polys(2, limbs)
         # a Galois key set may index its keys by Galois element (SEAL: 8 bytes per element, used or not)
         if kind == "relin_key":
             size = per_key
-        elif kind == "bootstrap_keys":
-            size = keys * (per_key + 64)
+        elif kind == "bootstrap_keys":  # at least one key per prime: what callers without a count have relied on
+            size = max(keys, limbs) * (per_key + 64)
         else:
             size = (len(meta["steps"]) + int(meta["conjugate"])) * per_key + 16 * n
     return size + 4096

@@ -42,4 +42,13 @@ def _bootstrapping() -> None:
     for name in presets.names():
         params = presets.get(name)
         if params.bootstrap is not None and not params.insecure:
-            print(f"  {name:18s} {params.describe()}")
+            print(f"  {name:18s} {params.describe()} [{', '.join(_bootstrap_backends(params))}]")
+
+
+def _bootstrap_backends(params) -> list[str]:
+    """The bootstrapping backends that take these parameters: OpenFHE's modular reduction needs its scaling
+    primes of >= 50 bits (henn.ckks.backends.openfhe.mapping), Lattigo's has primes of its own."""
+    from henn.ckks.backends.openfhe.mapping import MIN_BOOT_SCALING_BITS
+
+    wide = len(params.log_q) > 1 and params.log_q[1] >= MIN_BOOT_SCALING_BITS and params.log_scale == params.log_q[1]
+    return [n for n in backends.with_capability("bootstraps") if n != "openfhe" or wide]

@@ -20,7 +20,36 @@ Notes on this library, as this backend uses it:
 - Decoding a plaintext made by encode() gives back the values it was encoded from (OpenFHE keeps them); one
   from decrypt() is decoded from its polynomial. Plaintexts have no OpenFHE serialization: their payload is
   those values, encoded again when loaded.
-- No conjugate-invariant ring, no bootstrapping here (OpenFHE has CKKS bootstrapping; not wired to henn yet).
+- No conjugate-invariant ring.
+- Bootstrapping (parameters with bootstrap parameters; FIXEDMANUAL only): OpenFHE's EvalBootstrap. The context is
+  made with the FHE and ADVANCEDSHE features, a uniform ternary secret (OpenFHE's UNIFORM_TERNARY, the one the
+  security table is for) and a chain of max_level + GetBootstrapDepth(level budget) + 1 levels: the circuit's
+  primes sit above henn's chain, and henn's levels are the bottom max_level + 1 primes. EvalBootstrapSetup runs at
+  open without its precomputed DFT plaintexts (made at the first bootstrap: a client that only makes keys never
+  needs them); generate_keys(bootstrap=True) runs EvalBootstrapKeyGen and makes a relinearization key, held
+  together in the worker that made them (OpenFHE's global key maps are filled only for the duration of a
+  bootstrap) and serialized like the other keys, never the secret key. The security module checks the whole
+  modulus (every ciphertext prime of the chain + the special primes) before any key exists.
+  Mapped from henn's literal: log_slots -> the bootstrap's slots (fewer: a vector repeating with that period);
+  the number of CoeffsToSlots / SlotsToCoeffs factors (cts_log_scales, stc_log_scales) -> the level budget; the
+  number of bootstrap special primes (log_p) -> digits of that many primes over the whole chain. OpenFHE's own
+  choices, not mapped: the prime sizes (its scaling-mod size for every circuit level: henn's log_q[1]), the
+  modular reduction (Chebyshev series of the scaled sine and double-angle steps for a uniform secret: K, degrees
+  and evalmod_log_scale), no sparse-secret encapsulation (ephemeral_weight), its correction factor (9) in place of
+  log_message_ratio; keys_at_usage_levels and stream_dft have no counterpart.
+  Adapted to henn's semantics (worker.py, op_bootstrap): OpenFHE reads the input at its scale 2^p and returns the
+  same message, one level above henn's top; the correction factor of each bootstrap grows by
+  log2(bound * scale / 2^p), so that the modular reduction sees values / bound, and the extra level matches the
+  output to henn's scale (default_scale / bound). It needs scaling primes of >= 50 bits (measured at N = 2^12:
+  40-bit primes give no precision, 55-bit 8.5 bits, 59-bit 13), log_scale equal to them and a first prime at most
+  2^9 above them: anything else is refused with the reason when the backend opens.
+  Measured precision (insecure_boot_n12_openfhe: N = 2^12, 59-bit primes, every slot, level budget 3 + 3):
+  12.15 +- 0.11 bits, lowest 11.94 over 30 runs (benchmarks/results/precision_spread.json, openfhe-boot_n12),
+  1.5-2.5 s a bootstrap on two shared cores. At 128 bits (boot-n16-openfhe: N = 2^16, 1660-bit modulus, 2^6
+  slots, budget 1 + 1, 3 levels left), measured 2026-11-26 on a 2-core AMD EPYC, 23.5 GiB
+  (benchmarks/bootstrap_openfhe.py): 14.9 s and 12.2 bits a bootstrap, 12 s of key generation, 3.9 GiB of keys,
+  6.4 GiB peak in the worker (docs/benchmarks.md); every slot at N = 2^16 needs more memory than that machine
+  had free beside another benchmark.
 - Threads: OpenMP inside the worker (`threads=` sets OMP_NUM_THREADS; default: OpenFHE's, all cores).
 """
 
@@ -52,6 +81,7 @@ def _complex_bytes(values: np.ndarray) -> bytes:
 class OpenFHEBackend(Backend):
     name = "openfhe"
     releases_gil = False  # one worker answers one request at a time: threads give no speed-up
+    bootstraps = True  # parameters with bootstrap parameters: OpenFHE's EvalBootstrap (FIXEDMANUAL)
     exact_imaginary_unit = True  # slots ordered by powers of 5
     special_prime_bits = mapping.AUX_BITS
 
@@ -76,29 +106,39 @@ class OpenFHEBackend(Backend):
         return mapping.recommend(depth, lambda log_qp: smallest_secure_log_n(log_qp, slots, depth), log_scale)
 
     def _open(self, params) -> None:
-        if params.bootstrap is not None:
-            raise self.cannot_bootstrap()
         req = mapping.open_request(params, self._technique)
         self._conn = Connection(self._threads, self._timeout)
         try:
+            if params.bootstrap is not None:
+                depth, _ = self._conn.request("boot_depth", budget=mapping.level_budget(params))
+                req = mapping.with_bootstrap(req, params, int(depth))
             req.pop("op")
             info, _ = self._conn.request("open", **req)
-        except BackendError as exc:
+        except (BackendError, ParameterError) as exc:
             self.close()
             raise ParameterError(f"OpenFHE cannot use these parameters ({exc}); {params.describe()}") from None
-        q = tuple(int(x) for x in info["q"])
-        if len(q) != len(params.log_q):
+        q_all = tuple(int(x) for x in info["q"])
+        q = q_all[:len(params.log_q)]
+        if len(q_all) != req["depth"] + 1:
             self.close()
-            raise BackendError(f"OpenFHE made {len(q)} ciphertext primes for a chain of {len(params.log_q)}")
+            raise BackendError(f"OpenFHE made {len(q_all)} ciphertext primes for a chain of {req['depth'] + 1}")
         self.q_primes = q
-        self.p_primes = mapping.special_primes(list(q), int(info["dnum"]), params.n, int(info["aux_bits"]))
-        log_qp = sum(math.log2(x) for x in q + self.p_primes)
+        self.p_primes = mapping.special_primes(list(q_all), int(info["dnum"]), params.n, int(info["aux_bits"]))
+        # the whole modulus the keys live under: with bootstrapping, the circuit's primes above henn's chain
+        log_qp = sum(math.log2(x) for x in q_all + self.p_primes)
         if not params.insecure and not security.is_secure(params.log_n, log_qp, params.secret):
             self.close()
-            raise SecurityError(f"OpenFHE's primes give log2(QP) = {log_qp:.1f} at N = 2^{params.log_n}, above the "
-                                f"128-bit bound of {security.MAX_LOG_QP_128.get(params.log_n)}: fewer or smaller "
-                                "primes, or more digits (more special primes)")
-        log.debug("OpenFHE context opened: %s, primes q=%s p=%s", params.describe(), q, self.p_primes)
+            what = " (with the bootstrapping circuit's primes)" if params.bootstrap is not None else ""
+            raise SecurityError(f"OpenFHE's primes give log2(QP) = {log_qp:.1f}{what} at N = 2^{params.log_n}, above "
+                                f"the 128-bit bound of {security.MAX_LOG_QP_128.get(params.log_n)}: fewer or "
+                                "smaller primes, or more digits (more special primes)")
+        if params.bootstrap is not None:
+            self.bootstrap_info = {
+                "depth": req["depth"] - params.max_level, "output_level": params.max_level, "log_qp": log_qp,
+                "q": q_all, "p": self.p_primes, "dnum": int(info["dnum"]), "level_budget": req["boot"]["budget"],
+                "log_slots": params.bootstrap.log_slots, "correction_factor": int(info["boot_correction"]),
+                "galois_keys": _bootstrap_key_bound(req["boot"]["budget"], params.bootstrap.log_slots)}
+        log.debug("OpenFHE context opened: %s, primes q=%s p=%s", params.describe(), q_all, self.p_primes)
 
     def close(self) -> None:
         """Stop the worker; values and keys of this backend cannot be used after."""
@@ -141,6 +181,21 @@ class OpenFHEBackend(Backend):
 
     def _gen_galois_keys(self, sk, steps, conjugate):
         return self._new("keygen_gk", "gk", sk=self._id(sk, "sk"), steps=[int(s) for s in steps], conj=conjugate)
+
+    def _gen_bootstrap_keys(self, sk):
+        """The keys and their size: each of its switching keys (rotations, conjugation, relinearization) holds
+        2 polynomials over Q*P per digit, counted here rather than serialized (gigabytes at N = 2^16)."""
+        (hid, count), _ = self._c().request("keygen_bk", sk=self._id(sk, "sk"))
+        keys = Handle(self._c(), hid, "bk")
+        info = self.bootstrap_info or {}
+        limbs = len(info.get("q", self.q_primes)) + len(self.p_primes)
+        return keys, int(count) * int(info.get("dnum", 1)) * 2 * limbs * self.params.n * 8
+
+    def _bootstrap_ciphertext(self, a, divide, keys, parallel):
+        """OpenFHE's EvalBootstrap of `a` at henn's scale and bound (worker.py: op_bootstrap, which says how);
+        it runs on OpenFHE's own threads (`parallel` has no counterpart)."""
+        return self._new("bootstrap", a=self._id(a.raw, "ct"), keys=self._id(keys, "bk"), scale=float(a.scale),
+                         divide=float(divide), out_scale=self.params.default_scale / divide)
 
     def _export_secret(self, raw):
         _, (sk, pk) = self._c().request("export_sk", sk=self._id(raw, "sk"))
@@ -259,6 +314,14 @@ class OpenFHEBackend(Backend):
 
 
 BACKEND = OpenFHEBackend
+
+
+def _bootstrap_key_bound(budget: list[int], log_slots: int) -> int:
+    """At most how many rotation keys OpenFHE's bootstrapping makes: each of the budget's levels of a DFT of
+    2^log_slots slots combines at most 2^(r+1) diagonals (r: its share of the log_slots bits), one key each
+    without baby-step giant-step savings, plus the conjugation (an upper bound for the payload check: 52
+    keys measured at N = 2^12, budget [3, 3], where this gives 196)."""
+    return sum(b * 2 ** (-(-log_slots // b) + 1) for b in budget) + 4
 
 
 class _RotationSum:

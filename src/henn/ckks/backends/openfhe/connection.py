@@ -28,7 +28,7 @@ WORKER = Path(__file__).resolve().parent / "worker.py"
 DEFAULT_TIMEOUT_S = float(os.environ.get("HENN_OPENFHE_TIMEOUT", "1800"))
 START_TIMEOUT_S = 120.0
 KINDS = {"ct": "ciphertext", "pt": "plaintext", "pk": "public_key", "sk": "secret_key", "rk": "relin_key",
-         "gk": "galois_keys"}
+         "gk": "galois_keys", "bk": "bootstrap_keys"}
 
 
 class Handle:

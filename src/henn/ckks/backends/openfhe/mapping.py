@@ -23,6 +23,7 @@ TECHNIQUES = ("FIXEDMANUAL", "FIXEDAUTO", "FLEXIBLEAUTO")
 DEFAULT_SCALING_MOD_SIZE = 50  # OpenFHE's CKKS defaults (gen-cryptocontext-params-defaults.h)
 DEFAULT_FIRST_MOD_SIZE = 60
 DEFAULT_DNUM = 3
+MIN_BOOT_SCALING_BITS = 50  # below this OpenFHE's EvalMod (at the scaling primes' scale) keeps no precision
 
 
 def open_request(params: Parameters, technique: str) -> dict:
@@ -44,6 +45,40 @@ def open_request(params: Parameters, technique: str) -> dict:
         raise ParameterError(f"OpenFHE's primes have at most {MAX_MOD_BITS} bits, got log_q={list(log_q)}")
     return {"op": "open", "log_n": params.log_n, "depth": len(log_q) - 1, "first": log_q[0], "scaling": scaling,
             "dnum": digits(len(log_q), len(params.log_p)), "technique": technique}
+
+
+def level_budget(params: Parameters) -> list[int]:
+    """OpenFHE's level budget of CoeffsToSlots and SlotsToCoeffs: one level per DFT factor, as henn's literal
+    counts them (cts_log_scales, stc_log_scales)."""
+    if params.bootstrap is None:
+        raise ParameterError("these parameters have no bootstrap parameters")
+    lit = params.bootstrap.literal
+    return [len(lit.cts_log_scales), len(lit.stc_log_scales)]
+
+
+def with_bootstrap(req: dict, params: Parameters, boot_depth: int) -> dict:
+    """The `open` request of a bootstrapping context: `boot_depth` levels (OpenFHE's GetBootstrapDepth of the
+    level budget) above henn's chain, so that a bootstrap leaves max_level levels; key-switching digits of as
+    many primes as the bootstrap special primes (its log_p) over the whole chain. What else henn's literal
+    says is OpenFHE's own choice (the backend's docstring)."""
+    if req["technique"] != "FIXEDMANUAL":
+        raise ParameterError(f"this backend bootstraps with OpenFHE's FIXEDMANUAL scaling only, not "
+                             f"{req['technique']}: open it with scaling_technique='FIXEDMANUAL' (the default)")
+    if req["scaling"] < MIN_BOOT_SCALING_BITS:
+        raise ParameterError(
+            f"OpenFHE's bootstrapping needs scaling primes of at least {MIN_BOOT_SCALING_BITS} bits (its modular "
+            f"reduction runs at their scale), got {req['scaling']}-bit primes after the first (measured at "
+            "N = 2^12: 40 bits give no precision, 55 bits 8.5, 59 bits 13-14): use log_q = (60, 59, 59, ...) "
+            "and log_scale 59, as the insecure_boot_n12_openfhe preset does")
+    if params.log_scale != req["scaling"]:
+        raise ParameterError(f"OpenFHE bootstraps values at its scale 2^{req['scaling']} (the scaling primes): use "
+                             f"log_scale {req['scaling']}, not {params.log_scale}")
+    boot = params.bootstrap
+    if boot is None:
+        raise ParameterError("these parameters have no bootstrap parameters")
+    depth = req["depth"] + boot_depth + 1  # one level above henn's top matches the output's scale (worker.py)
+    return {**req, "depth": depth, "dnum": digits(depth + 1, len(boot.log_p(len(params.log_q)))),
+            "boot": {"budget": level_budget(params), "slots": boot.slots, "levels": req["depth"]}}
 
 
 def digits(primes: int, special: int) -> int:

@@ -14,6 +14,7 @@ at its factor D(level), and decrypted values, decoded by OpenFHE at 2^p, are sca
 """
 
 import json
+import math
 import os
 import struct
 import sys
@@ -30,6 +31,8 @@ import protocol  # noqa: E402
 TECHNIQUES = {"FIXEDMANUAL": o.FIXEDMANUAL, "FIXEDAUTO": o.FIXEDAUTO, "FLEXIBLEAUTO": o.FLEXIBLEAUTO}
 PT_MAGIC = b"HOFP"
 PT_HEAD = struct.Struct("<4sIId")  # magic, OpenFHE level, slots, factor the stored values are divided by
+MAX_CORRECTION = 40  # the largest correction factor a bootstrap sets (values at most 2^31 times the range)
+BK_HEAD = struct.Struct("<Q")  # bootstrapping keys: bytes of the rotation key map, then the relinearization key
 
 
 class Refused(Exception):
@@ -47,6 +50,7 @@ class Worker:
         self.next_id = 1
         self.active_rk = None  # handle whose relinearization key is in OpenFHE's global map
         self.active_gk = None  # (handle, tag) whose rotation keys are in the global map
+        self.boot_slots = None  # slots of a bootstrapping context (setup_bootstrap)
 
     # ---- handles ---------------------------------------------------------------------------
     def put(self, kind, obj, extra=None):
@@ -99,18 +103,39 @@ class Worker:
         p.SetCKKSDataType(o.COMPLEX)
         p.SetSecretKeyDist(o.UNIFORM_TERNARY)
         cc = o.GenCryptoContext(p)
-        for feature in (o.PKE, o.KEYSWITCH, o.LEVELEDSHE):
+        boot = m.get("boot")
+        for feature in (o.PKE, o.KEYSWITCH, o.LEVELEDSHE) + ((o.ADVANCEDSHE, o.FHE) if boot else ()):
             cc.Enable(feature)
         self.cc, self.depth, self.n = cc, m["depth"], 1 << m["log_n"]
         self.slots = self.n // 2
         self.two_p = 2.0 ** cc.GetPlaintextModulus()
+        extra = {}
+        if boot:
+            extra = self.setup_bootstrap(boot, m["first"] - m["scaling"])
         data = json.loads(o.Serialize(cc, o.JSON))["value0"]["ptr_wrapper"]["data"]
         params = data["cc"]["ptr_wrapper"]["data"]["value0"]
         towers = params["value0"]["value0"]["elp"]["ptr_wrapper"]["data"]["p"]
-        q = [int(t["ptr_wrapper"]["data"]["value0"]["cm"]["v"]) for t in towers]
+        q = self.q = [int(t["ptr_wrapper"]["data"]["value0"]["cm"]["v"]) for t in towers]
         factors = [cc.GetScalingFactorReal(self.depth - lv) for lv in range(self.depth + 1)]
         return {"q": q, "factors": factors, "two_p": self.two_p, "dnum": params["dnum"],
-                "aux_bits": params["ab"]}, []
+                "aux_bits": params["ab"], **extra}, []
+
+    def op_boot_depth(self, m, b):
+        """Levels OpenFHE's bootstrapping takes for this level budget (asked before the context exists)."""
+        return o.CryptoContext.GetBootstrapDepth(m["budget"], o.UNIFORM_TERNARY), []
+
+    def setup_bootstrap(self, boot, ratio_bits):
+        """EvalBootstrapSetup without its precomputed DFT plaintexts: they are made at the first bootstrap (a
+        client that only makes keys never needs them; gigabytes at N = 2^16)."""
+        self.boot_slots, self.boot_levels, self.boot_ready = boot["slots"], boot["levels"], False
+        self.cc.EvalBootstrapSetup(boot["budget"], [0, 0], self.boot_slots, 0, False)
+        factor = self.boot_correction = self.cc.GetCKKSBootCorrectionFactor()
+        self.boot_ratio = max(0, ratio_bits)
+        if ratio_bits > factor:
+            raise Refused(f"OpenFHE's bootstrapping takes a first prime at most 2^{factor} times the scaling primes "
+                          f"(its correction factor), this one is 2^{ratio_bits} times: a smaller first prime or "
+                          "larger scaling primes")
+        return {"boot_correction": factor}
 
     def level(self, henn_level):
         return self.depth - henn_level
@@ -156,6 +181,26 @@ class Worker:
         h = self.put("gk", keys, {"index": sorted(set(index))})
         self.active_gk = (h, sk.GetKeyTag())
         return h, []
+
+    def op_keygen_bk(self, m, b):
+        """EvalBootstrapKeyGen's rotation keys and a relinearization key (its EvalMod multiplies), held as one
+        object; OpenFHE's global maps are left empty of them."""
+        sk = self.get(m["sk"], "sk")
+        if self.boot_slots is None:
+            raise Refused("this context was opened without bootstrap parameters")
+        tag = sk.GetKeyTag()
+        o.CryptoContext.ClearEvalAutomorphismKeys()
+        self.active_gk = None
+        self.cc.EvalBootstrapKeyGen(sk, self.boot_slots)
+        keys = o.CryptoContext.GetEvalAutomorphismKeyMap(tag)
+        count = len(self.cc.GetExistingEvalAutomorphismKeyIndices(tag))
+        o.CryptoContext.ClearEvalAutomorphismKeys()
+        o.ClearEvalMultKeys()
+        self.active_rk = None
+        self.cc.EvalMultKeyGen(sk)
+        rk = self.cc.GetEvalMultKeyVector(tag)[0]
+        o.ClearEvalMultKeys()
+        return [self.put("bk", (keys, rk)), count + 1], []
 
     def use_rk(self, h):
         rk = self.get(h, "rk")
@@ -291,6 +336,59 @@ class Worker:
             acc = term if acc is None else self.cc.EvalAdd(acc, term)
         return self.ct(acc), []
 
+    # ---- bootstrapping ---------------------------------------------------------------------------
+    def op_bootstrap(self, m, b):
+        """henn's bootstrap of ct a (x at henn scale `scale`, |x| <= `divide`, a power of two).
+
+        OpenFHE's EvalBootstrap reads a at its scale 2^p (p: the scaling primes' bits, henn's log_scale), takes
+        one level of it (a product by 2^-c, c its correction factor, then a rescale), and returns the same
+        message: x at `scale` again, one level above henn's top (its FIXEDMANUAL output is at degree 2). Here
+        c grows by log2(divide * scale / 2^p), so that x / divide, not x, is what its modular reduction sees
+        (it undoes that factor itself), and the level above henn's top, which the context has for this,
+        matches the scale: times round(k * q) / q with k = out_scale / scale."""
+        a = self.get(m["a"], "ct")
+        keys, rk = self.get(m["keys"], "bk")
+        if a.GetLevel() >= self.depth:
+            raise Refused("bootstrapping needs a ciphertext at level 1 or above")
+        tag = a.GetKeyTag()
+        if rk.GetKeyTag() != tag:
+            raise Refused("the bootstrapping keys belong to another key set than the ciphertext")
+        shift = round(math.log2(m["divide"] * m["scale"] / self.two_p))
+        factor = self.boot_correction + shift
+        if factor < self.boot_ratio or factor > MAX_CORRECTION:
+            raise Refused(f"values up to {m['divide']:g} at scale 2^{math.log2(m['scale']):.1f} are outside what "
+                          f"OpenFHE's bootstrapping takes (its correction factor would be {factor}, it needs "
+                          f"{self.boot_ratio}..{MAX_CORRECTION}): bring the scale near 2^{math.log2(self.two_p):.0f}")
+        if not self.boot_ready:
+            self.cc.EvalBootstrapPrecompute(self.boot_slots)
+            self.boot_ready = True
+        o.CryptoContext.ClearEvalAutomorphismKeys()
+        o.ClearEvalMultKeys()
+        self.active_gk = self.active_rk = None
+        try:
+            o.CryptoContext.InsertEvalAutomorphismKey(keys, tag)
+            o.CryptoContext.InsertEvalMultKey([rk])
+            self.cc.SetCKKSBootCorrectionFactor(factor)
+            if self.boot_slots != self.slots:  # fewer slots: henn's vector repeats with their period
+                a = a.Clone()
+                a.SetSlots(self.boot_slots)
+            out = self.cc.EvalBootstrap(a)
+            out.SetSlots(self.slots)
+        except Exception as exc:  # noqa: BLE001 - a key the map lacks, as OpenFHE reports it
+            raise Refused(f"OpenFHE's EvalBootstrap failed with these keys ({exc})") from None
+        finally:
+            self.cc.SetCKKSBootCorrectionFactor(self.boot_correction)
+            o.CryptoContext.ClearEvalAutomorphismKeys()
+            o.ClearEvalMultKeys()
+        while out.GetNoiseScaleDeg() > 1:
+            out = self.cc.Rescale(out)
+        if self.towers(out) != self.boot_levels + 2:
+            raise Refused(f"OpenFHE's bootstrap returned {self.towers(out)} primes, henn's top level has "
+                          f"{self.boot_levels + 1} and one above it")
+        out.SetScalingFactor(self.two_p)
+        prime = float(self.q[self.boot_levels + 1])
+        return self.ct(self.cc.Rescale(self.scalar_mul(out, m["out_scale"] / m["scale"], 0.0, prime))), []
+
     # ---- rotations ------------------------------------------------------------------------------
     def automorphism(self, a, index, h):
         keys = self.get(h, "gk")
@@ -345,6 +443,9 @@ class Worker:
             values = np.asarray(obj.GetCKKSPackedValueArray(), dtype=np.complex128)[: self.slots]
             head = PT_HEAD.pack(PT_MAGIC, obj.GetLevel(), self.slots, self.objs[m["h"]][2])
             return None, [head + values.astype("<c16").tobytes()]
+        if kind == "bk":
+            keys, rk = (o.Serialize(x, o.BINARY) for x in obj)
+            return None, [BK_HEAD.pack(len(keys)) + keys + rk]
         return None, [o.Serialize(obj, o.BINARY)]
 
     def load(self, fn, data, what):
@@ -376,6 +477,8 @@ class Worker:
                                                    "public key")), []
         if kind == "rk":
             return self.put("rk", self.load(o.DeserializeEvalKeyString, data, "relinearization key")), []
+        if kind == "bk":
+            return self.load_bootstrap_keys(data), []
         keys = self.load(o.DeserializeEvalKeyMapString, data, "rotation key set")
         o.CryptoContext.ClearEvalAutomorphismKeys()
         self.active_gk = None
@@ -390,6 +493,24 @@ class Worker:
             raise BadData(f"the rotation key set lacks the keys of steps {missing} (0 = conjugation) that its "
                           "header announces")
         return self.put("gk", keys, {"index": index}), []
+
+    def load_bootstrap_keys(self, data):
+        """The rotation key map and relinearization key of op_keygen_bk; both of one key set."""
+        n = BK_HEAD.unpack_from(data)[0] if len(data) >= BK_HEAD.size else -1
+        if not 0 < n < len(data) - BK_HEAD.size:
+            raise BadData("the bootstrapping keys' payload is not a rotation key map and a relinearization key")
+        keys = self.load(o.DeserializeEvalKeyMapString, data[BK_HEAD.size:BK_HEAD.size + n], "bootstrapping key map")
+        rk = self.load(o.DeserializeEvalKeyString, data[BK_HEAD.size + n:], "bootstrapping relinearization key")
+        o.CryptoContext.ClearEvalAutomorphismKeys()
+        self.active_gk = None
+        try:
+            o.CryptoContext.InsertEvalAutomorphismKey(keys, rk.GetKeyTag())
+            held = self.cc.GetExistingEvalAutomorphismKeyIndices(rk.GetKeyTag())
+        finally:
+            o.CryptoContext.ClearEvalAutomorphismKeys()
+        if not held or (2 * self.n - 1) not in held:
+            raise BadData("the bootstrapping key map holds no conjugation key of this key set")
+        return self.put("bk", (keys, rk))
 
     def load_plaintext(self, m, data):
         if len(data) != PT_HEAD.size + 16 * self.slots:
@@ -423,7 +544,7 @@ def serve():
         try:
             if fn is None:
                 raise Refused(f"unknown request {op!r}")
-            if w.cc is None and op not in ("hello", "open"):
+            if w.cc is None and op not in ("hello", "open", "boot_depth"):
                 raise Refused("no context opened yet")
             result, out = fn(meta, blobs)
             reply = {"ok": True, "r": result}
