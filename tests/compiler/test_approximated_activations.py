@@ -210,13 +210,13 @@ def test_the_degree_rule_needs_enough_images_and_yields_to_the_option(digits):
 
     cal, _ = digits
     assert len(cal) >= smooth_degrees.MIN_IMAGES
-    model = _mlp("sigmoid")
+    model = _mlp("tanh")
     with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal) as cm:
         rule, (a,) = cm.compiled.final.meta["activation_degrees"], cm.approximations()
         assert rule.kept and a["degree"] <= rule.degree and "smooth activations up to degree" in cm.describe()
     with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal[:32]) as cm:
         (b,) = cm.approximations()
         assert "activation_degrees" not in cm.compiled.final.meta and b["relative_error"] <= approximation.TARGET
-    assert a["degree"] < b["degree"]  # the rule saves levels here
+    assert a["degree"] < b["degree"]  # the rule saves a level here (7 against 15)
     with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal, activation_degree=31) as cm:
         assert cm.approximations()[0]["degree"] == 31 and "activation_degrees" not in cm.compiled.final.meta
