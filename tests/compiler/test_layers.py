@@ -311,3 +311,60 @@ def test_concatenated_branches_encrypted_on_lattigo():
             "insecure_test_residual_l17", 17), activation_check=False) as cm:
         got = cm.run(x)
     precision_table.within("lattigo-e2e", "concatenated_branches", _torch(model, x), got, 1e-3)
+
+
+# ---- views and permutations ----------------------------------------------------------------------------
+
+
+class Unflatten(nn.Module):
+    """Linear -> view to (C, H, W) -> Conv -> permute to channels-last -> Linear: fixed permutations of the
+    elements (reshape nodes), composed into the next layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.sq, self.conv, self.out = nn.Linear(64, 4 * 5 * 5), Square(), nn.Conv2d(4, 3, 3), nn.Linear(27, 4)
+
+    def forward(self, x):
+        h = self.sq(self.fc(torch.flatten(x, 1))).view(-1, 4, 5, 5)
+        h = self.sq(self.conv(h)).permute(0, 2, 3, 1).contiguous()
+        return self.out(h.reshape(h.size(0), -1))
+
+
+class Transposed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.sq, self.out = nn.Conv2d(1, 2, 3), Square(), nn.Linear(72, 4)
+
+    def forward(self, x):
+        return self.out(self.sq(self.conv(x)).transpose(2, 3).flatten(1))
+
+
+@pytest.mark.parametrize("model", [Unflatten, Transposed], ids=["view+permute", "transpose"])
+def test_views_and_permutations(model, tmp_path):
+    torch.manual_seed(0)
+    ops = _runs_like_torch(model().eval(), (1, 8, 8), ("single", "batch"), tmp_path)
+    for got in ops.values():
+        assert "reshape" in got
+
+
+class BadView(nn.Module):
+    def __init__(self, how):
+        super().__init__()
+        self.how, self.conv = how, nn.Conv2d(1, 2, 3)
+
+    def forward(self, x):
+        h = self.conv(x)
+        return h.permute(1, 0, 2, 3) if self.how == "batch" else h.view(2, -1)
+
+
+@pytest.mark.parametrize("how, match", [("batch", "moves the batch axis"), ("view", "keep the batch axis first")])
+def test_views_that_move_the_batch_are_refused(how, match):
+    with pytest.raises(UnsupportedOperation, match=match):
+        load_model(BadView(how).eval(), (1, 8, 8))
+
+
+def test_a_permutation_in_grouped_batch_packing_is_refused():
+    torch.manual_seed(0)
+    with pytest.raises(UnsupportedOperation, match="reshape or permute in grouped batch packing"):
+        henn.compile(Transposed().eval(), (1, 8, 8), backend="plain", mode="batch", batch_group=2,
+                     activation_check=False)

@@ -161,7 +161,7 @@ def _batch(g: Graph) -> list[Step]:
                     bias=matrices.full_bias(n, shape),
                 )
             )
-        elif n.op == "sumpool":
+        elif n.op in ("sumpool", "reshape"):  # a reshape: each output ciphertext one input's (a permutation)
             m = matrices.matrix(n, shape)
             steps.append(_csr(StepKind.SUM_BATCH, n.name, _level(g, n), m.indptr, m.indices))
         elif n.op == "maxpool":

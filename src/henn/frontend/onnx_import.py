@@ -25,7 +25,7 @@ import numpy as np
 from henn.activations import ONNX_OPS, check_parameters
 from henn.errors import InputError, UnsupportedOperation
 from henn.frontend.onnx_fusion import fuse_activations
-from henn.frontend import concat, conv, elementwise, maxpool, pool
+from henn.frontend import concat, conv, elementwise, maxpool, pool, rearrange
 from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
 from henn.ir.ops import infer_shape
@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 SUPPORTED = ("Conv", "Pad (zeros, before a Conv or AveragePool)", "BatchNormalization", "Gemm", "MatMul",
              "henn.Poly", "Mul/Add/Sub/Neg/Pow/Div forming a polynomial in one tensor", "Add of two tensors",
              "AveragePool", "GlobalAveragePool", "MaxPool", "GlobalMaxPool",
-             "ReduceMean over (H, W)", "Flatten", "Reshape", "Concat (axis 1)", "Identity", "Dropout")
+             "ReduceMean over (H, W)", "Flatten", "Reshape", "Transpose", "Concat (axis 1)", "Identity",
+             "Dropout")
 _ELEMENTWISE = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "Neg": np.negative,
                 "Pow": np.power, "Reciprocal": np.reciprocal}
 _SKIP = ("Identity", "Dropout")
@@ -431,8 +432,18 @@ class _Builder:
         if len(target) == 2 and (target[1] in (-1, n)) and target[0] in (-1, 0, 1):
             self._emit("flatten", layer, src, node.output[0])
             return
-        raise UnsupportedOperation(f"layer {layer!r}: Reshape to {tuple(target)} is supported only as a flatten "
-                                   "to (batch, -1)")
+        if target[0] not in (-1, 0, 1) or len(target) < 2:
+            raise UnsupportedOperation(f"layer {layer!r}: Reshape to {tuple(target)} must keep the batch axis first")
+        attrs, params = rearrange.view(self.values[src].shape, [int(v) for v in target[1:]], layer)
+        self._emit("reshape", layer, src, node.output[0], attrs, params)
+
+    def _op_Transpose(self, node, a, layer, src) -> None:
+        ndim = len(self.values[src].shape)
+        perm = [int(v) for v in a.get("perm", range(ndim, -1, -1))]
+        if len(perm) != ndim + 1 or perm[0] != 0:
+            raise UnsupportedOperation(f"layer {layer!r}: Transpose {perm} moves the batch axis; henn keeps it first")
+        attrs, params = rearrange.permute(self.values[src].shape, [p - 1 for p in perm[1:]], layer)
+        self._emit("reshape", layer, src, node.output[0], attrs, params)
 
     def finish(self, output: str) -> Graph:
         out = self._src(output, "output")

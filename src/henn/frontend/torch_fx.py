@@ -21,14 +21,15 @@ import numpy as np
 
 from henn.activations import NONPOLYNOMIAL, TORCH_FUNCTIONS, TORCH_MODULES, check_parameters
 from henn.errors import InputError, UnsupportedOperation
-from henn.frontend import concat, conv, elementwise, maxpool, pool
+from henn.frontend import concat, conv, elementwise, maxpool, pool, rearrange
 from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
 from henn.ir.ops import infer_shape
 
 SUPPORTED = ("Conv2d", "zero padding before a Conv2d or AvgPool2d", "BatchNorm1d/2d", "Linear", "AvgPool2d",
              "MaxPool2d", "AdaptiveMaxPool2d",
-             "AdaptiveAvgPool2d", "mean over (H, W)", "Flatten", "view/reshape", "torch.cat along dim 1",
+             "AdaptiveAvgPool2d", "mean over (H, W)", "Flatten", "view/reshape/permute/transpose",
+             "torch.cat along dim 1",
              "polynomial activations (PolyAct)",
              "+ - * / ** forming a polynomial in one tensor", "Identity", "Dropout")
 
@@ -299,9 +300,17 @@ class _Emitter:
             first = getattr(dims[0], "name", dims[0])
             if len(dims) == 2 and (first in self.sizes or dims[0] in (-1, 1)) and dims[1] in (-1, n):
                 self._emit("flatten", node, src)
+            elif first in self.sizes or dims[0] in (-1, 1):
+                self._emit("reshape", node, src, *rearrange.view(self.values[src].shape, dims[1:], node.name))
             else:
-                raise UnsupportedOperation(f"layer {node.name!r}: {name}{tuple(dims)} is supported only as "
-                                           "(batch, -1)")
+                raise UnsupportedOperation(f"layer {node.name!r}: {name}{tuple(dims)} must keep the batch axis "
+                                           "first (x.size(0), -1 or 1)")
+        elif name in ("permute", "transpose"):
+            shape = self.values[src].shape
+            axes = rearrange.torch_axes(name, list(args[1:]) or list(node.kwargs.values()), len(shape), node.name)
+            self._emit("reshape", node, src, *rearrange.permute(shape, axes, node.name))
+        elif name == "contiguous":
+            self.alias[node.name] = src
         elif name == "mean":
             self._mean(node, src)
         elif name in ("max_pool2d", "adaptive_max_pool2d"):

@@ -135,6 +135,7 @@ _APPLY = {
     Op.SUMPOOL: _pool(divide=False),
     Op.MAXPOOL: lambda a, p, x: maxpool(a, x),
     Op.FLATTEN: lambda a, p, x: x.reshape(len(x), -1),
+    Op.RESHAPE: lambda a, p, x: x.reshape(len(x), -1)[:, p["index"]].reshape(len(x), *(int(v) for v in a["shape"])),
     Op.BOOTSTRAP: lambda a, p, x: x,
     Op.CHANNEL_POLY: lambda a, p, x: channel_poly(p["coefficients"], x),
 }

@@ -15,6 +15,9 @@ maxpool    like avgpool, the largest element of each window (padding never wins:
            after approximate_activations also the composite max's chain (coefficients, degrees, bound),
            range, levels (see there)
 flatten    (C, H, W) -> (C*H*W,)
+reshape    params index (n,): output element k (flat) is input element index[k]; attrs shape: the output's
+           (a view to (C, H, W), a permute: a fixed permutation of the elements, composed into the next
+           Conv/Gemm like a flatten)
 linear     params weight (O, I), bias (O,); input (I,)
 bootstrap  attrs bound (values lie in [-bound, bound]): refreshes the level, the identity on values
            (inserted by place_bootstraps)
@@ -36,6 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+import numpy as np
+
 from henn.ir.node import IRError, Node
 
 
@@ -48,6 +53,7 @@ class Op(StrEnum):
     SUMPOOL = "sumpool"
     MAXPOOL = "maxpool"
     FLATTEN = "flatten"
+    RESHAPE = "reshape"
     LINEAR = "linear"
     BOOTSTRAP = "bootstrap"
     ADD = "add"
@@ -159,6 +165,17 @@ def _flatten(node: Node, shapes) -> tuple[int, ...]:
     return (math.prod(shapes[0]),)
 
 
+def _reshape(node: Node, shapes) -> tuple[int, ...]:
+    shape, index = tuple(int(v) for v in node.attrs["shape"]), node.params["index"]
+    n = math.prod(shapes[0])
+    if math.prod(shape) != n or index.shape != (n,) or not np.array_equal(np.sort(index), np.arange(n)):
+        raise IRError(
+            f"node {node.name!r}: a reshape of {tuple(shapes[0])} to {shape} needs a permutation of its "
+            f"{n} elements as its index"
+        )
+    return shape
+
+
 def _chw(node: Node, shape) -> tuple[int, int, int]:
     if len(shape) != 3:
         raise IRError(f"node {node.name!r} ({node.op}) needs a (C, H, W) input, got {shape}")
@@ -175,6 +192,7 @@ SPECS: dict[Op, OpSpec] = {
     Op.SUMPOOL: OpSpec(1, _POOL, (), "none", _pool),
     Op.MAXPOOL: OpSpec(1, _POOL, (), "attr", _pool, {"bound": "number", "levels": "number"}),
     Op.FLATTEN: OpSpec(1, {}, (), "none", _flatten),
+    Op.RESHAPE: OpSpec(1, {"shape": "numbers"}, ("index",), "none", _reshape),
     Op.LINEAR: OpSpec(1, {}, ("weight", "bias"), "rescale", _linear),
     Op.BOOTSTRAP: OpSpec(1, {"bound": "number"}, (), "refresh", _same),
     Op.ADD: OpSpec(2, {}, (), "none", _add),
@@ -184,6 +202,7 @@ SPECS: dict[Op, OpSpec] = {
 OPS = tuple(Op)
 BINARY_OPS = tuple(op for op, s in SPECS.items() if s.inputs == 2)
 LINEAR_OPS = tuple(op for op, s in SPECS.items() if s.levels == "rescale")
+REARRANGE_OPS = (Op.FLATTEN, Op.RESHAPE)  # a fixed permutation of the elements: composed into the next Conv/Gemm
 LEVELLED_OPS = tuple(op for op, s in SPECS.items() if s.levels == "attr")  # attrs["levels"] says their cost
 
 

@@ -54,7 +54,7 @@ from henn.activations import ACTIVATIONS, APPROXIMATED, CORE_FORMS, FORMS, NONPO
 from henn.approximation import Approximation
 from henn.errors import InputError, UnsupportedOperation
 from henn.ir.graph import Graph, Node
-from henn.ir.ops import LINEAR_OPS
+from henn.ir.ops import LINEAR_OPS, REARRANGE_OPS
 from henn.kernels.chebyshev import chain_depth
 from henn.kernels.poly import polynomial_depth
 from henn.passes import maxpool_form, sign_bits, smooth_degrees
@@ -274,7 +274,7 @@ def takes_affine(g: Graph, value: str) -> bool:
     """Whether every path from `value` reaches a Conv/Gemm, another activation or the output through
     pools and flattens only: merge_act_pool can then move a gain and offset there."""
     for n in g.consumers(value):
-        if n.op in ("avgpool", "sumpool", "flatten"):
+        if n.op in ("avgpool", "sumpool", *REARRANGE_OPS):
             if not takes_affine(g, n.output):
                 return False
         elif n.op not in LINEAR_OPS and n.op != "poly":

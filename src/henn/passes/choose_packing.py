@@ -28,12 +28,12 @@ import numpy as np
 from henn.ckks import presets
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph, Node
-from henn.ir.ops import LINEAR_OPS
+from henn.ir.ops import LINEAR_OPS, REARRANGE_OPS
 from henn.packing import maxpool, multi, single
 from henn.packing.layout import Layout, LayoutKind, natural, pow2
 from henn.packing.plans import TapsPlan
 
-SEGMENT_OPS = ("conv2d", "linear", "sumpool", "flatten")
+SEGMENT_OPS = ("conv2d", "linear", "sumpool", *REARRANGE_OPS)
 
 
 def run(graph: Graph, options) -> Graph:
@@ -105,7 +105,7 @@ def units(g: Graph) -> list[list[Node]]:
     for n in g.nodes:
         if n.op in LINEAR_OPS:
             seg, prev = [n], g.producer(n.inputs[0])
-            while prev is not None and prev.op in ("sumpool", "flatten") and _composes(g, prev, seg[0]):
+            while prev is not None and prev.op in ("sumpool", *REARRANGE_OPS) and _composes(g, prev, seg[0]):
                 seg.insert(0, prev)
                 prev = g.producer(prev.inputs[0])
             segment[n.name] = seg

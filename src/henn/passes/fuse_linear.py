@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from henn.ir.graph import Graph, Node, Value
-from henn.ir.ops import LINEAR_OPS, infer_shape
+from henn.ir.ops import LINEAR_OPS, REARRANGE_OPS, infer_shape
 from henn.packing import matrices, price
 
 
@@ -63,7 +63,7 @@ def _chain(g: Graph, n: Node) -> list[Node] | None:
         chain.insert(0, prev)
         if prev.op in LINEAR_OPS:
             return chain
-        if prev.op not in ("sumpool", "flatten"):
+        if prev.op not in ("sumpool", *REARRANGE_OPS):
             return None
         prev = g.producer(prev.inputs[0])
     return None
@@ -97,7 +97,7 @@ def _compose(g: Graph, chain: list[Node]) -> list[Node] | None:
 def _conv_of(chain: list[Node]) -> tuple[np.ndarray, tuple[int, int]] | None:
     """The kernel and stride of a Conv followed by unpadded sum-pools and Convs, or None."""
     first = chain[0]
-    if first.op != "conv2d" or any(n.op == "flatten" or any(n.attrs["pads"]) for n in chain[1:]):
+    if first.op != "conv2d" or any(n.op in REARRANGE_OPS or any(n.attrs["pads"]) for n in chain[1:]):
         return None
     w, (sh, sw) = first.params["weight"], first.attrs["stride"]
     for n in chain[1:]:

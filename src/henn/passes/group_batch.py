@@ -73,6 +73,11 @@ def _plan(g: Graph, group: int, stride: int) -> None:
             node.attrs["packing"], layout = grouped.pool_plan(layout, node, shape)
         elif node.op == "flatten":
             layout = grouped.flattened(layout)
+        elif node.op == "reshape":
+            raise UnsupportedOperation(
+                f"layer {node.name!r}: a reshape or permute in grouped batch packing (channels per ciphertext); "
+                "compile with batch_group=1 or in single mode"
+            )
         elif node.op != "poly":
             raise UnsupportedOperation(
                 f"layer {node.name!r} ({node.op}) cannot be packed; run the earlier passes first"

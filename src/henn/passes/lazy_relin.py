@@ -30,7 +30,7 @@ from henn.packing import matrices
 # (Lattigo, N = 2^13, 5 primes, both cores: a key switch 7 ms, a term 8.8 us); a term on a product of
 # degree 2 costs half a term more.
 RELIN_TERMS = 800
-PASS_THROUGH = ("sumpool", "flatten")  # ops between the activation and the layer that keep degree 2
+PASS_THROUGH = ("sumpool", "flatten", "reshape")  # ops between the activation and the layer that keep degree 2
 
 
 def run(graph: Graph, options=None) -> Graph:

@@ -25,7 +25,7 @@ from henn.activations import chebyshev_series
 from henn.errors import UnsupportedOperation
 from henn.ir import interpret
 from henn.ir.graph import Graph
-from henn.ir.ops import LINEAR_OPS
+from henn.ir.ops import LINEAR_OPS, REARRANGE_OPS
 from henn.passes import maxpool_form
 from henn.passes.approximate_activations import chebyshev_form, decompose, general_form
 
@@ -65,7 +65,7 @@ def run(graph: Graph, options=None) -> Graph:
             pending[n.output] = (gain / k, o)
         elif n.op == "maxpool":
             pending[n.output] = _maxpool(g, n, gain, offset, src in pending)
-        elif n.op in ("sumpool", "flatten"):
+        elif n.op in ("sumpool", *REARRANGE_OPS):
             if src in pending:
                 pending[n.output] = (gain, None if offset is None else interpret.apply(n, offset[None])[0])
         elif any(v in pending for v in n.inputs):
