@@ -106,3 +106,18 @@ def windows_levels(entry: int, sizes, stages: Sequence[int], top: int, name="") 
     whose windows hold these numbers of values."""
     ends = [window_levels(entry, int(k), stages, top, name) for k in set(map(int, sizes)) - {0, 1}]
     return min((e[0] for e in ends), default=entry), max((e[1] for e in ends), default=0)
+
+
+def activation_levels(
+    level: int, depths, bound: float, top: int, *, times_input: bool = False, tree=None, windows=None, name: str = ""
+) -> tuple[int, int]:
+    """(output level, bootstraps per ciphertext) of a refreshing activation entered at `level`, its series of
+    these depths: a chain (ReLU: times_input), or a max pool's tree of composite maxima by rotations (tree: its
+    (register a, register b) pairs) or over ciphertexts (windows: their sizes). The compiler
+    (henn.passes.plan_levels) and Program.verify both read it."""
+    if tree is None and windows is None:
+        return chain_cost(level, chain_stages(depths, bound, times_input), top, times_input, False, name)
+    stages = chain_stages(depths, bound, True)
+    if tree is not None:
+        return tree_levels(level, tree, stages, top, name)
+    return windows_levels(level, windows, stages, top, name)

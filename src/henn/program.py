@@ -58,6 +58,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from typing import Any
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -73,7 +74,7 @@ from henn.activations import COMPLEX_FORMS, CORE_FORMS
 from henn.kernels.activation import defers_relin
 from henn.kernels import composite_max
 from henn import chain_schedule
-from henn.chain_schedule import Refresh, chain_stages
+from henn.chain_schedule import Refresh
 from henn.kernels.chebyshev import chain_depth, chebyshev_depth
 from henn.kernels.poly import polynomial_depth
 
@@ -395,22 +396,18 @@ def step_refresh(step: Step, top: int, parallel: bool = False) -> Refresh | None
     return None if bounds is None else Refresh(top, float(bounds[0]), float(bounds[1]), parallel)
 
 
-def _stages(step: Step, times_input: bool) -> tuple[int, ...]:
-    coef = step.arrays["coefficients"]
-    return chain_stages([chebyshev_depth(c) for c in coef], float(step.attrs["bound"]), times_input)
-
-
 def refreshed_level(step: Step, top: int) -> tuple[int, int]:
     """(output level, bootstraps per ciphertext) of a refreshing poly / max step entered at step.level."""
+    depths = [chebyshev_depth(c) for c in step.arrays["coefficients"]]
+    shape: dict[str, Any] = {"name": step.name}
+    if step.kind == StepKind.POLY:
+        shape["times_input"] = bool(step.attrs["times_input"])
+    elif step.kind == StepKind.ROTATION_MAX:
+        shape["tree"] = step.arrays["ops"][:, :2]
+    else:
+        shape["windows"] = np.diff(step.arrays["indptr"])
     try:
-        if step.kind == StepKind.POLY:
-            times = bool(step.attrs["times_input"])
-            return chain_schedule.chain_cost(step.level, _stages(step, times), top, times, False, step.name)
-        if step.kind == StepKind.ROTATION_MAX:
-            ops = step.arrays["ops"][:, :2]
-            return chain_schedule.tree_levels(step.level, ops, _stages(step, True), top, step.name)
-        sizes = np.diff(step.arrays["indptr"])
-        return chain_schedule.windows_levels(step.level, sizes, _stages(step, True), top, step.name)
+        return chain_schedule.activation_levels(step.level, depths, float(step.attrs["bound"]), top, **shape)
     except UnsupportedOperation as exc:
         raise ProgramError(str(exc)) from None
 

@@ -19,12 +19,12 @@ of two, as the evaluator does); its input needs level >= 1, so the first run nee
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from henn import chain_schedule
 from henn.activations import chebyshev_series
-from henn.chain_schedule import chain_stages
 from henn.ckks.selection import DEFAULT_LOG_SCALE
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph
@@ -100,16 +100,14 @@ def refreshable(n) -> bool:
 def refresh_schedule(g: Graph, n, level: int, top: int) -> tuple[int, int]:
     """(output level, bootstraps per ciphertext) of a refreshing node entered at `level`."""
     depths = [chebyshev_depth(c) for c in chebyshev_series(n.attrs)]
-    bound = float(n.attrs["bound"])
+    shape: dict[str, Any] = {"name": n.name}
     if n.op == "poly":
-        times = bool(n.attrs.get("times_input", False))
-        return chain_schedule.chain_cost(level, chain_stages(depths, bound, times), top, times, False, n.name)
-    stages = chain_stages(depths, bound, True)
-    plan = n.attrs.get("packing")
-    if isinstance(plan, RotationMaxPlan):
-        return chain_schedule.tree_levels(level, plan.ops[:, :2], stages, top, n.name)
-    sizes = np.diff(matrices.windows(n, g.shape(n.inputs[0])).indptr)
-    return chain_schedule.windows_levels(level, sizes, stages, top, n.name)
+        shape["times_input"] = bool(n.attrs.get("times_input", False))
+    elif isinstance(n.attrs.get("packing"), RotationMaxPlan):
+        shape["tree"] = n.attrs["packing"].ops[:, :2]
+    else:
+        shape["windows"] = np.diff(matrices.windows(n, g.shape(n.inputs[0])).indptr)
+    return chain_schedule.activation_levels(level, depths, float(n.attrs["bound"]), top, **shape)
 
 
 def _add_levels(g: Graph, n, used: dict, scale: dict, run_of: dict, top_based: bool = False) -> tuple[int, float]:
