@@ -14,9 +14,10 @@ $(BIN)/henn: pyproject.toml
 	$(BIN)/pip install -q -e .
 	touch $@
 
-# tests also exercise training and the torch.fx frontend (torch) and the server (serve): test-time extras
+# tests also exercise training and the torch.fx frontend (torch), the server (serve) and Ray (cluster):
+# test-time extras
 $(VENV)/.test-deps: $(BIN)/henn pyproject.toml
-	$(BIN)/pip install -q -e '.[test,train,tenseal,serve]'
+	$(BIN)/pip install -q -e '.[test,train,tenseal,serve,cluster]'
 	touch $@
 
 $(BRIDGE): $(GO_SRC) $(wildcard src/henn/ckks/backends/lattigo/lattigo_patch/*.go) src/henn/ckks/backends/lattigo/patch_lattigo.py

@@ -50,3 +50,14 @@ def output_folder(text: str) -> Path:
         return path
     output_file(text)  # a missing folder: its nearest existing parent must be writable
     return path
+
+
+def cluster_address(text: str):
+    """argparse type: a Ray cluster, `ray` or `ray://HOST:PORT` (parsed without importing Ray)."""
+    from henn.distributed.address import ClusterAddress
+    from henn.errors import InputError
+
+    try:
+        return ClusterAddress.parse(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from henn.cli_args import int_in, output_file
+from henn.cli_args import cluster_address, int_in, output_file
 from henn.errors import InputError
 from henn.passes.options import MAX_IMAGES_PER_SET, SELECTIONS
 from henn.runtime.parallel import MAX_THREADS, default_threads
@@ -65,6 +65,10 @@ def register(sub) -> None:
                         "(the backend's recommendation for the depth) or fixed")
     p.add_argument("--precision-bits", type=float, default=None,
                    help="with --selection precision: predicted max logit error <= 2^-BITS (default 4)")
+    p.add_argument("--cluster", type=cluster_address, default=None, metavar="ray[://HOST:PORT]",
+                   help="evaluate the ciphertext sets on a Ray cluster (the cluster extra; `ray`: $RAY_ADDRESS or a "
+                        "Ray instance here): encryption and decryption stay here; --threads: each worker's "
+                        "(default 1; docs/distributed.md)")
     p.add_argument("--json", type=output_file, default=None, help="write the results as JSON here")
     p.set_defaults(handler=run)
 
@@ -164,9 +168,12 @@ def run(args) -> int:
     for line in cm.describe_approximations():
         print(f"approx    {line}")
     ref = cm.reference(images)
-    with cm:
-        enc = cm.run(images, progress=True)
-        t = dict(cm.timings)
+    if args.cluster is not None:
+        enc, t = run_on_cluster(args, cm, images)
+    else:
+        with cm:
+            enc = cm.run(images, progress=True)
+            t = dict(cm.timings)
     result = summarize(args, cm, images, labels, ref, enc, t, compile_s)
     report(result)
     if args.json:
@@ -174,6 +181,14 @@ def run(args) -> int:
         args.json.write_text(json.dumps(result, indent=2))
         print(f"results written to {args.json}")
     return 0
+
+
+def run_on_cluster(args, cm, images) -> tuple[np.ndarray, dict]:
+    from henn import distributed
+
+    result = distributed.run(cm, images, args.cluster, threads=args.threads or 1, progress=True)
+    print(f"cluster   {args.cluster}: {result.describe()}")
+    return result.logits, result.timings.phases()
 
 
 def summarize(args, cm, images, labels, ref, enc, t, compile_s) -> dict:

@@ -1,0 +1,96 @@
+"""How many workers a cluster takes, and the memory each declares (Ray's `memory` resource), from henn's
+memory model (henn.runtime.memory): the ciphertexts alive during one evaluation, the evaluation keys, a
+bootstrap's working set, the weight plaintexts when they fit beside those, and the process itself. Ray
+then never puts more workers on a node than its memory holds; a cluster where no node holds one gets a
+ClusterMemoryError before any key is made or image encrypted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from henn.distributed.errors import ClusterMemoryError
+from henn.program import WEIGHT_KINDS, Program, weight_count
+from henn.runtime import memory
+
+# a worker process before its program: Python, NumPy, the backend's library, Ray's core worker (measured
+# about 0.3 GiB resident for a Lattigo worker; the rest is headroom for the allocators)
+PROCESS_BYTES = 512 * 2**20
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    node: str
+    cpus: float
+    memory: int  # Ray's `memory` resource of the node: what actors may declare in all
+
+
+@dataclass(frozen=True)
+class WorkerNeed:
+    ciphertexts: int
+    keys: int
+    bootstrap: int
+    model: int  # the model file a worker holds
+    weights: int  # weight plaintexts cached (0: encoded when their layer runs)
+    cpus: int
+
+    @property
+    def core(self) -> int:
+        """Bytes a worker cannot do without."""
+        return self.ciphertexts + self.keys + self.bootstrap + self.model + PROCESS_BYTES
+
+    @property
+    def memory(self) -> int:
+        return self.core + self.weights
+
+    def describe(self) -> str:
+        gib = lambda b: f"{b / 2**30:.2f} GiB"
+        return (
+            f"{gib(self.memory)} per worker (ciphertexts {gib(self.ciphertexts)}, evaluation keys {gib(self.keys)}, "
+            f"bootstrap working set {gib(self.bootstrap)}, weight plaintexts {gib(self.weights)}, model file "
+            f"{gib(self.model)}, process {gib(PROCESS_BYTES)}), {self.cpus} CPU"
+        )
+
+
+@dataclass(frozen=True)
+class Placement:
+    workers: int
+    need: WorkerNeed
+    fits: dict[str, int]  # node -> workers its CPUs and memory hold
+
+
+def worker_need(program: Program, backend, model_bytes: int, threads: int, largest_node: int) -> WorkerNeed:
+    """The memory of one worker of `program` on `backend` (the client's: same parameters); the weight
+    plaintexts count only where the worker still fits the largest node with them (else they are encoded
+    when their layer runs, as a single process does when they do not fit: henn.runtime.encoded)."""
+    weights = sum(
+        weight_count(s) * memory.plaintext_bytes(backend, s.level) for s in program.steps if s.kind in WEIGHT_KINDS
+    )
+    need = WorkerNeed(
+        memory.ciphertext_bytes(program, backend),
+        memory.key_bytes(program, backend),
+        memory.bootstrap_working_bytes(program, backend),
+        model_bytes,
+        weights,
+        threads,
+    )
+    return need if need.memory <= largest_node else WorkerNeed(**{**need.__dict__, "weights": 0})
+
+
+def plan(nodes: list[NodeCapacity], need: WorkerNeed, sets: int, workers: int | None = None) -> Placement:
+    """Workers for `sets` ciphertext sets: as many as the nodes' CPUs and memory hold (at most `workers`
+    and one per set); ClusterMemoryError where not one fits."""
+    fits = {n.node: int(min(n.cpus // need.cpus, n.memory // need.memory)) for n in nodes}
+    total = sum(fits.values())
+    if total < 1:
+        biggest = max(nodes, key=lambda n: n.memory, default=None)
+        where = (
+            "the cluster has no live node"
+            if biggest is None
+            else f"its largest node has {biggest.memory / 2**30:.2f} GiB of Ray memory and {biggest.cpus:g} CPUs"
+        )
+        raise ClusterMemoryError(
+            f"no node of the cluster can hold one worker of this model: it needs {need.describe()}, and {where}. "
+            "Add larger nodes (or start them with more --memory), use fewer threads per worker, or a smaller "
+            "model, ring or batch group"
+        )
+    return Placement(max(1, min(total, sets, workers or total)), need, fits)

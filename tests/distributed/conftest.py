@@ -1,0 +1,50 @@
+"""A Ray cluster of two nodes on this machine (loopback), started once for the module's tests and shut down
+after them: each node 1 CPU and 1.5 GiB of Ray memory, so that a single-mode MNIST worker fits one per node
+and a batch-mode one (2.5 GiB by henn's memory model) fits none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray  # the cluster extra (make test installs it)
+
+
+NODE_MEMORY = 3 * 2**29  # 1.5 GiB
+OBJECT_STORE = 300 * 2**20
+ZOO = Path(__file__).resolve().parents[2] / "src" / "henn" / "zoo"
+SQUARE = ZOO / "mnist-cnn_square.onnx"
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    from ray.cluster_utils import Cluster
+
+    node = {"num_cpus": 1, "memory": NODE_MEMORY, "object_store_memory": OBJECT_STORE}
+    c = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    try:
+        c.add_node(**node)
+        ray.init(address=c.address, log_to_driver=False)
+        c.wait_for_nodes()
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+@pytest.fixture(scope="session")
+def digits():
+    """Real MNIST digits (held out of the zoo models' training), in a seeded order."""
+    from henn import datasets
+
+    images, labels = datasets.load_embedded_mnist()
+    pick = np.random.default_rng(34).choice(len(images), 16, replace=False)
+    return images[pick], labels[pick]
+
+
+@pytest.fixture(scope="session")
+def square_single():
+    import henn
+
+    return henn.compile(str(SQUARE), (1, 28, 28), backend="lattigo", mode="single")
