@@ -39,7 +39,8 @@ def test_mnist_depth_matches_paper_table5(act, depth):
     assert g.meta["params"].log_n == 14 and g.meta["params"].max_level == depth
     assert not g.meta["params"].insecure
     rescales = [n.attrs["rescale"] for n in g.nodes if n.op in ("conv2d", "linear")]
-    assert rescales == [True, True, False]  # one rescale per linear layer, none after the last
+    assert rescales == [True, True, True]  # the last too: the response at level 0, the same depth
+    assert g.values[g.output].level == 0
 
 
 @pytest.mark.parametrize("act,depth", [("square", 7), ("swish-rg7-deg4", 10)])

@@ -136,7 +136,7 @@ def test_refusals(model, server, session):
     other.generate_keys()
     r = _post(server, sid, "segments/0", other.encrypt_segment(x, 0))
     assert r.status_code == 400 and "key set" in r.json()["detail"]
-    # a genuine pass up to segment 2, whose inputs then come a level low, or as segment 1's answer: 400
+    # a genuine pass up to segment 2, whose inputs then come a level low, or at another scale: 400
     be = client.backend
     r = _post(server, sid, "segments/0", first)
     assert r.status_code == 200
@@ -149,7 +149,10 @@ def test_refusals(model, server, session):
     low = [be.serialize(be.evaluator(EvaluationKeys()).drop_level(be.deserialize(b))) for b in genuine]
     r = _post(server, sid, "segments/2", low)
     assert r.status_code == 400 and "at level 0" in r.json()["detail"]
-    r = _post(server, sid, "segments/2", answer)
+    sk = client.runtime._sk  # the same values at the right level, encrypted at twice the scale
+    cts = [be.deserialize(b) for b in genuine]
+    rescaled = [be.serialize(be.encrypt(be.decrypt_decode(c, sk), sk, level=c.level, scale=2 * c.scale)) for c in cts]
+    r = _post(server, sid, "segments/2", rescaled)
     assert r.status_code == 400 and "scale" in r.json()["detail"]
     # the refused requests moved nothing: segment 2 still comes next, and gives the logits
     r = _post(server, sid, "segments/2", genuine)

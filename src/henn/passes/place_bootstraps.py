@@ -97,7 +97,7 @@ def bootstrap_top(options) -> int:
 
 
 def node_levels(n: Node) -> int:
-    """Levels a node takes (the unrescaled last layer needs one level of room all the same)."""
+    """Levels a node takes."""
     if n.op in LINEAR_OPS:
         return 1
     if n.op in plan_levels.LEVELLED_OPS:

@@ -2,12 +2,13 @@
 
 Levels count rescales still possible (fresh input at the top). Each Conv/Gemm multiplies by
 plaintexts encoded at the level where they are used with scale q_level and is rescaled exactly
-once after its sum (lazy rescale) - except the last multiplicative layer, which is not rescaled at
-all: its product (scale ~ Delta^2) must then sit at level >= 1 so that Q_level holds it. A poly
+once after its sum (lazy rescale), the last one too: its product (scale ~ Delta^2) needs level >= 1
+either way, since Q_1 = q0 * q1 must hold it, and rescaling it to level 0 (scale Delta^2 / q1 in q0) asks
+for the same headroom, |y| * Delta^2 < Q_1 / 2, while halving the response a client downloads. A poly
 node costs its form's levels (see approximate_activations), a channel_poly its degree's. Pools and
 flattens cost nothing. A residual addition is at the lower of its inputs' levels, one lower where
 they are equal (see _add_levels); a product added to another branch is always rescaled.
-depth = levels consumed (+1 for the unrescaled final product); the input is encrypted at level
+depth = levels consumed; the input is encrypted at level
 depth. Nominal log2 scales assume primes of exactly log_scale bits (the executor uses the real
 primes with the same rules).
 
@@ -37,10 +38,6 @@ from henn.packing.plans import RotationMaxPlan
 def run(graph: Graph, options) -> Graph:
     g = graph.copy()
     log_delta = float(options.log_scale or (options.params.log_scale if options.params else DEFAULT_LOG_SCALE))
-    mult = [n for n in g.nodes if n.op in LINEAR_OPS or (n.op in LEVELLED_OPS and n.attrs["levels"] > 0)]
-    last = mult[-1] if mult else None
-    if last is not None and any(n.op == "add" for n in g.nodes[g.nodes.index(last) :]):
-        last = None  # an unrescaled product's scale could not match the other branch's
     used = {g.input: 0}
     scale = {g.input: log_delta}
     run_of = {g.input: 0}  # values after the k-th bootstrap belong to run k
@@ -59,9 +56,8 @@ def run(graph: Graph, options) -> Graph:
             run_of[n.output] += 1
             c, s = 0, log_delta - min(0, math.ceil(math.log2(n.attrs["bound"])))
         elif n.op in LINEAR_OPS:
-            rescale = n is not last
-            n.attrs["rescale"] = rescale
-            c, s = (c + 1, s) if rescale else (c, s + log_delta)
+            n.attrs["rescale"] = True
+            c += 1
         elif n.op in LEVELLED_OPS and "refresh" in n.attrs:
             top = g.meta["bootstrap_top"]
             out, boots = refresh_schedule(g, n, top - c, top)
@@ -75,8 +71,7 @@ def run(graph: Graph, options) -> Graph:
         elif n.op == "add":
             c, s = _add_levels(g, n, used, scale, run_of, refreshing)
         used[n.output], scale[n.output] = c, s
-    final_unrescaled = last is not None and last.op in LINEAR_OPS
-    needed = max(1, used[g.output] + (1 if final_unrescaled else 0))
+    needed = max(1, used[g.output])
     depth = needed if first_run is None else first_run
     top = g.meta.get("bootstrap_top", depth)
     if first_run is not None and needed > top:
