@@ -10,7 +10,7 @@ import time
 from functools import partial
 
 from henn.ckks import backends
-from henn.cli_args import int_in, output_file
+from henn.cli_args import cluster_address, int_in, output_file
 from henn.errors import InputError
 from henn.runtime.parallel import MAX_THREADS
 
@@ -80,6 +80,10 @@ def _common(s, suite: str) -> None:
     s.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="seed of the inputs")
     s.add_argument("--out", type=output_file, default=f"results/profile-{suite}.json", help="results file to write")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--cluster", type=cluster_address, default=None, metavar="ray[://HOST:PORT]",
+                   help="spread the configurations over a Ray cluster, each in a process of its own reserving the "
+                        "cores it uses ($HENN_THREADS, default 2) on its node; the records merge into --out here "
+                        "(docs/distributed.md)")
     s.add_argument("--no-isolate", action="store_true",
                    help="run every configuration in this process (default: one fresh process each, so that "
                         "library memory pools and crashes stay contained)")
@@ -137,10 +141,16 @@ def run(args) -> int:
         body = partial(model.run, models=args.models, threads=tuple(args.threads))
     doc = results.new_document(args.suite, command=_command(args), settings={
         **settings.as_dict(), "backends": names, "modes": list(args.modes), "depths": depths,
-        "presets": list(args.preset)})
+        "presets": list(args.preset), **({"cluster": str(args.cluster)} if args.cluster else {})})
     t0 = time.perf_counter()
-    records, interrupted = harness.sweep(args.suite, configs, body, settings, isolate=not args.no_isolate,
-                                         progress=False if args.no_progress else None)
+    if args.cluster is not None:
+        from henn.distributed import profile as on_cluster
+
+        records, interrupted = on_cluster.sweep(args.suite, configs, body, settings, args.cluster,
+                                                progress=False if args.no_progress else None)
+    else:
+        records, interrupted = harness.sweep(args.suite, configs, body, settings, isolate=not args.no_isolate,
+                                             progress=False if args.no_progress else None)
     doc["run"]["duration_s"] = round(time.perf_counter() - t0, 2)
     doc["run"]["settings"]["interrupted"] = interrupted
     doc["records"] = records

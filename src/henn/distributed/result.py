@@ -25,6 +25,7 @@ class RunTimings:
     startup: float = 0.0  # connect, place, keys put in the object store, workers started
     total: float = 0.0  # the whole run, wall clock
     evaluate_per_set: list[float] = field(default_factory=list)
+    worker_wire_per_set: list[float] = field(default_factory=list)
     key_bytes: int = 0
     request_bytes: int = 0
     response_bytes: int = 0
