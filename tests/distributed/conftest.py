@@ -1,23 +1,19 @@
-"""A Ray cluster of two nodes on this machine (loopback), started once for the module's tests and shut down
-after them: each node 1 CPU and 1.5 GiB of Ray memory, so that a single-mode MNIST worker fits one per node
+"""A Ray cluster of two nodes on this machine (loopback), started once per test module and shut down after
+it: each node 1 CPU and 1.5 GiB of Ray memory, so that a single-mode MNIST worker fits one per node
 and a batch-mode one (2.5 GiB by henn's memory model) fits none."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import ray  # the cluster extra (make test installs it)
-
+from cluster_support import SQUARE
 
 NODE_MEMORY = 3 * 2**29  # 1.5 GiB
 OBJECT_STORE = 300 * 2**20
-ZOO = Path(__file__).resolve().parents[2] / "src" / "henn" / "zoo"
-SQUARE = ZOO / "mnist-cnn_square.onnx"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # stopped after its module: not alive through the rest of a whole run
 def cluster():
     from ray.cluster_utils import Cluster
 
@@ -33,7 +29,7 @@ def cluster():
         c.shutdown()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def digits():
     """Real MNIST digits (held out of the zoo models' training), in a seeded order."""
     from henn import datasets
@@ -43,7 +39,7 @@ def digits():
     return images[pick], labels[pick]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def square_single():
     import henn
 

@@ -19,6 +19,7 @@ from henn.distributed.cluster import capacities
 from henn.distributed.placement import plan, worker_need
 from henn.distributed.session import ClusterSession
 from henn.distributed.source import artefact_of
+from cluster_support import INFER, SQUARE, henn_process
 
 
 def _open(ray, cm, n_sets: int):
@@ -111,7 +112,6 @@ def test_a_worker_killed_mid_run_loses_no_set(cluster, digits, square_single, tm
 
 def test_a_model_no_node_can_hold_is_refused_before_keys_are_made(cluster, digits, monkeypatch):
     import henn
-    from conftest import SQUARE
 
     cm = henn.compile(str(SQUARE), (1, 28, 28), backend="lattigo", mode="batch")  # 2.5 GiB per worker
     made = []
@@ -119,3 +119,12 @@ def test_a_model_no_node_can_hold_is_refused_before_keys_are_made(cluster, digit
     with pytest.raises(distributed.ClusterMemoryError, match=r"no node of the cluster can hold one worker.*1\.50 GiB"):
         distributed.run(cm, digits[0][:4], cluster="ray")
     assert made == []
+
+
+def test_infer_on_the_cluster(cluster):
+    env = dict(os.environ, RAY_ADDRESS=cluster.address)
+    out = henn_process(*INFER, "--cluster", "ray", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "ray imported: True" in out.stdout
+    assert "cluster   ray: 2 workers on 2 node(s)" in out.stdout
+    assert "agreement 100.00 %" in out.stdout
