@@ -152,3 +152,17 @@ def test_scaling_techniques(cls):
 
 def test_version_names_openfhe(cls):
     assert re.match(r"openfhe 1\.6\.1", cls.version())
+
+
+def test_a_ciphertext_of_other_openfhe_parameters_is_refused(short):
+    """Another OpenFHE context's ciphertext (other ring and primes) under this backend's own header: OpenFHE
+    would load it; the worker refuses it as data of other parameters."""
+    sk, keys = short.generate_keys()
+    mine = short.serialize(short.encrypt(np.ones(8), keys.public))
+    kind, meta, _ = serialization.unpack(mine)
+    with type(short)(presets.get("insecure_short_d2")) as other:
+        _, okeys = other.generate_keys()
+        ct = other.encrypt(np.ones(8), okeys.public, level=min(other.max_level, meta["level"]))
+        _, _, theirs = serialization.unpack(other.serialize(ct))
+    with pytest.raises(SerializationError, match="other parameters|primes|corrupted"):
+        short.deserialize(serialization.pack(kind, meta, theirs))

@@ -38,7 +38,7 @@ def compiled():
     return compile_model(build_cnn(LAYERS, SHAPE, seed=2), None, CompileOptions(mode="single", params=_params()))
 
 
-@pytest.fixture(scope="module", params=["plain", "seal", "lattigo"])
+@pytest.fixture(scope="module", params=["plain", "seal", "lattigo", "openfhe"])
 def parties(request, compiled):
     """(program, backend, client A, client B, server holding A's keys)."""
     try:
