@@ -301,7 +301,9 @@ class CompiledModel:
     def _session(self, encrypted: bool):
         if encrypted not in self._sessions:
             name = self.backend_name if encrypted else "plain"
-            opts = {"noise": True} if (encrypted and name == "plain") else {}
+            opts: dict[str, Any] = {"noise": True} if (encrypted and name == "plain") else {}
+            if encrypted and self.threads is not None and name == "openfhe":
+                opts["threads"] = self.threads  # its worker's OpenMP threads: henn's own threads give it nothing
             backend = open_backend(name, self.params, **opts)
             available = psutil.virtual_memory().available
             backend.expect_footprint(check_memory(self.program, backend, available), available)

@@ -6,10 +6,11 @@ Two tools:
   high-water mark (VmHWM in /proc/self/status) and resets it when "5" is written to
   /proc/self/clear_refs: exact, free, and blind to nothing (a GIL-holding library call included).
   Elsewhere it falls back to the RSS before/after (method "rss_delta").
-- `RssSampler`: an RSS timeline (paper 000 Figs. 3-4). A *separate process* samples this
-  process's RSS with psutil every `interval` seconds, because a sampling thread would stall
-  whenever a library call holds the GIL (seal-python holds it for every call). If the process
-  cannot start, a background thread samples instead (method "thread", gaps during long calls).
+- `RssSampler`: an RSS timeline (paper 000 Figs. 3-4). A *separate process* samples the RSS of this
+  process and its children (a library's worker process) with psutil every `interval` seconds, because a
+  sampling thread would stall whenever a library call holds the GIL (seal-python holds it for every
+  call). If the process cannot start, a background thread samples instead (method "thread", gaps
+  during long calls).
 
 Run as `python -m henn.profile.memory PID INTERVAL` this module is that sampling process.
 """
@@ -37,6 +38,19 @@ _HWM = re.compile(r"VmHWM:\s+(\d+)\s+kB")
 def current_rss() -> int:
     """Resident set size of this process in bytes."""
     return int(psutil.Process().memory_info().rss)
+
+
+def tree_rss(proc: psutil.Process, skip: int | None = None) -> int:
+    """RSS of `proc` and its descendants but `skip` (the sampler): a library in a worker process of its
+    own (OpenFHE's CPython 3.10 worker) holds its memory there."""
+    total = int(proc.memory_info().rss)
+    for child in proc.children(recursive=True):
+        if child.pid != skip:
+            try:
+                total += int(child.memory_info().rss)
+            except psutil.Error:  # exited meanwhile
+                pass
+    return total
 
 
 def _read_hwm() -> int | None:
@@ -112,7 +126,7 @@ class RssSampler:
         else:
             self._stop.set()
             self._thread.join()
-        self._samples.append((end, current_rss()))
+        self._samples.append((end, tree_rss(psutil.Process(), self._proc.pid if self._proc else None)))
         return False
 
     # ---- the sampling process ---------------------------------------------------------
@@ -133,7 +147,7 @@ class RssSampler:
             self._proc = None
             return False
         self._t0 = time.monotonic()  # time 0: the sampler runs, the workload starts now
-        self._samples.append((self._t0, current_rss()))
+        self._samples.append((self._t0, tree_rss(psutil.Process(), self._proc.pid)))
         return True
 
     def _stop_process(self) -> None:
@@ -150,7 +164,7 @@ class RssSampler:
     def _sample_here(self) -> None:
         me = psutil.Process()
         while not self._stop.is_set():
-            self._samples.append((time.monotonic(), int(me.memory_info().rss)))
+            self._samples.append((time.monotonic(), tree_rss(me)))
             self._stop.wait(self.interval)
 
     # ---- results ----------------------------------------------------------------------
@@ -173,7 +187,7 @@ def _sampler_main(pid: int, interval: float) -> int:
     sys.stdout.flush()
     while not stop.is_set():
         try:
-            lines.append(f"{time.monotonic():.6f} {target.memory_info().rss}")
+            lines.append(f"{time.monotonic():.6f} {tree_rss(target, os.getpid())}")
         except psutil.Error:
             break
         stop.wait(interval)
