@@ -37,11 +37,21 @@ def connected(address: ClusterAddress) -> Iterator[ModuleType]:
     try:
         ray.init(**options)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
-        raise ClusterError(f"cannot connect to the Ray cluster {address}: {exc}") from None
+        raise ClusterError(f"cannot connect to the Ray cluster {address}: {exc}{_hint(address)}") from None
     try:
         yield ray
     finally:
         ray.shutdown()
+
+
+def _hint(address: ClusterAddress) -> str:
+    """Ray Client under Ray's token authentication (on by default in Ray 2.60) times out without the token."""
+    if address.address is None or os.environ.get("RAY_AUTH_MODE"):
+        return ""
+    return (
+        "; if the cluster uses Ray's token authentication (the default), set RAY_AUTH_MODE=token here and give "
+        "the cluster's token ($RAY_AUTH_TOKEN, or the file ~/.ray/auth_token of the head)"
+    )
 
 
 def capacities(ray: ModuleType) -> list[NodeCapacity]:
