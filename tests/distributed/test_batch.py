@@ -76,6 +76,31 @@ def test_run_returns_the_logits_in_order(cluster, digits, square_single):
     assert sum(w.sets for w in result.workers) == 10 and all(w.key_loads == 1 for w in result.workers)
 
 
+def test_sets_of_a_worker_gone_for_good_run_on_another(cluster, digits, square_single):
+    import ray
+
+    images, _ = digits
+    artefact, client, keys, model, placement = _open(ray, square_single, 8)
+    try:
+        requests = [client.encrypt(images[i : i + 1]) for i in range(8)]
+        got: dict[int, list[bytes]] = {}
+        with ClusterSession(ray, model, keys, placement) as s:
+
+            def feed():
+                for i, r in enumerate(requests):
+                    if i == 4:  # worker 0 holds sets 0 and 1 now, worker 1 sets 2 and 3: end worker 0, no restart
+                        ray.kill(s.actors[0], no_restart=True)
+                    yield s.request(i, 1, r)
+
+            stats = s.evaluate(feed(), 8, lambda q, res: got.setdefault(q.index, res.blobs))
+        assert stats.lost_workers == [0] and stats.resubmitted >= 1 and stats.duplicates == 0
+        ref = square_single.reference(images[:8])
+        logits = np.concatenate([client.decrypt(got[i], 1) for i in range(8)])
+        assert np.array_equal(logits.argmax(1), ref.argmax(1)) and np.max(np.abs(logits - ref)) < 1e-3
+    finally:
+        client.close()
+
+
 def test_a_worker_killed_mid_run_loses_no_set(cluster, digits, square_single, tmp_path):
     images, _ = digits
     artefact_of(square_single).save(tmp_path / "model.henn")
