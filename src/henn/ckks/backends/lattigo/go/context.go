@@ -220,7 +220,9 @@ func (c *ctxObj) genGaloisKeys(sk *skObj, steps []int64, conjugate bool) (*gkObj
 	if err != nil {
 		return nil, err
 	}
-	return c.wrapGaloisKeys(c.kgen.GenGaloisKeysNew(els, sk.sk)...), nil
+	keys := make([]*rlwe.GaloisKey, len(els))
+	generateKeys(c.params, len(els), func(kgen *rlwe.KeyGenerator, i int) { keys[i] = kgen.GenGaloisKeyNew(els[i], sk.sk) })
+	return c.wrapGaloisKeys(keys...), nil
 }
 
 func (c *ctxObj) wrapGaloisKeys(keys ...*rlwe.GaloisKey) *gkObj {

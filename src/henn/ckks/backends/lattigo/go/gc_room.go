@@ -1,0 +1,27 @@
+package main
+
+import (
+	"runtime"
+	"runtime/debug"
+)
+
+// dftGarbageRoom: what the bootstrapping evaluator's DFT generation may allocate before a collection.
+// It builds the matrices in big-float arithmetic, gigabytes of short-lived objects over a small live
+// heap; at the low GOGC henn sets for evaluation (bridge.gc_percent_for) the collector then ran almost
+// without pause and took as long as the generation itself.
+const dftGarbageRoom = 1 << 30
+
+// withGarbageRoom runs f with the collector off until the Go runtime's memory grows `room` bytes past
+// its size now (a soft memory limit, never above one already set), then restores both settings.
+func withGarbageRoom(room int64, f func() error) error {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	limit := debug.SetMemoryLimit(-1) // -1 reads the limit
+	percent := debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(min(limit, int64(ms.Sys-ms.HeapReleased)+room))
+	defer func() {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+	}()
+	return f()
+}
