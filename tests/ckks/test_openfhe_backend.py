@@ -166,3 +166,14 @@ def test_a_ciphertext_of_other_openfhe_parameters_is_refused(short):
         _, _, theirs = serialization.unpack(other.serialize(ct))
     with pytest.raises(SerializationError, match="other parameters|primes|corrupted"):
         short.deserialize(serialization.pack(kind, meta, theirs))
+
+
+def test_pipes_carry_a_mebibyte_per_write(short):
+    """Both pipes are widened from 64 KiB (a CIFAR-10 image moves ~0.5 GB of weights through them when the
+    plaintext cache is capped): fewer switches between the two processes."""
+    import fcntl
+    from pathlib import Path
+
+    want = min(1 << 20, int(Path("/proc/sys/fs/pipe-max-size").read_text()))
+    assert fcntl.fcntl(short._conn._req, fcntl.F_GETPIPE_SZ) == want
+    assert fcntl.fcntl(short._conn._rep, fcntl.F_GETPIPE_SZ) == want

@@ -210,7 +210,12 @@ class OpenFHEBackend(Backend):
 
     # ---- encoding, encryption --------------------------------------------------------------------
     def _encode(self, values, level, scale):
-        return self._new("encode", "pt", [_complex_bytes(values)], level=int(level), scale=float(scale))
+        values = np.asarray(values)
+        if np.iscomplexobj(values) and values.imag.any():
+            return self._new("encode", "pt", [_complex_bytes(values)], level=int(level), scale=float(scale))
+        # real values (every weight): half the bytes through the pipe
+        real = np.ascontiguousarray(values.real, dtype="<f8").tobytes()
+        return self._new("encode", "pt", [real], level=int(level), scale=float(scale), real=True)
 
     def _decode(self, pt, level, scale):
         _, (data,) = self._c().request("decode", pt=self._id(pt, "pt"), scale=float(scale))

@@ -11,6 +11,7 @@ carries ("free"): releasing costs no message of its own.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import subprocess
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 WORKER = Path(__file__).resolve().parent / "worker.py"
 DEFAULT_TIMEOUT_S = float(os.environ.get("HENN_OPENFHE_TIMEOUT", "1800"))
 START_TIMEOUT_S = 120.0
+PIPE_BYTES = 1 << 20
 KINDS = {"ct": "ciphertext", "pt": "plaintext", "pk": "public_key", "sk": "secret_key", "rk": "relin_key",
          "gk": "galois_keys", "bk": "bootstrap_keys"}
 
@@ -67,6 +69,8 @@ class Connection:
             env["OMP_NUM_THREADS"] = str(int(threads))
         req_r, self._req = os.pipe()
         self._rep, rep_w = os.pipe()
+        for fd in (self._req, rep_w):
+            _widen(fd)
         self._log = tempfile.TemporaryFile(prefix="henn-openfhe-")
         try:
             self.proc = subprocess.Popen(
@@ -156,6 +160,17 @@ class Connection:
         if self._dead is None:
             self._dead = "closed"
         self._finalizer()
+
+
+def _widen(fd: int) -> None:
+    """A pipe buffer of up to 1 MiB instead of 64 KiB: a ciphertext or a slot vector crosses in a few writes,
+    not one per 64 KiB with a switch between the two processes each (the unprivileged maximum,
+    /proc/sys/fs/pipe-max-size, is 1 MiB by default; a smaller one is taken as it is)."""
+    try:
+        limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, min(limit, PIPE_BYTES))
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _stop(proc: subprocess.Popen, req: int, rep: int, logfile) -> None:

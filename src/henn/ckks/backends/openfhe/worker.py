@@ -222,7 +222,7 @@ class Worker:
 
     # ---- encoding, encryption ------------------------------------------------------------------
     def op_encode(self, m, b):
-        values = np.frombuffer(b[0], dtype="<c16")
+        values = np.frombuffer(b[0], dtype="<f8" if m.get("real") else "<c16")
         lv = self.level(m["level"])
         factor = self.cc.GetScalingFactorReal(lv)
         pt = self.cc.MakeCKKSPackedPlaintext(values * (m["scale"] / factor), 1, lv, None, self.slots)
