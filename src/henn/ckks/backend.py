@@ -61,6 +61,8 @@ class Backend(ABC):
     # compact ciphertext payloads it writes and reads (serialization.ENCODINGS, _serialize_ciphertext); the
     # first is what serialize() writes by default. Empty: ciphertexts travel as the library's bytes.
     wire_encodings: ClassVar[tuple[str, ...]] = ()
+    # _deserialize reads its payload from a memoryview into the caller's bytes (no copy of a 1 GiB key set)
+    payload_views: ClassVar[bool] = False
     # i in every slot is a monomial (X^(N/2)) of its slot order (Lattigo orders slots by powers of 5): a
     # Gaussian integer times a ciphertext is exact (Evaluator.multiply_integer, complex packing of squares).
     # SEAL orders them by powers of 3, where no monomial is i in every slot.
@@ -470,7 +472,7 @@ class Backend(ABC):
         return meta
 
     def deserialize(self, data: bytes):
-        kind, meta, payload = serialization.unpack(data)
+        kind, meta, payload = serialization.unpack(data, payload_view=self.payload_views)
         meta = self.check_header(kind, meta, len(payload))
         if kind == "galois_keys" and not payload:
             if meta["steps"] or meta["conjugate"]:

@@ -46,8 +46,9 @@ def pack(kind: str, meta: dict, payload: bytes) -> bytes:
     return head + struct.pack("<I", crc) + meta_b + payload
 
 
-def unpack(data: bytes) -> tuple[str, dict, bytes]:
-    """Split and check serialized data; raise SerializationError naming the problem."""
+def unpack(data: bytes, *, payload_view: bool = False) -> tuple[str, dict, bytes | memoryview]:
+    """Split and check serialized data; raise SerializationError naming the problem. payload_view: the payload
+    as a memoryview into `data` rather than a copy, for a reader that is done with it before `data` is."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise SerializationError(f"expected bytes, got {type(data).__name__}")
     view = memoryview(data).cast("B")  # slices below are views: a payload is copied once, at the end
@@ -63,7 +64,8 @@ def unpack(data: bytes) -> tuple[str, dict, bytes]:
     body = view[_HEADER.size:]
     if zlib.crc32(body, zlib.crc32(view[:_CRC_OFFSET])) != crc:
         raise SerializationError("checksum mismatch: the data is corrupted")
-    return kind_name, parse_meta(bytes(body[:meta_len])), bytes(body[meta_len:])
+    payload = body[meta_len:]
+    return kind_name, parse_meta(bytes(body[:meta_len])), payload if payload_view else bytes(payload)
 
 
 HEADER_SIZE = _HEADER.size

@@ -93,6 +93,7 @@ class LattigoBackend(Backend):
     real_slot_ring = True  # ring.ConjugateInvariant
     exact_imaginary_unit = True  # slots ordered by powers of 5
     wire_encodings = ("seeded", "packed")
+    payload_views = True
 
     # ---- library, parameters -------------------------------------------------------------
     @classmethod
@@ -383,7 +384,8 @@ class LattigoBackend(Backend):
         encoding = meta.get("encoding")  # a compact payload's size was checked exactly by check_header
         fn, code = ("henn_unmarshal_ciphertext", _ENCODING_CODES[encoding]) if encoding else \
             ("henn_unmarshal", serialization.KINDS[kind])
-        raw = self._new(fn, code, bytes(payload), len(payload), level, degree)
+        buf = np.frombuffer(payload, dtype=np.uint8)  # the payload in place (payload_views): Go copies nothing
+        raw = self._new(fn, code, buf.ctypes.data, len(buf), level, degree)
         if kind in ("ciphertext", "plaintext"):
             got = self._metadata(raw)[1]
             want = meta["scale"]

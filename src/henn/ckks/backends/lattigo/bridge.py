@@ -82,7 +82,7 @@ SIGNATURES: dict[str, tuple] = {
     "henn_dot_plain": (H, HANDLES, HANDLES, c_int, OUT_H),
     "henn_metadata": (H, POINTER(c_int), DOUBLES, DOUBLES, POINTER(c_int)),
     "henn_marshal": (H, POINTER(c_void_p), POINTER(c_size_t)),
-    "henn_unmarshal": (H, c_int, c_char_p, c_size_t, c_int, c_int, OUT_H),
+    "henn_unmarshal": (H, c_int, c_void_p, c_size_t, c_int, c_int, OUT_H),
     "henn_enable_bootstrapping": (H, c_char_p, POINTER(c_void_p)),
     "henn_keygen_bootstrap": (H, H, OUT_H),
     "henn_bootstrap_key_bytes": (H, H, INT64S),
@@ -90,7 +90,7 @@ SIGNATURES: dict[str, tuple] = {
     "henn_kind": (H, POINTER(c_int)),
     "henn_wire_meta_size": (POINTER(c_int),),
     "henn_marshal_ciphertext": (H, H, c_int, POINTER(c_void_p), POINTER(c_size_t), POINTER(c_int)),
-    "henn_unmarshal_ciphertext": (H, c_int, c_char_p, c_size_t, c_int, c_int, OUT_H),
+    "henn_unmarshal_ciphertext": (H, c_int, c_void_p, c_size_t, c_int, c_int, OUT_H),
 }
 
 _load_lock = threading.Lock()
