@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from henn.ckks import presets, serialization
+from henn.ckks.primes import ntt_primes
+from henn.ckks.values import EvaluationKeys
 from henn.ckks.backends import usable_class
 from henn.ckks.backends.openfhe import mapping
 from henn.errors import BackendError, InputError, ParameterError, SerializationError
@@ -48,11 +50,32 @@ def test_digit_count_is_one_openfhe_accepts(primes, special, dnum):
     assert mapping.digits(primes, special) == dnum
 
 
-def test_pinned_primes_are_refused(cls):
+def test_fixed_mode_runs_on_the_shared_primes(cls):
+    """henn's fixed primes written into OpenFHE's context: its chain is theirs, its special primes are the ones
+    in a key, and a second worker (the server) makes the same context: it evaluates the first one's ciphertexts
+    with its keys, and the first decrypts the result."""
     from henn.ckks.selection import select_parameters
 
-    with pytest.raises(ParameterError, match="pinned"):
-        cls(select_parameters(3, backend="openfhe", mode="fixed"))
+    params = select_parameters(3, backend="openfhe", mode="fixed")
+    with cls(params) as client, cls(params) as server:
+        assert client.q_primes == params.q == server.q_primes and client.p_primes[0] == params.p[0]
+        sk, keys = client.generate_keys(rotations=[1])
+        _, (data,) = client._conn.request("serialize", h=keys.relin.raw.id, what="rk")
+        assert all(p.to_bytes(8, "little") in data for p in client.p_primes)
+        x = np.linspace(-1, 1, client.slots)
+        ct = server.deserialize(client.serialize(client.encrypt(x, keys.public)))
+        ev = server.evaluator(EvaluationKeys(relin=server.deserialize(client.serialize(keys.relin)),
+                                             galois=server.deserialize(client.serialize(keys.galois))))
+        out = client.deserialize(server.serialize(ev.rotate(ev.rescale(ev.multiply(ct, ct)), 1)))
+        assert np.max(np.abs(client.decrypt_decode(out, sk) - np.roll(x * x, -1))) < 1e-5
+
+
+def test_fixed_mode_with_bootstrapping_is_refused(cls):
+    boot = presets.get("insecure_boot_n12_openfhe")
+    q = ntt_primes(boot.log_q, boot.log_n)
+    pinned = boot.with_primes(tuple(q), tuple(ntt_primes(boot.log_p, boot.log_n, exclude=q)))
+    with pytest.raises(ParameterError, match="bootstrapping"):
+        cls(pinned)
 
 
 def test_recommendation_opens(cls):

@@ -39,14 +39,16 @@ def _sweep(suite, body, fast, modes=(), depths=(), preset_names=("insecure_short
 
 
 def test_primitives(fast):
-    recs = _sweep("primitives", primitives.run, fast, modes=["library", "fixed"], depths=[2], preset_names=())
+    # depth 3: at depth 2 the fixed set is N = 2^13, where the two special primes OpenFHE takes for a 60-bit digit
+    # pass the 128-bit bound (refused with a SecurityError)
+    recs = _sweep("primitives", primitives.run, fast, modes=["library", "fixed"], depths=[3], preset_names=())
     by = {(r["mode"], r["op"]): r for r in recs}
-    for op in ("encode", "encrypt", "multiply_relin", "rescale", "rotate", "rotate_hoisted", "rotate_sum"):
-        rec = by[("library", op)]
-        assert rec["status"] == "ok", rec["error_message"]
-        assert rec["latency"]["median"] > 0
-        assert all(e["bits"] > 15 for e in rec.get("error", [])), rec["error"]
-    assert by[("fixed", "open")]["status"] == "failed" and "pinned" in by[("fixed", "open")]["error_message"]
+    for mode in ("library", "fixed"):  # fixed: henn's shared primes written into OpenFHE's context
+        for op in ("encode", "encrypt", "multiply_relin", "rescale", "rotate", "rotate_hoisted", "rotate_sum"):
+            rec = by[(mode, op)]
+            assert rec["status"] == "ok", rec["error_message"]
+            assert rec["latency"]["median"] > 0
+            assert all(e["bits"] > 15 for e in rec.get("error", [])), rec["error"]
 
 
 def test_kernels(fast):

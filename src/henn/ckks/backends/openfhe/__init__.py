@@ -6,9 +6,10 @@ Notes on this library, as this backend uses it:
   names, numbers), bulk data only for encoded values and serialized objects; batched where henn batches
   (rotate_hoisted, rotate_sum, linear_combinations, dot_plain). A worker that dies, hangs past its deadline, or
   fails inside OpenFHE becomes a BackendError (SerializationError while loading data), never a hang.
-- Primes: OpenFHE generates them from sizes (one size for every prime after the first) and cannot take pinned
-  ones: library mode only (mapping.py). Special primes: OpenFHE's, 60 bits, recomputed here; henn's
-  security module checks the exact log2(Q*P) before any key exists (OpenFHE runs with HEStd_NotSet).
+- Primes: OpenFHE generates them from sizes (one size for every prime after the first); pinned ones (fixed
+  mode) are written into a context's serialization and loaded (mapping.py). Special primes: OpenFHE's, 60 bits,
+  recomputed here; henn's security module checks the exact log2(Q*P) before any key exists (OpenFHE runs with
+  HEStd_NotSet).
 - Scaling: FIXEDMANUAL by default (henn places every rescale); FIXEDAUTO and FLEXIBLEAUTO are selectable
   (`scaling_technique=`): henn's explicit rescales run through Compress and OpenFHE's automatic ones never
   trigger, as the worker resets OpenFHE's scale degree after each operation (worker.py). Data type COMPLEX:
@@ -122,6 +123,9 @@ class OpenFHEBackend(Backend):
         if len(q_all) != req["depth"] + 1:
             self.close()
             raise BackendError(f"OpenFHE made {len(q_all)} ciphertext primes for a chain of {req['depth'] + 1}")
+        if params.q is not None and q != tuple(params.q):
+            self.close()
+            raise BackendError(f"OpenFHE's context holds the primes {q}, not the pinned {tuple(params.q)}")
         self.q_primes = q
         self.p_primes = mapping.special_primes(list(q_all), int(info["dnum"]), params.n, int(info["aux_bits"]))
         # the whole modulus the keys live under: with bootstrapping, the circuit's primes above henn's chain

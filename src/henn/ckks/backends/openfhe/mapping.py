@@ -1,8 +1,11 @@
 """henn's parameters in OpenFHE's terms, and the special primes OpenFHE derives from them.
 
 OpenFHE's Python API takes prime *sizes* only (first-mod size, one scaling-mod size for every other prime) and
-generates the primes itself: pinned primes (henn's fixed mode) cannot be given, so this backend runs in
-library mode only and reports the primes it got. Key switching is OpenFHE's hybrid method with `dnum` digits of
+generates the primes itself (library mode: the backend reports the primes it got). Pinned primes (henn's fixed
+mode) go in through OpenFHE's own serialization: the worker writes them, with a primitive 2N-th root of unity
+each, into the JSON of a context made from their sizes and loads that (worker.py, pin_primes); the special
+primes stay OpenFHE's, derived from the pinned chain (the first equals henn's fixed one, but a 60-bit digit
+gets two). Key switching is OpenFHE's hybrid method with `dnum` digits of
 ceil(L/dnum) primes each; its special primes P are not reported by the API, so `special_primes` recomputes them
 as OpenFHE 1.6.1 does (CryptoParametersRNS::PrecomputeCRTTables: floor(largest digit bits / 60) + 1 primes = 1
 mod 2N, counting down from the first such prime above 2^60, skipping the ciphertext primes; measured: a 60-bit
@@ -28,9 +31,9 @@ MIN_BOOT_SCALING_BITS = 50  # below this OpenFHE's EvalMod (at the scaling prime
 
 def open_request(params: Parameters, technique: str) -> dict:
     """The worker's `open` request for `params`; ParameterError for what OpenFHE cannot take."""
-    if params.q is not None:
-        raise ParameterError("OpenFHE's Python API chooses its own primes and cannot take pinned ones (fixed "
-                             "mode): use selection mode 'library' or 'precision' with the openfhe backend")
+    if params.q is not None and params.bootstrap is not None:
+        raise ParameterError("pinned primes (fixed mode) and bootstrapping together are not supported on OpenFHE: "
+                             "use selection mode 'library' for bootstrapping parameters")
     if technique not in TECHNIQUES:
         raise ParameterError(f"scaling technique {technique!r} is not one this backend runs: use one of "
                              f"{', '.join(TECHNIQUES)} (henn rescales itself: the composite and extended ones "
@@ -43,8 +46,11 @@ def open_request(params: Parameters, technique: str) -> dict:
     scaling = log_q[1] if len(log_q) > 1 else params.log_scale
     if max(log_q[0], scaling) > MAX_MOD_BITS:
         raise ParameterError(f"OpenFHE's primes have at most {MAX_MOD_BITS} bits, got log_q={list(log_q)}")
-    return {"op": "open", "log_n": params.log_n, "depth": len(log_q) - 1, "first": log_q[0], "scaling": scaling,
-            "dnum": digits(len(log_q), len(params.log_p)), "technique": technique}
+    req = {"op": "open", "log_n": params.log_n, "depth": len(log_q) - 1, "first": log_q[0], "scaling": scaling,
+           "dnum": digits(len(log_q), len(params.log_p)), "technique": technique}
+    if params.q is not None:
+        req["pinned"] = [int(q) for q in params.q]
+    return req
 
 
 def level_budget(params: Parameters) -> list[int]:

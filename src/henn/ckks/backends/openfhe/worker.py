@@ -35,6 +35,17 @@ MAX_CORRECTION = 40  # the largest correction factor a bootstrap sets (values at
 BK_HEAD = struct.Struct("<Q")  # bootstrapping keys: bytes of the rotation key map, then the relinearization key
 
 
+def root_of_unity(q, m):
+    """A primitive m-th root of unity mod the prime q (m | q - 1, m a power of two), the same in every worker (the
+    first of x^((q-1)/m), x = 2, 3, ...): a client's and a server's contexts must agree on it."""
+    x = 2
+    while True:
+        r = pow(x, (q - 1) // m, q)
+        if pow(r, m // 2, q) == q - 1:
+            return r
+        x += 1
+
+
 class Refused(Exception):
     """A request this worker will not run (bad handle, wrong kind, malformed): an input error for henn."""
 
@@ -103,6 +114,8 @@ class Worker:
         p.SetCKKSDataType(o.COMPLEX)
         p.SetSecretKeyDist(o.UNIFORM_TERNARY)
         cc = o.GenCryptoContext(p)
+        if m.get("pinned"):
+            cc = self.pin_primes(cc, m["pinned"], 1 << m["log_n"])
         boot = m.get("boot")
         for feature in (o.PKE, o.KEYSWITCH, o.LEVELEDSHE) + ((o.ADVANCEDSHE, o.FHE) if boot else ()):
             cc.Enable(feature)
@@ -119,6 +132,26 @@ class Worker:
         factors = [cc.GetScalingFactorReal(self.depth - lv) for lv in range(self.depth + 1)]
         return {"q": q, "factors": factors, "two_p": self.two_p, "dnum": params["dnum"],
                 "aux_bits": params["ab"], **extra}, []
+
+    @staticmethod
+    def pin_primes(cc, pinned, n):
+        """The context `cc` with the ciphertext primes `pinned` (henn's fixed mode): its JSON serialization with
+        each tower's modulus and 2N-th root of unity, and the product of the moduli, replaced, loaded again.
+        OpenFHE recomputes its tables (and its special primes) from them when it loads a context."""
+        data = json.loads(o.Serialize(cc, o.JSON))
+        elp = data["value0"]["ptr_wrapper"]["data"]["cc"]["ptr_wrapper"]["data"]["value0"]["value0"]["value0"]
+        elp = elp["elp"]["ptr_wrapper"]["data"]
+        if len(elp["p"]) != len(pinned):
+            raise Refused(f"OpenFHE made {len(elp['p'])} primes for the {len(pinned)} pinned ones")
+        for tower, q in zip(elp["p"], pinned):
+            if (q - 1) % (2 * n) or q.bit_length() > 60:
+                raise Refused(f"pinned prime {q} is not 1 mod 2N or has more than 60 bits")
+            tower["ptr_wrapper"]["data"]["value0"]["cm"]["v"] = q
+            tower["ptr_wrapper"]["data"]["value0"]["ru"]["v"] = root_of_unity(q, 2 * n)
+        big = math.prod(pinned)
+        elp["value0"]["cm"]["v"] = [(big >> (64 * i)) & (2**64 - 1) for i in range(-(-big.bit_length() // 64))]
+        elp["value0"]["cm"]["m"] = big.bit_length()
+        return o.DeserializeCryptoContextString(json.dumps(data), o.JSON)
 
     def op_boot_depth(self, m, b):
         """Levels OpenFHE's bootstrapping takes for this level budget (asked before the context exists)."""
