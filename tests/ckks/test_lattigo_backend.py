@@ -5,6 +5,7 @@ and the Go-side tests (`go test`)."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import subprocess
@@ -305,12 +306,19 @@ def test_marshal_buffer_is_copied_and_freed(small):
     assert len(data) == n.value > 0 and data == be._serialize("public_key", keys.public.raw)
 
 
-def test_a_buffer_beyond_the_read_chunk_is_read_whole(small, monkeypatch):
-    """Galois keys of 2 GiB and more (ctypes.string_at takes a C int) are read in pieces: the same bytes."""
-    be, _, keys = small
-    whole = be._serialize("public_key", keys.public.raw)
-    monkeypatch.setattr(bridge.Bridge, "CHUNK", 1000)
-    assert len(whole) > 3000 and be._serialize("public_key", keys.public.raw) == whole
+def test_a_buffer_of_2_gib_and_more_is_taken_whole(small):
+    """take_bytes copies any size at once (ctypes.string_at takes a C int): Galois keys of a LeNet at N = 2^14
+    are over 2 GiB. The buffer comes from calloc, so only the copy's pages are resident (~2 GiB)."""
+    be, _, _ = small
+    libc = ctypes.CDLL(None)
+    libc.calloc.restype, libc.calloc.argtypes = c_void_p, (ctypes.c_size_t, ctypes.c_size_t)
+    n = 2**31 + 5
+    ptr = c_void_p(libc.calloc(n, 1))
+    assert ptr.value
+    ctypes.memmove(ptr.value, b"head", 4)
+    ctypes.memmove(ptr.value + n - 4, b"tail", 4)
+    data = be._bridge.take_bytes(ptr, n)  # frees the buffer
+    assert len(data) == n and data[:4] == b"head" and data[-4:] == b"tail" and data[2**31] == 0
 
 
 # ---- threads -----------------------------------------------------------------------------------

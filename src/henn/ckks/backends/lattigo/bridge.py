@@ -124,6 +124,10 @@ def _memory_policy() -> tuple[int, int]:
     return gc, limit
 
 
+_bytes_from = ctypes.pythonapi.PyBytes_FromStringAndSize
+_bytes_from.restype, _bytes_from.argtypes = ctypes.py_object, (c_void_p, ctypes.c_ssize_t)
+
+
 class Bridge:
     """The loaded library with its signatures applied; `call` turns statuses into henn errors."""
 
@@ -167,16 +171,12 @@ class Bridge:
         finally:
             self.lib.henn_free(ptr)
 
-    # ctypes.string_at takes a C int: a buffer of 2 GiB or more (the Galois keys of a LeNet at N = 2^14)
-    # is read in pieces below that
-    CHUNK = 1 << 30
-
     def take_bytes(self, ptr: c_void_p, n: int) -> bytes:
-        """n bytes at ptr (a malloc'd buffer), copied and freed."""
+        """n bytes at ptr (a malloc'd buffer), copied once and freed: PyBytes_FromStringAndSize takes a
+        Py_ssize_t, where ctypes.string_at takes a C int (objects of 2 GiB and more) and chunks joined
+        would hold the bytes twice."""
         try:
-            if n <= self.CHUNK:
-                return ctypes.string_at(ptr.value, n) if n else b""
-            return b"".join(ctypes.string_at(ptr.value + k, min(self.CHUNK, n - k)) for k in range(0, n, self.CHUNK))
+            return _bytes_from(ptr.value, n) if n else b""
         finally:
             if ptr.value:
                 self.lib.henn_free(ptr)

@@ -167,11 +167,22 @@ func henn_marshal(h C.uintptr_t, out *unsafe.Pointer, n *C.size_t, errOut **C.ch
 		if err != nil {
 			return err
 		}
-		data, err := marshal(v)
+		// written straight into the malloc'd buffer: a 1.2 GiB key set is not held a second time in Go's heap
+		o, err := serializable(v)
 		if err != nil {
 			return err
 		}
-		return cBytes(data, out, n)
+		size := o.BinarySize()
+		buf := C.malloc(C.size_t(size + 1)) // +1: never malloc(0)
+		if buf == nil {
+			return fmt.Errorf("out of memory for a %d-byte buffer", size)
+		}
+		if err := writeInto(o, unsafe.Slice((*byte)(buf), size)); err != nil {
+			C.free(buf)
+			return err
+		}
+		*out, *n = buf, C.size_t(size)
+		return nil
 	})
 }
 

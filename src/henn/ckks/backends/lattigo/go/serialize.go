@@ -3,11 +3,13 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
 	"github.com/tuneinsight/lattigo/v6/ring/ringqp"
+	"github.com/tuneinsight/lattigo/v6/utils/buffer"
 )
 
 // Object kinds of henn's serialization header (henn.ckks.serialization.KINDS).
@@ -19,26 +21,52 @@ const (
 	kindGaloisKeys = 5
 )
 
-// marshal returns Lattigo's MarshalBinary bytes of a value or public key.
-func marshal(v any) ([]byte, error) {
+// binaryObject is what every serializable Lattigo object is: its size, then its bytes to a writer.
+type binaryObject interface {
+	BinarySize() int
+	WriteTo(w io.Writer) (int64, error)
+}
+
+// serializable returns the Lattigo object behind a henn handle's value, whose bytes are what
+// MarshalBinary writes.
+func serializable(v any) (binaryObject, error) {
 	switch o := v.(type) {
 	case *ctObj:
-		return o.ct.MarshalBinary()
+		return o.ct, nil
 	case *ptObj:
-		return o.pt.MarshalBinary()
+		return o.pt, nil
 	case *pkObj:
-		return o.pk.MarshalBinary()
+		return o.pk, nil
 	case *rlkObj:
-		return o.rlk.MarshalBinary()
+		return o.rlk, nil
 	case *gkObj:
-		return o.set.MarshalBinary()
+		return o.set, nil
 	case *btpKeyObj:
-		return o.keys.MarshalBinary()
+		return o.keys, nil
 	case *skObj:
 		return nil, fmt.Errorf("secret keys never leave the client: they cannot be serialized")
 	default:
 		return nil, handleErr("cannot serialize a %s", kindName(v))
 	}
+}
+
+// marshal returns Lattigo's MarshalBinary bytes of a value or public key.
+func marshal(v any) ([]byte, error) {
+	o, err := serializable(v)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, o.BinarySize())
+	return buf, writeInto(o, buf)
+}
+
+// writeInto writes o's bytes into buf, which must be exactly o.BinarySize() long.
+func writeInto(o binaryObject, buf []byte) error {
+	n, err := o.WriteTo(buffer.NewBuffer(buf))
+	if err == nil && int(n) != len(buf) {
+		err = fmt.Errorf("wrote %d bytes of %d", n, len(buf))
+	}
+	return err
 }
 
 // unmarshal parses data of the given kind. Lattigo's readers allocate whatever sizes the data
