@@ -86,7 +86,7 @@ def plan(nodes: list[NodeCapacity], need: WorkerNeed, sets: int, workers: int | 
         where = (
             "the cluster has no live node"
             if biggest is None
-            else f"its largest node has {biggest.memory / 2**30:.2f} GiB of Ray memory and {biggest.cpus:g} CPUs"
+            else f"its largest node has {biggest.memory / 2**30:.2f} GiB of Ray memory and {biggest.cpus:g} CPU(s)"
         )
         raise ClusterMemoryError(
             f"no node of the cluster can hold one worker of this model: it needs {need.describe()}, and {where}. "
