@@ -16,7 +16,7 @@ from henn.ckks.backends import usable_class
 from henn.errors import BackendError
 from henn.profile import kernels, model, primitives, results
 from henn.profile.harness import configurations, sweep
-from henn.profile.memory import RssSampler, current_rss
+from henn.profile.memory import PeakRss, RssSampler, current_rss
 
 SQUARE = Path(henn.__file__).parent / "zoo" / "mnist-cnn_square.onnx"
 
@@ -82,6 +82,9 @@ def test_memory_timeline_counts_the_worker():
         held = worker.memory_info().rss
         assert sampler.peak() >= current_rss() + 0.9 * held
         assert sampler.timeline()["rss_bytes"][-1] >= current_rss() + 0.9 * held
+        with PeakRss() as peak:  # the per-operation peak of the primitives and kernels suites
+            be.generate_keys(rotations=list(range(1, 17)))
+        assert peak.method == "vmhwm" and peak.peak >= current_rss() + 0.9 * held
 
 
 def test_thread_counts_reach_openmp():

@@ -53,38 +53,53 @@ def tree_rss(proc: psutil.Process, skip: int | None = None) -> int:
     return total
 
 
-def _read_hwm() -> int | None:
+def _read_hwm(pid: int | None = None) -> int | None:
     try:
-        m = _HWM.search(_STATUS.read_text())
+        m = _HWM.search((_STATUS if pid is None else Path(f"/proc/{pid}/status")).read_text())
     except OSError:
         return None
     return int(m.group(1)) * 1024 if m else None
 
 
-def _reset_hwm() -> bool:
+def _reset_hwm(pid: int | None = None) -> bool:
     try:
-        _CLEAR_REFS.write_text("5")
+        (_CLEAR_REFS if pid is None else Path(f"/proc/{pid}/clear_refs")).write_text("5")
     except OSError:
         return False
     return True
 
 
+def _children() -> list[int]:
+    try:
+        return [c.pid for c in psutil.Process().children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
 class PeakRss:
-    """with PeakRss() as peak: ...  then peak.as_dict() -> the schema's `memory` object."""
+    """with PeakRss() as peak: ...  then peak.as_dict() -> the schema's `memory` object.
+
+    A library's worker processes (OpenFHE's) count too: their high-water marks are reset and read with this
+    process's, and added (the sum of each process's peak: at least the peak of their sum)."""
 
     def __init__(self):
         self.before = self.peak = 0
         self.method = "vmhwm"
 
     def __enter__(self):
-        self.before = current_rss()
+        me = psutil.Process()
+        self.before = tree_rss(me)
         if not (_reset_hwm() and _read_hwm() is not None):
             self.method = "rss_delta"
+        for pid in _children():
+            _reset_hwm(pid)
         return self
 
     def __exit__(self, *exc):
-        after = current_rss()
-        hwm = _read_hwm() if self.method == "vmhwm" else None
+        after = tree_rss(psutil.Process())
+        hwm = None
+        if self.method == "vmhwm":
+            hwm = (_read_hwm() or 0) + sum(_read_hwm(pid) or 0 for pid in _children())
         self.peak = max(after, hwm or 0)
         return False
 
