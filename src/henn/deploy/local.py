@@ -284,11 +284,20 @@ class Server:
             raise InputError("this model has no client-aided segments: send its inputs whole (POST .../infer)")
         else:
             target = session.segment(segment)
-        cts = [self.backend.deserialize(b) for b in blobs]
+        cts = self._read_ciphertexts(blobs)
         t0 = time.perf_counter()
         out = target.evaluate(cts, consume=True)
         seconds = time.perf_counter() - t0
         return [self.backend.serialize(ct) for ct in out], seconds
+
+    def _read_ciphertexts(self, blobs: Iterable[bytes]) -> list:
+        """A request's ciphertexts, parsed on the backend's threads: a batch request holds hundreds, each
+        bit-unpacked and, when seeded, its c1 sampled again (0.3-1.5 s for MNIST's 784 on one core)."""
+        pool = Parallel.for_backend(self.backend, self.threads)
+        try:
+            return pool.map(self.backend.deserialize, blobs)
+        finally:
+            pool.close()
 
     def close(self) -> None:
         for w in self.weights:  # every plaintext goes before the backend that made it
