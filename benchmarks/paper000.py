@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import summarize, write_json
+from _common import summarize, time_op, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -210,16 +210,7 @@ def _time_ops(be, repeats: int) -> dict[str, float]:
     ops = {"add": lambda: ev.add(a, b), "multiply": lambda: ev.multiply(a, b, relinearize=False),
            "relinearize": lambda: ev.relinearize(prod), "rescale": lambda: ev.rescale(prod),
            "rotate": lambda: ev.rotate(a, 1), "multiply_relin_rescale": lambda: ev.rescale(ev.multiply(a, b))}
-    out = {}
-    for op, fn in ops.items():
-        fn()
-        samples = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            samples.append(time.perf_counter() - t0)
-        out[op] = 1e3 * float(np.median(samples))
-    return out
+    return {op: 1e3 * time_op(fn, repeats, warmup=1)["median"] for op, fn in ops.items()}
 
 
 def primitives(backends, techniques, repeats: int) -> list[dict]:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 
 import henn
 from henn import datasets
@@ -33,6 +34,18 @@ def compile_file(path: Path, backend: str = "plain", mode: str = "single", model
 def digits(n: int):
     images, labels = datasets.load_embedded_mnist()
     return images[:n], labels[:n]
+
+
+def served_through_a_restart(path: Path, store: Path, x) -> tuple:
+    """x's logits from a `henn serve` process of the model file at `path`, restarted between the first two
+    images and the rest (the store brings the session's keys back), with the client's stats and the
+    server's info."""
+    with ServerProcess(path, store) as server:
+        with henn.connect(server.url, progress=False) as remote:
+            before = remote.predict(x[:2])
+            server.restart()
+            after = remote.predict(x[2:])
+            return np.concatenate([before, after]), remote.stats, remote.info
 
 
 def free_port() -> int:

@@ -5,11 +5,9 @@ of evaluation keys come back from the store)."""
 
 from __future__ import annotations
 
-import numpy as np
-from deploy_support import ServerProcess, compile_file, digits
+from deploy_support import compile_file, digits, served_through_a_restart
 
 import precision_table
-import henn
 
 
 def test_encrypted_mnist_through_a_server_process_survives_a_restart(tmp_path):
@@ -17,13 +15,7 @@ def test_encrypted_mnist_through_a_server_process_survives_a_restart(tmp_path):
     x, labels = digits(3)
     with cm:
         local = cm.run(x)
-    with ServerProcess(path, tmp_path / "store") as server:
-        with henn.connect(server.url, progress=False) as remote:
-            before = remote.predict(x[:2])
-            server.restart()
-            after = remote.predict(x[2:])
-            stats = remote.stats
-    got = np.concatenate([before, after])
+    got, stats, _ = served_through_a_restart(path, tmp_path / "store", x)
     assert (got.argmax(1) == local.argmax(1)).all() and (got.argmax(1) == labels).all()
     precision_table.within("lattigo-e2e", "served_vs_local", local, got, 0.05)  # two encryptions
     precision_table.within("lattigo-e2e", "served_vs_plaintext", cm.run(x, encrypted=False), got, 0.05)

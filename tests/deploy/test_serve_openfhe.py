@@ -5,12 +5,10 @@ in-process run's, and a restart of the server mid-session brings the session's k
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from deploy_support import ServerProcess, compile_file, digits
+from deploy_support import compile_file, digits, served_through_a_restart
 
 import precision_table
-import henn
 from henn.ckks.backends import usable_class
 from henn.errors import BackendError
 
@@ -26,14 +24,8 @@ def test_encrypted_mnist_through_a_server_process_on_openfhe(tmp_path):
         assert not cm.params.insecure
         local = cm.run(x)
         plain = cm.run(x, encrypted=False)
-    with ServerProcess(path, tmp_path / "store") as server:
-        with henn.connect(server.url, progress=False) as remote:
-            assert remote.info["backend"] == "openfhe"
-            before = remote.predict(x[:2])
-            server.restart()
-            after = remote.predict(x[2:])
-            stats = remote.stats
-    got = np.concatenate([before, after])
+    got, stats, info = served_through_a_restart(path, tmp_path / "store", x)
+    assert info["backend"] == "openfhe"
     assert (got.argmax(1) == local.argmax(1)).all() and (got.argmax(1) == labels).all()
     precision_table.within("openfhe-e2e", "served_vs_local", local, got, 0.05)  # two encryptions
     precision_table.within("openfhe-e2e", "served_vs_plaintext", plain, got, 0.05)
