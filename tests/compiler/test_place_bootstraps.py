@@ -71,6 +71,24 @@ def test_place_never_bootstraps_at_level_zero_or_where_no_ciphertext_is():
     assert place([1, 1, 1, 1], [(0, 0), W1, W1, W1], 3) == [1]
 
 
+def test_the_last_run_stops_at_the_output_floor():
+    # five one-level layers over runs of 3: 2 + 3 ends at level 0; with the output held at level 1 the
+    # last run takes 2 layers too
+    assert place([1] * 5, [W1] * 5, 3) == [1]
+    assert len(place_bootstraps.place(lambda j, i: i - j, [W1] * 5, 3, floor=1)) == 2
+    with pytest.raises(UnsupportedOperation, match="at level 3"):
+        place_bootstraps.place(lambda j, i: i - j, [W1] * 2, 3, floor=3)
+
+
+def test_the_output_floor_is_where_the_modulus_holds_the_outputs():
+    assert place_bootstraps.output_floor(presets.get("boot-n16"), 30.0) == 0  # q0 60 bits over a 40-bit scale
+    openfhe = presets.get("insecure_boot_n12_openfhe")  # q0 60 bits over a 59-bit scale
+    assert place_bootstraps.output_floor(openfhe, 0.3) == 0
+    assert place_bootstraps.output_floor(openfhe, 30.0) == 1
+    with pytest.raises(ParameterError, match="do not fit"):
+        place_bootstraps.output_floor(openfhe, 2.0**200)
+
+
 def test_place_refuses_a_layer_deeper_than_the_parameters():
     with pytest.raises(UnsupportedOperation, match="layer 1 .3 levels"):
         place([1, 3], [W1, W1], 2)

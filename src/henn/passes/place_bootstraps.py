@@ -58,19 +58,26 @@ def run(graph: Graph, options) -> Graph:
     if not options.bootstrap:
         return graph
     top = bootstrap_top(options)
-    if graph.meta["depth"] <= top:
-        return graph
+    if graph.meta["depth"] <= top and options.calibration is None:
+        return graph  # no bootstrap, and no images to size the outputs by: they end at level 0 as without
     g = graph.copy()
     live = live_values(g)
     producer = {n.output: n for n in g.nodes}
-    deep = [n for n in g.nodes if plan_levels.refreshable(n) and node_levels(n) > top - 1]
     candidates = {v for refreshed in live[:-1] for v in refreshed if v in producer and producer[v].op in BOUNDARY_OPS}
-    bounds = calibrate(g, options.calibration, [producer[v] for v in sorted(candidates)])
+    bounds = calibrate(g, options.calibration, [producer[v] for v in sorted(candidates | {g.output})])
+    floor = output_floor(bootstrap_params(options), bounds[g.output])
+    if graph.meta["depth"] + floor <= top:
+        if not floor:
+            return graph
+        g.meta["output_floor"] = floor
+        return plan_levels.run(g, options)
+    g.meta["output_floor"] = floor
+    deep = [n for n in g.nodes if plan_levels.refreshable(n) and node_levels(n) > top - 1]
     for n in deep:
         n.attrs["refresh"] = refresh_bounds(n)
     weights = [_weight(g, refreshed, producer, bounds) for refreshed in live]
     depth, inner = segment_depths(g, live, top)
-    after = place(depth, weights, top, [n.name for n in g.nodes], inner)
+    after = place(depth, weights, top, [n.name for n in g.nodes], inner, floor)
     k = sum(len(live[i]) for i in after)
     for i in sorted(after, reverse=True):
         k -= len(live[i])
@@ -79,10 +86,29 @@ def run(graph: Graph, options) -> Graph:
     return plan_levels.run(g, options)
 
 
+def bootstrap_params(options):
+    return presets.get(presets.DEFAULT_BOOTSTRAP) if options.params is None else options.params
+
+
+def output_floor(params, peak: float) -> int:
+    """The lowest level that holds the outputs (peak: their largest |value| on the calibration images, times
+    BOUND_MARGIN) at the default scale with a bit to spare. 0 where q0 leaves room above the scale (boot-n16:
+    20 bits); OpenFHE's bootstrapping sets have 60-bit q0 under a 59-bit scale, so their network ends at level
+    1, its last product at level 2."""
+    bits = math.ceil(math.log2(max(peak * BOUND_MARGIN, 1.0))) + 1
+    room = 0.0
+    for level, log_q in enumerate(params.log_q):
+        room += log_q
+        if room - params.log_scale >= bits:
+            return level
+    raise ParameterError(
+        f"outputs up to {peak:.3g} do not fit the modulus of these bootstrapping parameters at scale "
+        f"2^{params.log_scale}: choose parameters with a larger first prime or a smaller scale"
+    )
+
+
 def bootstrap_top(options) -> int:
-    params = options.params
-    if params is None:
-        params = presets.get(presets.DEFAULT_BOOTSTRAP)
+    params = bootstrap_params(options)
     if params.bootstrap is None:
         raise ParameterError(
             "bootstrapping needs parameters with bootstrap parameters: leave params unset "
@@ -181,12 +207,12 @@ def _weight(g: Graph, refreshed, producer: dict[str, Node], bounds: dict[str, fl
     return sum(cts), sum(max(0, math.ceil(math.log2(bounds[v]))) for v in refreshed)
 
 
-def place(depth, weights: list[tuple[int, int] | None], top: int, names=None, inner=None) -> list[int]:
+def place(depth, weights: list[tuple[int, int] | None], top: int, names=None, inner=None, floor: int = 0) -> list[int]:
     """Indices of the nodes to bootstrap after (see the module docstring): a shortest path over the
     position of the last bootstrap. depth(j, i): levels nodes j+1..i consume after a bootstrap at j (see
     segment_depths); weights[i]: (ciphertexts, bits of range) of a bootstrap after node i, None (or 0
     ciphertexts) where none can go; names: the nodes' names for errors; inner(j, i): ciphertexts nodes
-    j+1..i bootstrap part way (none by default)."""
+    j+1..i bootstrap part way (none by default); floor: the level the output must stay at (output_floor)."""
     inner = inner or (lambda j, i: 0)
     n = len(weights)
     # last bootstrap -> ((ciphertexts, range bits, unused levels), positions)
@@ -204,7 +230,12 @@ def place(depth, weights: list[tuple[int, int] | None], top: int, names=None, in
         ]
         if paths:
             best[i] = min(paths)
-    ends = [((s[0] + inner(j, n - 1), *s[1:]), path) for j, (s, path) in best.items() if depth(j, n - 1) <= top]
+    ends = [((s[0] + inner(j, n - 1), *s[1:]), path) for j, (s, path) in best.items() if depth(j, n - 1) <= top - floor]
+    if not ends:
+        raise UnsupportedOperation(
+            f"no bootstrap placement leaves the output at level {floor}, where these parameters hold it: the "
+            "last layers take more levels than a run leaves; choose bootstrapping parameters with more levels"
+        )
     return list(min(ends)[1])
 
 

@@ -71,7 +71,9 @@ def run(graph: Graph, options) -> Graph:
         elif n.op == "add":
             c, s = _add_levels(g, n, used, scale, run_of, refreshing)
         used[n.output], scale[n.output] = c, s
-    needed = max(1, used[g.output])
+    # output_floor (place_bootstraps): the level where the parameters hold the outputs (0 unless q0 leaves
+    # the scale no room, as OpenFHE's bootstrapping sets do)
+    needed = max(1, used[g.output] + g.meta.get("output_floor", 0))
     depth = needed if first_run is None else first_run
     top = g.meta.get("bootstrap_top", depth)
     if first_run is not None and needed > top:
