@@ -221,12 +221,10 @@ class Server:
         self.backend = open_backend(artefact.backend, self.program.params)
         self.weights = [EncodedWeights(p, self.backend) for p in artefact.programs]
         self.seconds = {"encode": 0.0}
+        # the backend's threads: the weights' encoding, and each request's parsing and answer (evaluate_timed)
+        self.pool = Parallel.for_backend(self.backend, threads)
         if encode:
-            pool = Parallel.for_backend(self.backend, threads)
-            try:
-                self.seconds["encode"] = sum(w.prepare(pool) for w in self.weights)
-            finally:
-                pool.close()
+            self.seconds["encode"] = sum(w.prepare(self.pool) for w in self.weights)
 
     @classmethod
     def load(cls, path: str | Path, **options) -> Server:
@@ -284,22 +282,16 @@ class Server:
             raise InputError("this model has no client-aided segments: send its inputs whole (POST .../infer)")
         else:
             target = session.segment(segment)
-        cts = self._read_ciphertexts(blobs)
+        # parsed on the backend's threads: a batch request holds hundreds of ciphertexts, each bit-unpacked and,
+        # when seeded, its c1 sampled again (0.3-1.5 s for MNIST's 784 on one core)
+        cts = self.pool.map(self.backend.deserialize, blobs)
         t0 = time.perf_counter()
         out = target.evaluate(cts, consume=True)
         seconds = time.perf_counter() - t0
-        return [self.backend.serialize(ct) for ct in out], seconds
-
-    def _read_ciphertexts(self, blobs: Iterable[bytes]) -> list:
-        """A request's ciphertexts, parsed on the backend's threads: a batch request holds hundreds, each
-        bit-unpacked and, when seeded, its c1 sampled again (0.3-1.5 s for MNIST's 784 on one core)."""
-        pool = Parallel.for_backend(self.backend, self.threads)
-        try:
-            return pool.map(self.backend.deserialize, blobs)
-        finally:
-            pool.close()
+        return self.pool.map(self.backend.serialize, out), seconds
 
     def close(self) -> None:
+        self.pool.close()
         for w in self.weights:  # every plaintext goes before the backend that made it
             w.close()
         self.backend.close()
