@@ -42,6 +42,7 @@ SUITES = {
         "tests/compiler/test_maxpool.py", "tests/compiler/test_composite_relu.py", "tests/compiler/test_layers.py",
         "tests/compiler/test_client_aided.py", "tests/compiler/test_approximated_activations.py",
         "tests/runtime/test_openfhe_inference.py", "tests/deploy/test_serve_openfhe.py",
+        "tests/runtime/test_gpu_inference.py",
     ],
 }
 

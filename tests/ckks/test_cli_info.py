@@ -10,7 +10,7 @@ from henn import cli
 from henn.ckks import backends
 from henn.ckks.selection import select_parameters
 
-BACKENDS = ["plain", "seal", "lattigo"]
+BACKENDS = ["plain", "seal", "lattigo", "gpu"]
 
 
 @pytest.fixture(scope="module")

@@ -30,10 +30,14 @@ import precision_table
 from henn.errors import (BackendError, InputError, LevelError, MissingKeyError, ScaleError,
                          SerializationError, UnsupportedOperation)
 
-BACKENDS = ["plain", "seal", "lattigo", "openfhe"]
+BACKENDS = ["plain", "seal", "lattigo", "openfhe", "gpu"]
 THREAD_SAFE = {"plain", "lattigo"}  # their evaluators may be called from several threads at once
 PROFILES = {"short": "insecure_short_d4", "n14": "n14-d5", "short-real": "insecure_short_d4_real",
-            "n14-real": "n14-d5-real"}
+            "n14-real": "n14-d5-real", "n14-s30": "n14-d5-s30"}
+# the profiles each backend runs: the gpu backend's 31-bit words make no 40-bit moduli at N = 2^14 (a pair needs
+# a 20-bit prime = 1 mod 2^15, and there are four), so it runs depth 5 at a 30-bit scale
+BACKEND_PROFILES = {"gpu": ("short", "n14-s30")}
+DEFAULT_PROFILES = ("short", "n14", "short-real", "n14-real")
 REAL_SLOT_BACKENDS = set(with_capability("real_slot_ring"))  # the others refuse the real-slot ring
 # plain runs with its CKKS noise model, so that the thresholds below say something about it too
 BACKEND_OPTIONS = {"plain": {"noise": True, "seed": precision_table.NOISE_SEED}}
@@ -98,7 +102,7 @@ class Ctx:
         return precision_table.check(self.id, op, precision_bits(expected, got))
 
 
-@pytest.fixture(scope="module", params=[(b, p) for b in BACKENDS for p in PROFILES
+@pytest.fixture(scope="module", params=[(b, p) for b in BACKENDS for p in BACKEND_PROFILES.get(b, DEFAULT_PROFILES)
                                         if b in REAL_SLOT_BACKENDS or not presets.get(PROFILES[p]).real_slots],
                 ids=lambda bp: f"{bp[0]}-{bp[1]}")
 def ctx(request):

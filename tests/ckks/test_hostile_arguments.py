@@ -14,7 +14,7 @@ from henn.ckks.backend import Backend
 from henn.ckks.backends import usable_class
 from henn.errors import BackendError, InputError, LevelError
 
-BACKENDS = ["plain", "seal", "lattigo"]
+BACKENDS = ["plain", "seal", "lattigo", "gpu"]
 RAW = sorted(m for m in Backend.__abstractmethods__ if m.startswith("_") and m != "_open") + \
     ["_rotate_hoisted", "_rotate_sum", "_add_scalar", "_mul_scalar", "_linear_combination", "_linear_combinations"]
 

@@ -22,7 +22,7 @@ from henn.ckks.backends import usable_class
 from henn.ckks.values import Ciphertext, GaloisKeys, Plaintext, PublicKey, RelinKey
 from henn.errors import BackendError, InputError, SerializationError
 
-BACKENDS = ["plain", "seal", "lattigo", "openfhe"]  # every kind of object
+BACKENDS = ["plain", "seal", "lattigo", "openfhe", "gpu"]  # every kind of object
 PRESET = "insecure_short_d2"  # N = 2^10: small keys, fast (TenSEAL refuses insecure sets: its own depth-2 set)
 KINDS = list(serialization.KINDS)
 

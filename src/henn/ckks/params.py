@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 from henn.ckks import security
 from henn.ckks.bootstrap_params import BootstrapLiteral, BootstrapParameters
-from henn.ckks.primes import is_prime, nth_root, root_name
+from henn.ckks.primes import is_prime, nth_root, root_name, split_word_pair
 from henn.errors import ParameterError, SecurityError
 
 MAX_PRIME_BITS = 60  # ciphertext primes: SEAL's limit, the common ground
@@ -252,7 +252,8 @@ def _validate(lit: ParametersLiteral) -> None:
                 x = operator.index(x)
             except TypeError:
                 fail(f"{what} prime {x!r} is not an integer")
-            if x.bit_length() != b or x % root != 1 or not is_prime(x):
-                fail(f"{what} prime {x} is not a {b}-bit prime = 1 mod {root_name(lit.ring)} ({root})")
+            if x.bit_length() != b or x % root != 1 or not (is_prime(x) or split_word_pair(x, root)):
+                fail(f"{what} prime {x} is not a {b}-bit prime (or a product of two word primes) = 1 mod "
+                     f"{root_name(lit.ring)} ({root})")
     if lit.q is not None and len(set(lit.q) | set(lit.p)) != len(lit.q) + len(lit.p):
         fail("primes in q and p must be distinct")

@@ -14,6 +14,8 @@ _PRESETS: dict[str, ParametersLiteral] = {
     "mnist-n14-d7": ParametersLiteral(14, (60,) + (30,) * 7, (60,), 30),
     # the conformance suite's main set: N = 2^14, depth 5, 40-bit scale
     "n14-d5": ParametersLiteral(14, (60,) + (40,) * 5, (60,), 40),
+    # the same depth in 31-bit words (the gpu backend): 30-bit scale, q0 and the special moduli word pairs
+    "n14-d5-s30": ParametersLiteral(14, (50,) + (30,) * 5, (61, 61), 30),
     # the same on the real-slot (conjugate-invariant) ring: N = 2^14 real slots
     "n14-d5-real": ParametersLiteral(14, (60,) + (40,) * 5, (60,), 40, ring="conjugate_invariant"),
     # bootstrapping at N = 2^16, full slots (Lattigo's N16QP1767H32768H32 layout: dense ternary main secret,

@@ -1,0 +1,73 @@
+"""Randomness for keys and encryption, drawn on the host.
+
+Secret keys, masks and errors come from the operating system's CSPRNG (os.urandom) unless a seed is
+given: a seeded sampler (NumPy's PCG64) exists for reproducible tests and benchmarks only and is
+not cryptographically secure. Uniform residues are drawn by rejection (no modular bias), Gaussian
+errors with sigma 3.2 bounded at 6 sigma (as Lattigo and SEAL do).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+SIGMA = 3.2
+BOUND = 6 * SIGMA
+
+
+class Sampler:
+    def __init__(self, seed: int | None = None):
+        self._rng = None if seed is None else np.random.default_rng(seed)
+
+    def words(self, count: int) -> np.ndarray:
+        """count uniform uint32 words."""
+        if self._rng is not None:
+            return self._rng.integers(0, 1 << 32, count, dtype=np.uint64).astype(np.uint32)
+        return np.frombuffer(os.urandom(4 * count), dtype=np.uint32)
+
+    def uniform(self, primes: list[int], n: int) -> np.ndarray:
+        """[len(primes), n] int32 residues, each uniform below its prime."""
+        out = np.empty((len(primes), n), dtype=np.int32)
+        for row, q in enumerate(primes):
+            mask = (1 << q.bit_length()) - 1
+            filled = 0
+            while filled < n:
+                draw = self.words(int((n - filled) * 1.2 * (mask + 1) / q) + 64) & np.uint32(mask)
+                keep = draw[draw < q][: n - filled]
+                out[row, filled:filled + keep.size] = keep
+                filled += keep.size
+        return out
+
+    def ternary(self, n: int) -> np.ndarray:
+        """n values uniform in {-1, 0, 1} (int64)."""
+        out = np.empty(n, dtype=np.int64)
+        filled = 0
+        while filled < n:
+            b = (self.words((n - filled) // 4 + 16).view(np.uint8))
+            keep = b[b < 255][: n - filled]  # 255 = 3 * 85: unbiased mod 3
+            out[filled:filled + keep.size] = keep.astype(np.int64) % 3 - 1
+            filled += keep.size
+        return out
+
+    def gaussian(self, n: int) -> np.ndarray:
+        """n integers from the rounded Gaussian of sigma 3.2, |e| <= 6 sigma (int64)."""
+        out = np.empty(n, dtype=np.int64)
+        filled = 0
+        while filled < n:
+            count = (n - filled) // 2 + 8
+            u = self._unit(2 * count)
+            u1, u2 = u[:count], u[count:]
+            r = np.sqrt(-2.0 * np.log1p(-u1)) * SIGMA  # 1 - u1 in (0, 1]: no log(0)
+            e = np.rint(np.concatenate((r * np.cos(2 * math.pi * u2), r * np.sin(2 * math.pi * u2))))
+            keep = e[np.abs(e) <= BOUND][: n - filled]
+            out[filled:filled + keep.size] = keep.astype(np.int64)
+            filled += keep.size
+        return out
+
+    def _unit(self, count: int) -> np.ndarray:
+        """count uniform doubles in [0, 1) with 53 random bits."""
+        w = self.words(2 * count).astype(np.uint64)
+        bits = ((w[:count] << np.uint64(21)) ^ (w[count:] >> np.uint64(11))) & np.uint64((1 << 53) - 1)
+        return bits.astype(np.float64) / float(1 << 53)

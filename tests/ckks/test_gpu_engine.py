@@ -1,0 +1,202 @@
+"""The gpu backend's parts, below the conformance suite (which runs it through the public interface):
+the NTT against its definition, the Triton kernels under Triton's interpreter against the plain-torch
+reference, an ahead-of-time compile of every kernel for sm_90a (H100), the 31-bit modulus chain,
+exact encoding of large integers, and the samplers. All on CPU; seeded."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from henn.ckks.backends.gpu import encoding, moduli, ntt, triton_ntt, triton_rns  # noqa: E402
+from henn.ckks.backends.gpu.sampling import BOUND, Sampler  # noqa: E402
+from henn.ckks.primes import is_prime, split_word_pair, word_primes  # noqa: E402
+
+CPU = torch.device("cpu")
+
+
+def tables(log_n: int, count: int = 3):
+    primes = list(word_primes(log_n)[-count:])
+    return primes, ntt.NttTables.build(primes, log_n, CPU)
+
+
+def random_rows(primes, n, seed=1):
+    rng = np.random.default_rng(seed)
+    return torch.from_numpy(np.stack([rng.integers(0, q, n) for q in primes]).astype(np.int32))
+
+
+@pytest.mark.parametrize("log_n", [3, 4, 6])
+def test_ntt_evaluates_at_odd_powers_of_psi(log_n):
+    """Output k is the polynomial at psi^(2 bitrev(k) + 1): checked against the sum itself."""
+    n = 1 << log_n
+    primes, t = tables(log_n)
+    x = random_rows(primes, n)
+    out = ntt.forward_reference(x, t)
+    rev = ntt.bit_reverse(log_n)
+    for row, q in enumerate(primes):
+        psi = ntt._primitive_root_2n(q, n)
+        coeffs = [int(v) for v in x[row]]
+        for k in range(n):
+            e = 2 * int(rev[k]) + 1
+            assert int(out[row, k]) == sum(c * pow(psi, e * j, q) for j, c in enumerate(coeffs)) % q
+    assert torch.equal(ntt.inverse_reference(out, t), x)
+
+
+def test_automorphism_is_a_permutation_of_the_ntt():
+    log_n, g = 5, 5**3 % 64
+    n = 1 << log_n
+    primes, t = tables(log_n)
+    x = random_rows(primes, n).numpy().astype(np.int64)
+    mapped = np.zeros_like(x)
+    for i in range(n):  # a(X^g): coefficient i goes to i*g mod 2N, negated past N
+        d = i * g % (2 * n)
+        mapped[:, d % n] += x[:, i] if d < n else -x[:, i]
+    mapped %= np.asarray(primes)[:, None]
+    lhs = ntt.forward_reference(torch.from_numpy(mapped.astype(np.int32)), t)
+    rhs = ntt.forward_reference(torch.from_numpy(x.astype(np.int32)), t)[:, ntt.automorphism_index(log_n, g)]
+    assert torch.equal(lhs, rhs)
+
+
+def test_triton_kernels_match_the_reference_under_the_interpreter():
+    """TRITON_INTERPRET must be set before Triton is imported: a process of its own."""
+    script = textwrap.dedent("""
+        import numpy as np, torch
+        from henn.ckks.backends.gpu import ntt, triton_ntt
+        from henn.ckks.primes import word_primes
+        for log_n in (3, 4, 5, 8, 11):
+            primes = list(word_primes(max(log_n, 10))[-3:])
+            t = ntt.NttTables.build(primes, log_n, torch.device("cpu"))
+            rng = np.random.default_rng(log_n)
+            x = torch.from_numpy(rng.integers(0, min(primes), (2, 3, 1 << log_n)).astype(np.int32))
+            assert triton_ntt.usable(x)
+            assert torch.equal(triton_ntt.forward(x, t), ntt.forward_reference(x, t)), log_n
+            assert torch.equal(triton_ntt.inverse(x, t), ntt.inverse_reference(x, t)), log_n
+            assert torch.equal(ntt.inverse(ntt.forward(x, t), t), x), log_n
+        print("kernels equal")
+    """)
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "kernels equal" in done.stdout, done.stderr[-3000:]
+
+
+def test_key_switching_kernels_match_the_reference_under_the_interpreter():
+    """Base conversion (fast and exact), the key inner product, ModUp and ModDown through the Triton
+    kernels give the plain-torch results bit for bit (a small ring: the interpreter is slow)."""
+    script = textwrap.dedent("""
+        import numpy as np, torch
+        from henn.ckks.backends.gpu import moduli, triton_ntt
+        from henn.ckks.backends.gpu.chain import Chain
+        both = moduli.chain_moduli([50, 30, 30, 31, 61, 61], 10)
+        chain = Chain(both[:4], both[4:], 5, torch.device("cpu"))
+        rng = np.random.default_rng(0)
+        words = chain.words
+        x = torch.from_numpy(np.stack([rng.integers(0, q, 32) for q in words]).astype(np.int32))
+        key = torch.from_numpy(np.stack([[np.stack([rng.integers(0, q, 32) for q in words])] * 2]
+                                        * len(chain.digits)).astype(np.int32))
+        level = 3
+        rows = chain.rows(level)
+        def run():
+            src, dst = tuple(range(3)), tuple(range(3, len(words)))
+            ups = chain.mod_up(x[:rows], level)
+            return [chain.convert(x[:3], src, dst), chain.convert(x[:3], src, dst, exact=True),
+                    chain.convert(torch.stack((x[:3], x[1:4])), src, dst, exact=True), *ups,
+                    chain.key_product(ups, key, level), chain.mod_down(chain.key_product(ups, key, level), level)]
+        kernels = run()
+        triton_ntt.usable = lambda x: False
+        reference = run()
+        assert len(kernels) == len(reference)
+        for i, (k, r) in enumerate(zip(kernels, reference)):
+            assert torch.equal(k, r), i
+        print("key switching equal")
+    """)
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "key switching equal" in done.stdout, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("name", sorted({**triton_ntt.signatures(), **triton_rns.signatures()}))
+def test_kernel_compiles_for_sm90a(name):
+    """Every kernel compiles ahead of time for the H100 (sm_90a) with no GPU here, to 32-bit high products
+    and without 64-bit remainders."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn, signature, constexprs = {**triton_ntt.signatures(), **triton_rns.signatures()}[name]
+    compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+                              target=GPUTarget("cuda", 90, 32))
+    ptx = compiled.asm["ptx"]
+    assert ".target sm_90a" in ptx and compiled.asm["cubin"]
+    if name != "key_product":  # its one 64-bit remainder per element and three digits is the cheap part
+        assert "mul.hi.u32" in ptx
+        assert "rem.u64" not in ptx and "rem.s64" not in ptx
+
+
+def test_chain_moduli_are_word_primes_and_pairs_of_the_asked_size():
+    sizes = [50, 30, 30, 36, 61]
+    chain = moduli.chain_moduli(sizes, 11)
+    words = [w for m in chain for w in m]
+    assert len(set(words)) == len(words)
+    for b, m in zip(sizes, chain):
+        assert len(m) == (1 if b <= 31 else 2)
+        assert math.prod(m).bit_length() == b
+        assert all(w < 2**31 and w % 4096 == 1 and is_prime(w) for w in m)
+        assert moduli.split_modulus(math.prod(m), 11) == tuple(sorted(m))
+    assert split_word_pair((2**61 - 1), 4096) is None  # a 61-bit prime of another library is no word pair
+    with pytest.raises(ValueError, match="NTT primes"):
+        moduli.chain_moduli([40] * 8, 14)  # too few 20-bit primes = 1 mod 2^15 to pair
+    with pytest.raises(ValueError, match="cannot be made"):
+        moduli.chain_moduli([63], 11)
+
+
+def test_word_primes_is_every_such_prime():
+    found = word_primes(16)
+    step = 1 << 17
+    first = [c for c in range(step + 1, 300 * step, step) if is_prime(c)]
+    assert list(found[:len(first)]) == first and found[-1] < 2**31
+
+
+def test_residues_of_large_integers_are_exact():
+    primes = list(word_primes(11)[-4:])
+    values = np.array([0.0, 1.0, -1.0, 2.0**70 + 2.0**20, -(2.0**100), 123456789.0 * 2**40])
+    res = encoding.residues(values, primes)
+    for i, v in enumerate(values):
+        assert [int(r) for r in res[:, i]] == [int(v) % q for q in primes]
+    back = encoding.centered(res.astype(np.int64), primes)
+    small = np.abs(values) < 2.0**100
+    assert np.array_equal(back[small], values[small])
+
+
+def test_embedding_round_trip_and_rotation_order():
+    emb = encoding.Embedding(6)
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=32) + 1j * rng.normal(size=32)
+    coeffs = emb.coefficients(z)
+    assert np.allclose(emb.slots(coeffs), z)
+    # X -> X^5 rotates the slots left by one
+    n = 64
+    mapped = np.zeros(n)
+    for i in range(n):
+        d = i * 5 % (2 * n)
+        mapped[d % n] += coeffs[i] if d < n else -coeffs[i]
+    assert np.allclose(emb.slots(mapped), np.roll(z, -1))
+
+
+def test_samplers_draw_from_their_distributions():
+    s = Sampler(seed=7)
+    t = s.ternary(30000)
+    assert set(np.unique(t)) == {-1, 0, 1} and abs(np.mean(t == 0) - 1 / 3) < 0.02
+    e = s.gaussian(30000)
+    assert np.max(np.abs(e)) <= BOUND and abs(np.std(e) - 3.2) < 0.1
+    q = 2**30 + 2**17 + 1  # any modulus: rejection keeps every draw below it
+    u = s.uniform([q], 20000)[0]
+    assert u.min() >= 0 and u.max() < q and abs(np.mean(u) / q - 0.5) < 0.02
+    assert not np.array_equal(Sampler().words(8), Sampler().words(8))  # os.urandom when unseeded
