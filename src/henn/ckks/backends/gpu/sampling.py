@@ -31,43 +31,46 @@ class Sampler:
         """[len(primes), n] int32 residues, each uniform below its prime."""
         out = np.empty((len(primes), n), dtype=np.int32)
         for row, q in enumerate(primes):
-            mask = (1 << q.bit_length()) - 1
-            filled = 0
-            while filled < n:
-                draw = self.words(int((n - filled) * 1.2 * (mask + 1) / q) + 64) & np.uint32(mask)
-                keep = draw[draw < q][: n - filled]
-                out[row, filled:filled + keep.size] = keep
-                filled += keep.size
+            mask = np.uint32((1 << q.bit_length()) - 1)
+            out[row] = _filled(n, lambda k, q=q, mask=mask: self._below(q, mask, int(k * 1.2 * (int(mask) + 1) / q)))
         return out
+
+    def _below(self, q: int, mask: np.uint32, count: int) -> np.ndarray:
+        draw = self.words(count + 64) & mask
+        return draw[draw < q]
 
     def ternary(self, n: int) -> np.ndarray:
         """n values uniform in {-1, 0, 1} (int64)."""
-        out = np.empty(n, dtype=np.int64)
-        filled = 0
-        while filled < n:
-            b = (self.words((n - filled) // 4 + 16).view(np.uint8))
-            keep = b[b < 255][: n - filled]  # 255 = 3 * 85: unbiased mod 3
-            out[filled:filled + keep.size] = keep.astype(np.int64) % 3 - 1
-            filled += keep.size
-        return out
+        def draw(k: int) -> np.ndarray:
+            b = self.words(k // 4 + 16).view(np.uint8)
+            return b[b < 255].astype(np.int64) % 3 - 1  # 255 = 3 * 85: unbiased mod 3
+
+        return _filled(n, draw)
 
     def gaussian(self, n: int) -> np.ndarray:
         """n integers from the rounded Gaussian of sigma 3.2, |e| <= 6 sigma (int64)."""
-        out = np.empty(n, dtype=np.int64)
-        filled = 0
-        while filled < n:
-            count = (n - filled) // 2 + 8
+        def draw(k: int) -> np.ndarray:
+            count = k // 2 + 8
             u = self._unit(2 * count)
             u1, u2 = u[:count], u[count:]
             r = np.sqrt(-2.0 * np.log1p(-u1)) * SIGMA  # 1 - u1 in (0, 1]: no log(0)
             e = np.rint(np.concatenate((r * np.cos(2 * math.pi * u2), r * np.sin(2 * math.pi * u2))))
-            keep = e[np.abs(e) <= BOUND][: n - filled]
-            out[filled:filled + keep.size] = keep.astype(np.int64)
-            filled += keep.size
-        return out
+            return e[np.abs(e) <= BOUND].astype(np.int64)
+
+        return _filled(n, draw)
 
     def _unit(self, count: int) -> np.ndarray:
         """count uniform doubles in [0, 1) with 53 random bits."""
         w = self.words(2 * count).astype(np.uint64)
         bits = ((w[:count] << np.uint64(21)) ^ (w[count:] >> np.uint64(11))) & np.uint64((1 << 53) - 1)
         return bits.astype(np.float64) / float(1 << 53)
+
+
+def _filled(n: int, draw) -> np.ndarray:
+    """n values from draw(k), which returns the accepted ones of about k candidates (rejection sampling)."""
+    parts, have = [], 0
+    while have < n:
+        got = draw(n - have)[: n - have]
+        parts.append(got)
+        have += got.size
+    return np.concatenate(parts)

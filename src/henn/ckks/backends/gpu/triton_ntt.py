@@ -89,15 +89,19 @@ if triton is not None:
         return _joined(_add_mod(u, v, q), _mul_shoup(_sub_mod(u, v, q), w, ws, q), R, C)
 
     @triton.jit
-    def _forward_pass(a_ptr, t_ptr, ts_ptr, q_ptr, limbs, n, m0, S, R: tl.constexpr, K: tl.constexpr,
-                      C: tl.constexpr):
-        """Cooley-Tukey stages m0, 2 m0, .., 2^(K-1) m0 on one tile (stage j: groups of 2H = R / 2^j rows)."""
+    def _load_tile(a_ptr, q_ptr, limbs, n, S, R: tl.constexpr, C: tl.constexpr):
+        """This program's tile: (pointers, values, prime, its row of the tables, block B, limb)."""
         row, B, c0 = tl.program_id(0), tl.program_id(1), tl.program_id(2) * C
         limb = row % limbs
         q = tl.load(q_ptr + limb).to(tl.uint32)
         ptr = a_ptr + row.to(tl.int64) * n + _tile_offsets(B, c0, S, R, C)
-        x = tl.load(ptr).to(tl.uint32, bitcast=True)
-        table = limb.to(tl.int64) * n
+        return ptr, tl.load(ptr).to(tl.uint32, bitcast=True), q, limb.to(tl.int64) * n, B, limb
+
+    @triton.jit
+    def _forward_pass(a_ptr, t_ptr, ts_ptr, q_ptr, limbs, n, m0, S, R: tl.constexpr, K: tl.constexpr,
+                      C: tl.constexpr):
+        """Cooley-Tukey stages m0, 2 m0, .., 2^(K-1) m0 on one tile (stage j: groups of 2H = R / 2^j rows)."""
+        ptr, x, q, table, B, _ = _load_tile(a_ptr, q_ptr, limbs, n, S, R, C)
         for j in tl.static_range(K):
             x = _ct_stage(x, t_ptr, ts_ptr, table, m0 << j, B, q, R, R // (2 << j), C)
         tl.store(ptr, x.to(tl.int32, bitcast=True))
@@ -106,12 +110,7 @@ if triton is not None:
     def _inverse_pass(a_ptr, t_ptr, ts_ptr, q_ptr, c_ptr, cs_ptr, limbs, n, m0, S, R: tl.constexpr,
                       K: tl.constexpr, C: tl.constexpr, SCALE: tl.constexpr):
         """Gentleman-Sande stages 2^(K-1) m0 .. m0 on one tile; times c (1/N) when SCALE."""
-        row, B, c0 = tl.program_id(0), tl.program_id(1), tl.program_id(2) * C
-        limb = row % limbs
-        q = tl.load(q_ptr + limb).to(tl.uint32)
-        ptr = a_ptr + row.to(tl.int64) * n + _tile_offsets(B, c0, S, R, C)
-        x = tl.load(ptr).to(tl.uint32, bitcast=True)
-        table = limb.to(tl.int64) * n
+        ptr, x, q, table, B, limb = _load_tile(a_ptr, q_ptr, limbs, n, S, R, C)
         for jj in tl.static_range(K):
             x = _gs_stage(x, t_ptr, ts_ptr, table, m0 << (K - 1 - jj), B, q, R, R // (2 << (K - 1 - jj)), C)
         if SCALE:
