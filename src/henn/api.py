@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 from tqdm import tqdm
 
 from henn import ranges
@@ -305,7 +304,7 @@ class CompiledModel:
             if encrypted and self.threads is not None and name == "openfhe":
                 opts["threads"] = self.threads  # its worker's OpenMP threads: henn's own threads give it nothing
             backend = open_backend(name, self.params, **opts)
-            available = psutil.virtual_memory().available
+            available = backend.memory_available()
             backend.expect_footprint(check_memory(self.program, backend, available), available)
             client = Client(self.program, backend, threads=self.threads)
             keys = client.generate_keys()

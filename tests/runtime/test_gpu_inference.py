@@ -53,3 +53,19 @@ def test_mnist_cnn_with_word_pair_moduli(digits):
         enc, program, ref = cm.run(x), cm.run(x, encrypted=False), cm.reference(x)
     precision_table.within("gpu-e2e", "mnist_word_pairs", program, enc, 1e-3 * max(1.0, np.abs(program).max()))
     assert (enc.argmax(1) == ref.argmax(1)).all()
+
+
+def test_memory_check_reads_the_backends_memory(digits, monkeypatch):
+    """The memory check compares the program's keys and ciphertexts with the memory where the backend keeps
+    them (a GPU's own on CUDA): too little is refused before any key is made."""
+    from henn.ckks.backends.gpu.backend import GpuBackend
+    from henn.errors import UnsupportedOperation
+
+    made = []
+    monkeypatch.setattr(GpuBackend, "memory_available", lambda self: 1 << 20)
+    monkeypatch.setattr(GpuBackend, "_gen_secret_key", lambda self: made.append(1))
+    images, _ = digits
+    with henn.compile(str(MODEL), backend="gpu", mode="single") as cm:
+        with pytest.raises(UnsupportedOperation, match="0.0 GiB available"):
+            cm.run(images[:1])
+    assert not made

@@ -253,6 +253,13 @@ class Backend(ABC):
     def close(self) -> None:
         """Release library resources early (optional; garbage collection does it too)."""
 
+    def memory_available(self) -> int:
+        """Bytes free where this backend keeps keys and ciphertexts: host memory, or a device's own memory
+        (gpu on CUDA); the memory model's check compares the program's need with this."""
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+
     def expect_footprint(self, need: int, available: int) -> None:
         """Told before key generation: an evaluation will hold about `need` bytes (keys and ciphertexts)
         of the `available` ones. A backend whose allocator trades memory for speed may tune itself to it
