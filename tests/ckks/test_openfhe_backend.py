@@ -161,14 +161,27 @@ def test_threads_option_reaches_the_worker(cls):
 
 def test_scaling_techniques(cls):
     x = np.linspace(-1, 1, 1024)
-    for tech in ("FIXEDAUTO", "FLEXIBLEAUTO"):
+    for tech in ("FIXEDAUTO", "FLEXIBLEAUTO", "FLEXIBLEAUTOEXT"):
         with cls(presets.get("insecure_short_d4"), scaling_technique=tech) as be:
             sk, keys = be.generate_keys()
             ev = be.evaluator(keys)
             ct = be.encrypt(x, keys.public)
+            assert ct.level == be.max_level
             r = ev.rescale(ev.multiply(ev.rescale(ev.multiply(ct, ct)), 0.5))
             assert r.level == be.max_level - 2
             assert np.max(np.abs(be.decrypt_decode(r, sk) - 0.5 * x * x)) < 1e-4
+            low = be.encrypt(x, sk, level=be.max_level - 1)  # below the top: no extended encryption
+            back = be.deserialize(be.serialize(ev.add(low, ev.drop_level(ct, 1))))
+            assert np.max(np.abs(be.decrypt_decode(back, sk) - 2 * x)) < 1e-6
+
+
+def test_flexibleautoext_counts_its_extra_prime(cls):
+    """FLEXIBLEAUTOEXT's extra prime sits above henn's chain: the levels and primes henn sees are those of the
+    same parameters without it, and the worker's chain (what the security check sums) holds one more."""
+    params = presets.get("insecure_short_d4")
+    with cls(params, scaling_technique="FLEXIBLEAUTO") as flex, cls(params, scaling_technique="FLEXIBLEAUTOEXT") as ext:
+        assert ext.q_primes == flex.q_primes and ext.max_level == flex.max_level
+        assert ext.context_primes[:-1] == flex.context_primes and ext.context_primes[-1].bit_length() < 31
     with pytest.raises(ParameterError, match="scaling technique"):
         cls(presets.get("insecure_short_d2"), scaling_technique="COMPOSITESCALINGAUTO")
 

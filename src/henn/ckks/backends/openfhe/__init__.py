@@ -10,9 +10,12 @@ Notes on this library, as this backend uses it:
   mode) are written into a context's serialization and loaded (mapping.py). Special primes: OpenFHE's, 60 bits,
   recomputed here; henn's security module checks the exact log2(Q*P) before any key exists (OpenFHE runs with
   HEStd_NotSet).
-- Scaling: FIXEDMANUAL by default (henn places every rescale); FIXEDAUTO and FLEXIBLEAUTO are selectable
-  (`scaling_technique=`): henn's explicit rescales run through Compress and OpenFHE's automatic ones never
-  trigger, as the worker resets OpenFHE's scale degree after each operation (worker.py). Data type COMPLEX:
+- Scaling: FIXEDMANUAL by default (henn places every rescale); FIXEDAUTO, FLEXIBLEAUTO and FLEXIBLEAUTOEXT are
+  selectable (`scaling_technique=`): henn's explicit rescales run through Compress and OpenFHE's automatic ones
+  never trigger, as the worker resets OpenFHE's scale degree after each operation (worker.py). FLEXIBLEAUTOEXT's
+  extra prime (about 19 bits, above the chain) is used the way OpenFHE uses it: a fresh encryption at the top
+  level is made at Delta * q_ext and divided by q_ext at once, so henn sees the same chain and levels, and the
+  extra prime counts in the security check. Data type COMPLEX:
   no decryption noise is added to complex slots (the REAL type adds Gaussian noise when decoding).
 - Slots are ordered by powers of 5 (as in Lattigo): X^(N/2) is i in every slot, so Gaussian integers multiply
   exactly. Rotations with their Galois keys through EvalAutomorphism; several of one ciphertext hoisted with
@@ -120,13 +123,17 @@ class OpenFHEBackend(Backend):
             raise ParameterError(f"OpenFHE cannot use these parameters ({exc}); {params.describe()}") from None
         q_all = tuple(int(x) for x in info["q"])
         q = q_all[:len(params.log_q)]
-        if len(q_all) != req["depth"] + 1:
+        expected = req["depth"] + 1 + mapping.extra_primes(self._technique)
+        if len(q_all) != expected:
             self.close()
-            raise BackendError(f"OpenFHE made {len(q_all)} ciphertext primes for a chain of {req['depth'] + 1}")
+            raise BackendError(f"OpenFHE made {len(q_all)} ciphertext primes for a chain of {expected}")
         if params.q is not None and q != tuple(params.q):
             self.close()
             raise BackendError(f"OpenFHE's context holds the primes {q}, not the pinned {tuple(params.q)}")
         self.q_primes = q
+        # every ciphertext prime of OpenFHE's context: henn's chain, then the bootstrapping circuit's or
+        # FLEXIBLEAUTOEXT's extra prime above it (all of them count in the security check below)
+        self.context_primes = q_all
         self.p_primes = mapping.special_primes(list(q_all), int(info["dnum"]), params.n, int(info["aux_bits"]))
         # the whole modulus the keys live under: with bootstrapping, the circuit's primes above henn's chain
         log_qp = sum(math.log2(x) for x in q_all + self.p_primes)

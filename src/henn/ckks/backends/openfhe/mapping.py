@@ -22,7 +22,7 @@ from henn.errors import ParameterError
 
 AUX_BITS = 60  # OpenFHE's special-prime size (AUXMODSIZE)
 MAX_MOD_BITS = 60  # OpenFHE's largest prime for 64-bit native integers
-TECHNIQUES = ("FIXEDMANUAL", "FIXEDAUTO", "FLEXIBLEAUTO")
+TECHNIQUES = ("FIXEDMANUAL", "FIXEDAUTO", "FLEXIBLEAUTO", "FLEXIBLEAUTOEXT")
 DEFAULT_SCALING_MOD_SIZE = 50  # OpenFHE's CKKS defaults (gen-cryptocontext-params-defaults.h)
 DEFAULT_FIRST_MOD_SIZE = 60
 DEFAULT_DNUM = 3
@@ -47,10 +47,16 @@ def open_request(params: Parameters, technique: str) -> dict:
     if max(log_q[0], scaling) > MAX_MOD_BITS:
         raise ParameterError(f"OpenFHE's primes have at most {MAX_MOD_BITS} bits, got log_q={list(log_q)}")
     req = {"op": "open", "log_n": params.log_n, "depth": len(log_q) - 1, "first": log_q[0], "scaling": scaling,
-           "dnum": digits(len(log_q), len(params.log_p)), "technique": technique}
+           "dnum": digits(len(log_q) + extra_primes(technique), len(params.log_p)), "technique": technique}
     if params.q is not None:
         req["pinned"] = [int(q) for q in params.q]
     return req
+
+
+def extra_primes(technique: str) -> int:
+    """Primes OpenFHE adds above the chain for this technique: FLEXIBLEAUTOEXT's small q_ext, which a fresh
+    encryption is divided by at once; it counts in the security check, henn's levels never hold it."""
+    return int(technique == "FLEXIBLEAUTOEXT")
 
 
 def level_budget(params: Parameters) -> list[int]:

@@ -28,7 +28,8 @@ import numpy as np  # noqa: E402
 import openfhe as o  # noqa: E402
 import protocol  # noqa: E402
 
-TECHNIQUES = {"FIXEDMANUAL": o.FIXEDMANUAL, "FIXEDAUTO": o.FIXEDAUTO, "FLEXIBLEAUTO": o.FLEXIBLEAUTO}
+TECHNIQUES = {"FIXEDMANUAL": o.FIXEDMANUAL, "FIXEDAUTO": o.FIXEDAUTO, "FLEXIBLEAUTO": o.FLEXIBLEAUTO,
+              "FLEXIBLEAUTOEXT": o.FLEXIBLEAUTOEXT}
 PT_MAGIC = b"HOFP"
 PT_HEAD = struct.Struct("<4sIId")  # magic, OpenFHE level, slots, factor the stored values are divided by
 MAX_CORRECTION = 40  # the largest correction factor a bootstrap sets (values at most 2^31 times the range)
@@ -120,6 +121,9 @@ class Worker:
         for feature in (o.PKE, o.KEYSWITCH, o.LEVELEDSHE) + ((o.ADVANCEDSHE, o.FHE) if boot else ()):
             cc.Enable(feature)
         self.cc, self.depth, self.n = cc, m["depth"], 1 << m["log_n"]
+        # FLEXIBLEAUTOEXT puts an extra small prime above the chain: a fresh encryption is made at Delta * q_ext
+        # and brought down by it at once (op_encrypt), so henn's levels sit one OpenFHE level lower
+        self.ext = int(m["technique"] == "FLEXIBLEAUTOEXT")
         self.slots = self.n // 2
         self.two_p = 2.0 ** cc.GetPlaintextModulus()
         extra = {}
@@ -129,7 +133,7 @@ class Worker:
         params = data["cc"]["ptr_wrapper"]["data"]["value0"]
         towers = params["value0"]["value0"]["elp"]["ptr_wrapper"]["data"]["p"]
         q = self.q = [int(t["ptr_wrapper"]["data"]["value0"]["cm"]["v"]) for t in towers]
-        factors = [cc.GetScalingFactorReal(self.depth - lv) for lv in range(self.depth + 1)]
+        factors = [cc.GetScalingFactorReal(self.level(lv)) for lv in range(self.depth + 1)]
         return {"q": q, "factors": factors, "two_p": self.two_p, "dnum": params["dnum"],
                 "aux_bits": params["ab"], **extra}, []
 
@@ -171,7 +175,7 @@ class Worker:
         return {"boot_correction": factor}
 
     def level(self, henn_level):
-        return self.depth - henn_level
+        return self.depth - henn_level + self.ext
 
     # ---- keys ------------------------------------------------------------------------------
     def op_keygen_sk(self, m, b):
@@ -269,7 +273,14 @@ class Worker:
 
     def op_encrypt(self, m, b):
         key = self.get(m["key"], "sk" if m["symmetric"] else "pk")
-        return self.ct(self.cc.Encrypt(key, self.get(m["pt"], "pt"))), []
+        pt = self.get(m["pt"], "pt")
+        if self.ext and pt.GetLevel() == self.level(self.depth):
+            # the same values at OpenFHE's extended level 0 (scale Delta * q_ext), encrypted, then divided by
+            # q_ext: the encryption noise shrinks by q_ext (FLEXIBLEAUTOEXT's point)
+            values = np.asarray(pt.GetCKKSPackedValue(), dtype=np.complex128)[: self.slots]
+            c = self.cc.Encrypt(key, self.cc.MakeCKKSPackedPlaintext(values, 1, 0, None, self.slots))
+            return self.ct(self.cc.Compress(c, self.towers(c) - 1, 1)), []
+        return self.ct(self.cc.Encrypt(key, pt)), []
 
     def op_decrypt(self, m, b):
         c, sk = self.get(m["ct"], "ct"), self.get(m["sk"], "sk")
@@ -318,7 +329,7 @@ class Worker:
             a.SetNoiseScaleDeg(1)
 
     def towers(self, a):
-        return self.depth + 1 - a.GetLevel()
+        return self.depth + 1 + self.ext - a.GetLevel()
 
     def op_drop_level(self, m, b):
         a = self.get(m["a"], "ct")
