@@ -22,6 +22,7 @@ SLOW = {
     "tests/ckks/test_gpu_engine.py::test_triton_kernels_match_the_reference_under_the_interpreter",
     "tests/ckks/test_gpu_engine.py::test_key_switching_kernels_match_the_reference_under_the_interpreter",
     "tests/runtime/test_gpu_inference.py::test_mnist_cnn_with_word_pair_moduli",  # N = 2^15 on the CPU: 20 s
+    "tests/runtime/test_gpu_inference.py::test_mnist_cnn_at_the_selected_parameters",  # 7 s: make test's 10 min
     "tests/test_api.py::test_cifar_zoo_model_grouped_batch_on_real_images",
     "tests/test_api.py::test_cifar_zoo_model_single_mode_on_real_images",
     "tests/compiler/test_residual.py::test_resnet20_sized_program_is_exact_with_bootstraps_on_the_plain_backend",

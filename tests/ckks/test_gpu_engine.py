@@ -42,7 +42,7 @@ def test_ntt_evaluates_at_odd_powers_of_psi(log_n):
     out = ntt.forward_reference(x, t)
     rev = ntt.bit_reverse(log_n)
     for row, q in enumerate(primes):
-        psi = ntt._primitive_root_2n(q, n)
+        psi = ntt.primitive_root_2n(q, n)
         coeffs = [int(v) for v in x[row]]
         for k in range(n):
             e = 2 * int(rev[k]) + 1

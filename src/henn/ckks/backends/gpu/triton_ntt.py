@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover - platform without Triton
     triton = None
 
 if TYPE_CHECKING:
-    from henn.ckks.backends.gpu.ntt import NttTables
+    from henn.ckks.backends.gpu.ntt_tables import NttTables
 
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"

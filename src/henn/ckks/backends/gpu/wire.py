@@ -8,15 +8,23 @@ payload is a SerializationError, never a crash or a wrong key.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
 from henn.ckks.backends.gpu.values import (RawCiphertext, RawGaloisKeys, RawPlaintext, RawPublicKey, RawSwitchKey)
 from henn.errors import SerializationError
 
-if TYPE_CHECKING:
-    from henn.ckks.backends.gpu.backend import GpuBackend
+
+
+class GpuBackend(Protocol):
+    """What reading needs of the backend (backend.GpuBackend; named here, not imported: no import cycle)."""
+
+    chain: Any
+    device: Any
+    conjugation_element: int
+
+    def galois_element(self, step: int) -> int: ...
 
 MAGIC = b"HGPU"
 VERSION = 1
