@@ -6,7 +6,7 @@ BRIDGE := src/henn/ckks/backends/lattigo/_bridge/libhennlattigo.so
 GO_DIR := src/henn/ckks/backends/lattigo/go
 GO_SRC := $(wildcard $(GO_DIR)/*.go $(GO_DIR)/*.h) $(GO_DIR)/go.mod
 
-.PHONY: setup bridge openfhe run test test-heavy check clean
+.PHONY: setup bridge openfhe run test test-heavy check check-fast clean
 
 $(BIN)/henn: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -54,10 +54,17 @@ test-heavy: setup $(VENV)/.test-deps
 check: $(VENV)/.test-deps bridge
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_size_budget.py
 	$(BIN)/mypy
 	@unformatted="$$(gofmt -l $(GO_DIR))"; if [ -n "$$unformatted" ]; then \
 		echo "gofmt would change: $$unformatted (run gofmt -w $(GO_DIR))"; exit 1; fi
 	cd $(GO_DIR) && go vet ./...
+
+# the quick subset for editing: lint, format and the size budget (no mypy, no bridge build, no go vet)
+check-fast: $(VENV)/.test-deps
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_size_budget.py
 
 clean:
 	rm -rf $(VENV) src/henn/ckks/backends/lattigo/_bridge build *.egg-info

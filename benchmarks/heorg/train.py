@@ -67,6 +67,36 @@ def accuracy(model, x, y) -> float:
         return float((model(x).argmax(1) == y).float().mean())
 
 
+def _fit(model, x, y, tr_idx, va_idx, gen, log):
+    """EPOCHS of Adam on the training split; (best validation accuracy, its epoch, its weights)."""
+    opt = torch.optim.Adam(model.parameters(), lr=LR)
+    loss_fn = nn.CrossEntropyLoss()
+    n_train = len(tr_idx)
+    best_val, best_state, best_epoch = -1.0, None, 0
+    for epoch in range(EPOCHS):
+        model.train()
+        order = tr_idx[torch.randperm(n_train, generator=gen)]
+        total_loss, correct = 0.0, 0
+        for i in range(0, n_train, BATCH):
+            idx = order[i:i + BATCH]
+            xb, yb = x[idx], y[idx]
+            opt.zero_grad()
+            out = model(xb)
+            loss = loss_fn(out, yb)
+            loss.backward()
+            opt.step()
+            total_loss += loss.item() * len(idx)
+            correct += int((out.argmax(1) == yb).sum())
+        model.eval()
+        val = accuracy(model, x[va_idx], y[va_idx])
+        log(f"epoch {epoch + 1}/{EPOCHS} loss {total_loss / n_train:.4f} train {100 * correct / n_train:.2f}% "
+            f"val {100 * val:.2f}%")
+        if val > best_val:
+            best_val, best_epoch = val, epoch + 1
+            best_state = {k: v.clone() for k, v in model.state_dict().items()}
+    return best_val, best_epoch, best_state
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-dir", default=str(REPO.parent / "shared" / "datasets"))
@@ -98,30 +128,7 @@ def main(argv=None) -> int:
     tr_idx, va_idx = perm[:n_train], perm[n_train:]
 
     model = HarnessMLP()
-    opt = torch.optim.Adam(model.parameters(), lr=LR)
-    loss_fn = nn.CrossEntropyLoss()
-    best_val, best_state, best_epoch = -1.0, None, 0
-    for epoch in range(EPOCHS):
-        model.train()
-        order = tr_idx[torch.randperm(n_train, generator=gen)]
-        total_loss, correct = 0.0, 0
-        for i in range(0, n_train, BATCH):
-            idx = order[i:i + BATCH]
-            xb, yb = xtr_t[idx], ytr_t[idx]
-            opt.zero_grad()
-            out = model(xb)
-            loss = loss_fn(out, yb)
-            loss.backward()
-            opt.step()
-            total_loss += loss.item() * len(idx)
-            correct += int((out.argmax(1) == yb).sum())
-        model.eval()
-        val = accuracy(model, xtr_t[va_idx], ytr_t[va_idx])
-        log(f"epoch {epoch + 1}/{EPOCHS} loss {total_loss / n_train:.4f} train {100 * correct / n_train:.2f}% "
-            f"val {100 * val:.2f}%")
-        if val > best_val:
-            best_val, best_epoch = val, epoch + 1
-            best_state = {k: v.clone() for k, v in model.state_dict().items()}
+    best_val, best_epoch, best_state = _fit(model, xtr_t, ytr_t, tr_idx, va_idx, gen, log)
     model.load_state_dict(best_state)
     model.eval()
     test_acc = accuracy(model, xte_t, yte_t)
