@@ -200,3 +200,16 @@ def test_samplers_draw_from_their_distributions():
     u = s.uniform([q], 20000)[0]
     assert u.min() >= 0 and u.max() < q and abs(np.mean(u) / q - 0.5) < 0.02
     assert not np.array_equal(Sampler().words(8), Sampler().words(8))  # os.urandom when unseeded
+
+
+def test_a_device_that_does_not_exist_is_a_clear_error():
+    from henn.ckks import presets
+    from henn.ckks.backends.gpu.backend import GpuBackend
+    from henn.errors import BackendError, InputError
+
+    params = presets.get("insecure_short_d2")
+    with pytest.raises(InputError, match="unknown torch device 'gpu0'"):
+        GpuBackend(params, device="gpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(BackendError, match="no CUDA GPU"):
+            GpuBackend(params, device="cuda")

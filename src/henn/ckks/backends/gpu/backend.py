@@ -42,8 +42,14 @@ class GpuBackend(Backend):
 
     def __init__(self, params, *, device: str | None = None, seed: int | None = None):
         _load_torch()
-        self.device = torch.device(device or os.environ.get("HENN_GPU_DEVICE")
-                                   or ("cuda" if torch.cuda.is_available() else "cpu"))
+        wanted = device or os.environ.get("HENN_GPU_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            self.device = torch.device(wanted)
+        except (RuntimeError, TypeError):
+            raise InputError(f"unknown torch device {wanted!r}: give 'cuda', 'cuda:N' or 'cpu' (device= or "
+                             "HENN_GPU_DEVICE)") from None
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise BackendError(f"device {wanted!r} asked for, but torch sees no CUDA GPU here: use device='cpu'")
         if self.device.type == "cpu" and torch.get_num_threads() > 1:
             # torch's intra-op threads on a small shared CPU make these int64 kernels 5-15x slower (measured on
             # 2 cores: 15.6 ms against 1.2 ms for one product with remainder); the setting is process-wide
@@ -270,7 +276,7 @@ class GpuBackend(Backend):
             return super()._add_scalar(a, c, level, scale)
         rows = a.data.shape[1]
         q32, _ = self._q(rows)
-        c0 = self.chain.add(a.data[0], self._constant(complex(c), rows, scale).to(torch.int32).expand(rows, -1), q32)
+        c0 = self.chain.add(a.data[0], self._constant(complex(c), rows, scale).to(torch.int32), q32)
         return RawCiphertext(torch.cat((c0.unsqueeze(0), a.data[1:])), a.level)
 
     def _mul_scalar(self, a, c, level, scale):
@@ -358,20 +364,23 @@ class GpuBackend(Backend):
 
     def _rotate_hoisted_elements(self, a, elements: list[int], gk: RawGaloisKeys):
         """Raise c1 once, then per element permute the raised digits and switch (hoisting)."""
-        rows = a.data.shape[1]
-        q32 = self._q(rows)[0]
+        q32 = self._q(a.data.shape[1])[0]
         digits = self.chain.mod_up(a.data[1], a.level)
         out = []
         for g in elements:
-            key = gk.keys.get(g)
-            if key is None:
-                raise InputError(f"the Galois keys hold no key for element {g}")
-            perm = self._permutation(g)
-            k = self.chain.mod_down(self.chain.key_product([d[:, perm] for d in digits], key.data, a.level),
-                                    a.level)
-            c0 = self.chain.add(a.data[0][:, perm], k[0], q32)
-            out.append(RawCiphertext(torch.stack((c0, k[1])), a.level))
+            c0, switched = self._switched_automorphism(a, digits, g, gk)
+            k = self.chain.mod_down(switched, a.level)
+            out.append(RawCiphertext(torch.stack((self.chain.add(c0, k[0], q32), k[1])), a.level))
         return out
+
+    def _switched_automorphism(self, a, digits, galois: int, gk: RawGaloisKeys):
+        """A rotation before its ModDown: (c0 permuted, the key product of the permuted raised digits of c1,
+        over Q*P)."""
+        key = gk.keys.get(galois)
+        if key is None:
+            raise InputError(f"the Galois keys hold no key for element {galois}")
+        perm = self._permutation(galois)
+        return a.data[0][:, perm], self.chain.key_product([d[:, perm] for d in digits], key.data, a.level)
 
     # ---- serialization ------------------------------------------------------------------------
     def _raw_kinds(self, raw):
@@ -410,32 +419,26 @@ class _SwitchedSum:
         if not step:
             c0, c1, switched = a.data[0], a.data[1], None
         else:
-            g = be.galois_element(step)
-            key = self._gk.keys.get(g)
-            if key is None:
-                raise InputError(f"the Galois keys hold no key for element {g}")
-            perm = be._permutation(g)
-            c0, c1 = a.data[0][:, perm], None
-            digits = [d[:, perm] for d in chain.mod_up(a.data[1], a.level)]
-            switched = chain.key_product(digits, key.data, a.level)
+            c1 = None
+            c0, switched = be._switched_automorphism(a, chain.mod_up(a.data[1], a.level), be.galois_element(step),
+                                                     self._gk)
         with self._lock:
             self._level = a.level
             self._c0 = c0 if self._c0 is None else chain.add(self._c0, c0, q32)
             if c1 is not None:
                 self._c1 = c1 if self._c1 is None else chain.add(self._c1, c1, q32)
             if switched is not None:
-                qp = chain.q32[chain.qp_rows(a.level)]
-                self._switched = switched if self._switched is None else chain.add(self._switched, switched, qp)
+                self._switched = switched if self._switched is None else chain.add(self._switched, switched,
+                                                                                   chain.qp_q32(a.level))
 
     def result(self) -> RawCiphertext:
-        be, chain = self._be, self._be.chain
-        rows = self._c0.shape[0]
-        q32 = be._q(rows)[0]
-        down = chain.mod_down(self._switched, self._level) if self._switched is not None else None
-        c0 = self._c0 if down is None else chain.add(self._c0, down[0], q32)
-        c1 = down[1] if down is not None else self._c1
-        if down is not None and self._c1 is not None:
-            c1 = chain.add(c1, self._c1, q32)
+        chain = self._be.chain
+        q32 = self._be._q(self._c0.shape[0])[0]
+        c0, c1 = self._c0, self._c1
+        if self._switched is not None:  # the rotated parts' key switches, brought down once
+            down = chain.mod_down(self._switched, self._level)
+            c0 = chain.add(c0, down[0], q32)
+            c1 = down[1] if c1 is None else chain.add(c1, down[1], q32)
         return RawCiphertext(torch.stack((c0, c1)), self._level)
 
 

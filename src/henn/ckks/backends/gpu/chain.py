@@ -29,7 +29,8 @@ class Chain:
         self.q64 = self.tables.q                      # [W, 1] int64
         self.q32 = self.q64.to(torch.int32)
         self.p_product = math.prod(self.p_words)
-        self.p_rows = torch.arange(len(self.q_words), len(self.words), device=device)
+        self.p_index = tuple(range(len(self.q_words), len(self.words)))  # rows of the P words
+        self.p_rows = torch.tensor(self.p_index, dtype=torch.int64, device=device)
         self.digits = _digits(q_moduli, self.p_product)
 
     # ---- rows ---------------------------------------------------------------------------
@@ -146,16 +147,15 @@ class Chain:
 
     # ---- key switching ------------------------------------------------------------------
     def mod_up(self, c: torch.Tensor, level: int) -> list[torch.Tensor]:
-        """The digits of c ([R, N] NTT over Q_level) raised to Q_level*P: per digit (rows, [R+K, N] NTT)."""
+        """The digits of c ([R, N] NTT over Q_level) raised to Q_level*P: one [R+K, N] NTT tensor per digit."""
         rows = self.rows(level)
         coeff = self.inverse(c, slice(0, rows))
-        p_rows = tuple(range(len(self.q_words), len(self.words)))
         out = []
         for digit in self.digits:
             start, stop = digit[0], min(digit[-1] + 1, rows)  # a digit is consecutive rows
             if start >= rows:
                 break
-            others = tuple(range(start)) + tuple(range(stop, rows)) + p_rows
+            others = tuple(range(start)) + tuple(range(stop, rows)) + self.p_index
             raised = self.forward(self.convert(coeff[start:stop], tuple(range(start, stop)), others), list(others))
             out.append(torch.cat((raised[:start], c[start:stop], raised[start:])))  # rows in Q_level*P order
         return out
@@ -164,7 +164,7 @@ class Chain:
         """sum_j digit_j * key_j over Q_level*P ([2, R+K, N]): the inner product of a key switch."""
         index = self.qp_rows(level)
         if triton_ntt.usable(key):
-            return triton_rns.key_product(torch.stack(digits), key, index, self._q32_rows(level))
+            return triton_rns.key_product(torch.stack(digits), key, index, self.qp_q32(level).reshape(-1))
         q = self.q64[index]
         acc = torch.zeros((2, index.numel(), self.n), dtype=torch.int64, device=self.device)
         for j, ext in enumerate(digits):
@@ -172,19 +172,18 @@ class Chain:
         return acc.to(torch.int32)
 
     @lru_cache(maxsize=128)  # noqa: B019 - per level
-    def _q32_rows(self, level: int) -> torch.Tensor:
-        return self.q32[self.qp_rows(level)].reshape(-1).contiguous()
+    def qp_q32(self, level: int) -> torch.Tensor:
+        """The primes of Q_level*P ([R+K, 1] int32), gathered once per level."""
+        return self.q32[self.qp_rows(level)].contiguous()
 
     def mod_down(self, x: torch.Tensor, level: int) -> torch.Tensor:
         """x ([..., R+K, N] NTT over Q_level*P) divided by P, rounded: [..., R, N] over Q_level."""
         rows = self.rows(level)
-        p_index = tuple(range(len(self.q_words), len(self.words)))
-        coeff = self.inverse(x[..., rows:, :].contiguous(), slice(p_index[0], p_index[-1] + 1))
-        conv = self.forward(self.convert(coeff, p_index, tuple(range(rows)), exact=True), slice(0, rows))
+        coeff = self.inverse(x[..., rows:, :].contiguous(), slice(self.p_index[0], self.p_index[-1] + 1))
+        conv = self.forward(self.convert(coeff, self.p_index, tuple(range(rows)), exact=True), slice(0, rows))
         keep = slice(0, rows)
         diff = self.sub(x[..., :rows, :], conv, self.q32[keep])
-        inv = self._p_inverse(rows)
-        return self.mul(diff, inv, self.q64[keep])
+        return self.mul(diff, self._p_inverse(rows), self.q64[keep])
 
     @lru_cache(maxsize=64)  # noqa: B019 - per level
     def _p_inverse(self, rows: int) -> torch.Tensor:
