@@ -120,8 +120,17 @@ if triton is not None:
         tl.store(ptr, x.to(tl.int32, bitcast=True))
 
 
-TILE = int(os.environ.get("HENN_NTT_TILE", "1024"))  # elements per program (R * C): H100 sweep, docs/gpu.md
-WARPS = int(os.environ.get("HENN_NTT_WARPS", "2"))  # warps per program
+def _power_of_two(name: str, default: int, most: int) -> int:
+    """A tuning variable: a power of two from 1 to `most`, else ValueError naming the variable."""
+    text = os.environ.get(name, str(default))
+    value = int(text) if text.isdigit() else 0
+    if not 1 <= value <= most or value & (value - 1):
+        raise ValueError(f"{name}={text!r}: give a power of two from 1 to {most} (default {default})")
+    return value
+
+
+TILE = _power_of_two("HENN_NTT_TILE", 1024, 1 << 16)  # elements per program (R * C): H100 sweep, docs/gpu.md
+WARPS = _power_of_two("HENN_NTT_WARPS", 2, 32)  # warps per program
 
 
 def passes(log_n: int) -> list[int]:
