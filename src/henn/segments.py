@@ -22,8 +22,7 @@ import numpy as np
 
 from henn.activations import NONPOLYNOMIAL
 from henn.errors import SerializationError
-from henn.ir.node import IRError, Node
-from henn.ir.ops import Op
+from henn.ir.ops import IRError, Node, Op
 
 CLIENT_OPS = (Op.ACTIVATION, Op.MAXPOOL)  # what a stage applies: weightless, non-polynomial
 MAX_SEGMENTS = 256

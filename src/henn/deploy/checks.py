@@ -29,9 +29,9 @@ import numpy as np
 from henn import ranges
 from henn.errors import InputError, SerializationError
 from henn.ir.graph import Graph, IRError, Node, Value
-from henn.ir.ops import OPS
+from henn.ir.ops import OPS, Op
 
-CHECK_OPS = tuple(op for op in OPS if op != "activation")  # all the interpreter runs but non-polynomials
+CHECK_OPS = tuple(op for op in OPS if op != Op.ACTIVATION)  # all the interpreter runs but non-polynomials
 _COMPILER_ATTRS = ("packing", "rescale", "folded_gain", "levels")  # plans and level facts: not needed to interpret
 _TUPLE_ATTRS = ("stride", "pads", "kernel", "range", "coefficients")
 MAX_NODES = 4096
@@ -241,7 +241,7 @@ def _node(i: int, d: dict, arrays, prefix: str) -> Node:
             raise ValueError(f"parameter {k!r} of node {i} is not a finite float array")
         params[k] = a
     inputs = [_str(v) for v in _list(d["inputs"])]
-    return Node(op, _str(d["name"]), inputs, _str(d["output"]), attrs, params)
+    return Node(Op(op), _str(d["name"]), inputs, _str(d["output"]), attrs, params)
 
 
 def _plain(v) -> bool:

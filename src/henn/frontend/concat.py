@@ -12,13 +12,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from henn.errors import UnsupportedOperation
+from henn.ir.ops import Op
 
 
 @dataclass(frozen=True)
 class Embedding:
-    """One input's embedding: an IR op ("conv2d" or "linear") with its attributes and parameters."""
+    """One input's embedding: an IR op (conv2d or linear) with its attributes and parameters."""
 
-    op: str
+    op: Op
     attrs: dict
     params: dict[str, np.ndarray]
 
@@ -46,7 +47,7 @@ def embeddings(shapes: list[tuple[int, ...]], layer: str) -> list[Embedding]:
         start += s[0]
         if len(s) == 3:
             attrs = {"stride": (1, 1), "pads": (0, 0, 0, 0)}
-            out.append(Embedding("conv2d", attrs, {"weight": w[:, :, None, None], "bias": np.zeros(total)}))
+            out.append(Embedding(Op.CONV2D, attrs, {"weight": w[:, :, None, None], "bias": np.zeros(total)}))
         else:
-            out.append(Embedding("linear", {}, {"weight": w, "bias": np.zeros(total)}))
+            out.append(Embedding(Op.LINEAR, {}, {"weight": w, "bias": np.zeros(total)}))
     return out

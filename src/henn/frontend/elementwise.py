@@ -143,7 +143,7 @@ def divide(a: Expr, b: Expr, layer: str) -> Expr:
     return mul(a, Expr(None, 1.0 / b.coef[:, :1]), layer)
 
 
-def node_for(expr: Expr, channels: int) -> tuple[str, dict, dict] | None:
+def node_for(expr: Expr, channels: int) -> tuple[Op, dict, dict] | None:
     """The IR node (op, attrs, params) computing `expr` from its root (of `channels` channels); None
     where it is the root itself."""
     c = expr.trimmed()

@@ -28,7 +28,7 @@ from henn.frontend.onnx_fusion import fuse_activations
 from henn.frontend import concat, conv, elementwise, maxpool, pool, rearrange
 from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
-from henn.ir.ops import infer_shape
+from henn.ir.ops import Op, infer_shape
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ class _Builder:
             raise UnsupportedOperation(f"layer {layer!r}: operand {name!r} must be a constant (initializer)")
         return self.consts[name]
 
-    def _emit(self, op, layer, src, out_name, attrs=None, params=None) -> None:
+    def _emit(self, op: Op, layer, src, out_name, attrs=None, params=None) -> None:
         name = layer
         k = 1
         while name in self.names:
@@ -153,7 +153,7 @@ class _Builder:
         srcs = list(src) if isinstance(src, (list, tuple)) else [src]
         params = params or {}
         for v in srcs:
-            params = self.rescaled.take(name, op if len(srcs) == 1 else "add", v, _clean(out_name), params)
+            params = self.rescaled.take(name, op if len(srcs) == 1 else Op.ADD, v, _clean(out_name), params)
         node = Node(op, name, srcs, _clean(out_name), attrs or {}, params)
         shapes = [self.values[v].shape for v in srcs]
         try:
@@ -194,7 +194,7 @@ class _Builder:
             handler = self._op_Poly
         if op in ONNX_OPS and node.domain in ("", "ai.onnx"):
             check_parameters(ONNX_OPS[op], layer, _attrs(node), onnx=True)
-            self._emit("activation", layer, src, node.output[0], {"kind": ONNX_OPS[op]})
+            self._emit(Op.ACTIVATION, layer, src, node.output[0], {"kind": ONNX_OPS[op]})
             return
         if handler is None:
             raise UnsupportedOperation(
@@ -252,7 +252,7 @@ class _Builder:
         else:
             raise UnsupportedOperation(f"layer {layer!r}: auto_pad={auto} is not supported: export explicit pads")
         bias = self._const(node.input[2], layer) if len(node.input) > 2 and node.input[2] else np.zeros(w.shape[0])
-        self._emit("conv2d", layer, src, node.output[0], {"stride": stride, "pads": conv.add_pads(pads, extra)},
+        self._emit(Op.CONV2D, layer, src, node.output[0], {"stride": stride, "pads": conv.add_pads(pads, extra)},
                    {"weight": w, "bias": bias})
 
     def _op_Pad(self, node, a, layer, src) -> None:
@@ -270,7 +270,7 @@ class _Builder:
 
     def _op_BatchNormalization(self, node, a, layer, src) -> None:
         p = [self._const(n, layer) for n in node.input[1:5]]
-        self._emit("batchnorm", layer, src, node.output[0], {"epsilon": float(a.get("epsilon", 1e-5))},
+        self._emit(Op.BATCHNORM, layer, src, node.output[0], {"epsilon": float(a.get("epsilon", 1e-5))},
                    dict(zip(("scale", "bias", "mean", "var"), p)))
 
     def _op_Gemm(self, node, a, layer, src) -> None:
@@ -293,10 +293,10 @@ class _Builder:
     def _linear_like(self, layer, src, out, w, bias) -> None:
         if len(self.values[src].shape) != 1:
             src = self._auto_flatten(layer, src)
-        self._emit("linear", layer, src, out, {}, {"weight": w, "bias": bias})
+        self._emit(Op.LINEAR, layer, src, out, {}, {"weight": w, "bias": bias})
 
     def _auto_flatten(self, layer, src) -> str:
-        self._emit("flatten", f"{layer}/flatten", src, f"{src}/flat")
+        self._emit(Op.FLATTEN, f"{layer}/flatten", src, f"{src}/flat")
         return self.nodes[-1].output
 
     # ---- elementwise arithmetic: polynomials in one tensor (henn.frontend.elementwise) ----------
@@ -304,7 +304,7 @@ class _Builder:
         tensors = [i for i in node.input if i not in self.consts]
         roots = {i: self.exprs[i][0].root if i in self.exprs else self._src(i, layer) for i in tensors}
         if op == "Add" and len(set(roots.values())) == 2:  # a residual connection
-            self._emit("add", layer, [self._src(i, layer) for i in node.input], node.output[0])
+            self._emit(Op.ADD, layer, [self._src(i, layer) for i in node.input], node.output[0])
             return
         if op == "Pow" and node.input[1] not in self.consts:
             raise UnsupportedOperation(f"layer {layer!r} (Pow): the exponent must be a constant integer; henn "
@@ -349,7 +349,7 @@ class _Builder:
         rng = tuple(float(r) for r in a.get("range", ())) or None
         name = a.get("name", b"poly")
         name = name.decode() if isinstance(name, bytes) else str(name)
-        self._emit("poly", layer, src, node.output[0], {"coefficients": coeffs, "name": name, "range": rng})
+        self._emit(Op.POLY, layer, src, node.output[0], {"coefficients": coeffs, "name": name, "range": rng})
 
     def _op_AveragePool(self, node, a, layer, src) -> None:
         src, extra = self._padded_src(node.input[0], layer)
@@ -363,7 +363,7 @@ class _Builder:
             raise UnsupportedOperation(f"layer {layer!r}: dilated AveragePool is not supported")
         attrs, r = pool.avgpool(layer, self.values[src].shape, k, tuple(a.get("strides", k)),
                                 conv.add_pads(pads, extra), bool(a.get("ceil_mode", 0)), include or any(extra))
-        self._emit("avgpool", layer, src, node.output[0], attrs)
+        self._emit(Op.AVGPOOL, layer, src, node.output[0], attrs)
         if r is not None:
             self.rescaled.owed[self.alias[node.output[0]]] = r
 
@@ -376,7 +376,7 @@ class _Builder:
                                        "the mean over height and width (axes 2, 3: a global average pool)")
         if a.get("keepdims", 1):
             _, h, w = self.values[src].shape
-            self._emit("avgpool", layer, src, node.output[0], {"kernel": (h, w), "stride": (h, w), "pads": (0,) * 4})
+            self._emit(Op.AVGPOOL, layer, src, node.output[0], {"kernel": (h, w), "stride": (h, w), "pads": (0,) * 4})
         else:
             self._op_GlobalAveragePool(node, a, layer, src)
 
@@ -395,15 +395,15 @@ class _Builder:
             raise UnsupportedOperation(f"layer {layer!r}: MaxPool with an Indices output is not supported")
         attrs = maxpool.maxpool(layer, self.values[src].shape, k, stride, pads, ceil_mode=bool(a.get("ceil_mode", 0)),
                                 dilation=tuple(a.get("dilations", [1, 1])))
-        self._emit("maxpool", layer, src, node.output[0], attrs)
+        self._emit(Op.MAXPOOL, layer, src, node.output[0], attrs)
 
     def _op_GlobalMaxPool(self, node, a, layer, src) -> None:
-        self._emit("maxpool", layer, src, node.output[0], maxpool.global_maxpool(layer, self.values[src].shape))
+        self._emit(Op.MAXPOOL, layer, src, node.output[0], maxpool.global_maxpool(layer, self.values[src].shape))
 
     def _op_GlobalAveragePool(self, node, a, layer, src) -> None:
         _, h, w = self.values[src].shape
-        self._emit("avgpool", layer, src, node.output[0], {"kernel": (h, w), "stride": (h, w), "pads": (0, 0, 0, 0)})
-        self._emit("flatten", f"{layer}/squeeze", self.alias[node.output[0]], f"{node.output[0]}/flat")
+        self._emit(Op.AVGPOOL, layer, src, node.output[0], {"kernel": (h, w), "stride": (h, w), "pads": (0, 0, 0, 0)})
+        self._emit(Op.FLATTEN, f"{layer}/squeeze", self.alias[node.output[0]], f"{node.output[0]}/flat")
         self.alias[node.output[0]] = self.nodes[-1].output
 
     def _op_Concat(self, node, a, layer, src) -> None:
@@ -418,24 +418,24 @@ class _Builder:
         total = parts[0]
         for i, part in enumerate(parts[1:], 1):
             out = node.output[0] if i == len(parts) - 1 else f"{node.output[0]}.sum{i}"
-            self._emit("add", layer if i == len(parts) - 1 else f"{layer}.sum{i}", [total, part], out)
+            self._emit(Op.ADD, layer if i == len(parts) - 1 else f"{layer}.sum{i}", [total, part], out)
             total = self.alias[out]
 
     def _op_Flatten(self, node, a, layer, src) -> None:
         if a.get("axis", 1) != 1:
             raise UnsupportedOperation(f"layer {layer!r}: Flatten with axis={a['axis']} is not supported (use 1)")
-        self._emit("flatten", layer, src, node.output[0])
+        self._emit(Op.FLATTEN, layer, src, node.output[0])
 
     def _op_Reshape(self, node, a, layer, src) -> None:
         target = self._const(node.input[1], layer).astype(np.int64).reshape(-1)
         n = math.prod(self.values[src].shape)
         if len(target) == 2 and (target[1] in (-1, n)) and target[0] in (-1, 0, 1):
-            self._emit("flatten", layer, src, node.output[0])
+            self._emit(Op.FLATTEN, layer, src, node.output[0])
             return
         if target[0] not in (-1, 0, 1) or len(target) < 2:
             raise UnsupportedOperation(f"layer {layer!r}: Reshape to {tuple(target)} must keep the batch axis first")
         attrs, params = rearrange.view(self.values[src].shape, [int(v) for v in target[1:]], layer)
-        self._emit("reshape", layer, src, node.output[0], attrs, params)
+        self._emit(Op.RESHAPE, layer, src, node.output[0], attrs, params)
 
     def _op_Transpose(self, node, a, layer, src) -> None:
         ndim = len(self.values[src].shape)
@@ -443,7 +443,7 @@ class _Builder:
         if len(perm) != ndim + 1 or perm[0] != 0:
             raise UnsupportedOperation(f"layer {layer!r}: Transpose {perm} moves the batch axis; henn keeps it first")
         attrs, params = rearrange.permute(self.values[src].shape, [p - 1 for p in perm[1:]], layer)
-        self._emit("reshape", layer, src, node.output[0], attrs, params)
+        self._emit(Op.RESHAPE, layer, src, node.output[0], attrs, params)
 
     def finish(self, output: str) -> Graph:
         out = self._src(output, "output")

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from henn.errors import UnsupportedOperation
-from henn.ir.ops import conv_output_hw
+from henn.ir.ops import Op, conv_output_hw
 
 
 def avgpool(layer: str, in_shape: Sequence[int], kernel, stride, pads, ceil_mode: bool, count_include_pad: bool):
@@ -68,15 +68,15 @@ class Rescaled:
     def __init__(self):
         self.owed: dict[str, np.ndarray] = {}
 
-    def take(self, layer: str, op: str, src: str, out: str, params: dict) -> dict:
+    def take(self, layer: str, op: Op, src: str, out: str, params: dict) -> dict:
         """The params of node `op` reading `src`: a Linear's columns times r, a Flatten passes r on."""
         r = self.owed.get(src)
         if r is None:
             return params
-        if op == "flatten":
+        if op == Op.FLATTEN:
             self.owed[out] = r.reshape(-1)
             return params
-        if op == "linear" and r.ndim == 1:
+        if op == Op.LINEAR and r.ndim == 1:
             return {**params, "weight": params["weight"] * r[None, :]}
         raise UnsupportedOperation(
             f"layer {layer!r} reads an average pool with padding and count_include_pad=False, whose border windows "

@@ -24,7 +24,7 @@ from henn.errors import InputError, UnsupportedOperation
 from henn.frontend import concat, conv, elementwise, maxpool, pool, rearrange
 from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
-from henn.ir.ops import infer_shape
+from henn.ir.ops import Op, infer_shape
 
 SUPPORTED = ("Conv2d", "zero padding before a Conv2d or AvgPool2d", "BatchNorm1d/2d", "Linear", "AvgPool2d",
              "MaxPool2d", "AdaptiveMaxPool2d",
@@ -92,11 +92,11 @@ class _Emitter:
         self.output = None
         self.shape0 = shape
 
-    def _emit(self, op, node, src, attrs=None, params=None) -> None:
+    def _emit(self, op: Op, node, src, attrs=None, params=None) -> None:
         name = str(node.target) if node.op == "call_module" else node.name
         self._emit_named(op, name, node.name, src, attrs, params)
 
-    def _emit_named(self, op, name, out, src, attrs=None, params=None) -> None:
+    def _emit_named(self, op: Op, name, out, src, attrs=None, params=None) -> None:
         n = Node(op, name, [src], out, attrs or {}, self.rescaled.take(name, op, src, out, params or {}))
         try:
             shape = infer_shape(n, [self.values[src].shape])
@@ -177,12 +177,12 @@ class _Emitter:
         src = self._src(node)
         if hasattr(m, "coefficients"):
             rng = getattr(m, "fitted_range", None)
-            self._emit("poly", node, src, {"coefficients": tuple(float(c) for c in _np(m.coefficients).reshape(-1)),
+            self._emit(Op.POLY, node, src, {"coefficients": tuple(float(c) for c in _np(m.coefficients).reshape(-1)),
                                            "name": str(getattr(m, "name", "poly")),
                                            "range": None if rng is None else (float(rng[0]), float(rng[1]))})
         elif kind in ("BatchNorm2d", "BatchNorm1d"):
             c = m.num_features
-            self._emit("batchnorm", node, src, {"epsilon": float(m.eps)},
+            self._emit(Op.BATCHNORM, node, src, {"epsilon": float(m.eps)},
                        {"scale": _np(m.weight) if m.affine else np.ones(c),
                         "bias": _np(m.bias) if m.affine else np.zeros(c),
                         "mean": _np(m.running_mean), "var": _np(m.running_var)})
@@ -191,22 +191,22 @@ class _Emitter:
                 raise UnsupportedOperation(f"layer {node.target!r}: Linear on a {len(self.values[src].shape)}-D "
                                            "tensor; flatten first")
             bias = _np(m.bias) if m.bias is not None else np.zeros(m.out_features)
-            self._emit("linear", node, src, {}, {"weight": _np(m.weight), "bias": bias})
+            self._emit(Op.LINEAR, node, src, {}, {"weight": _np(m.weight), "bias": bias})
         elif kind in ("MaxPool2d", "AdaptiveMaxPool2d"):
             self._maxpool(node, src, m)
         elif kind == "AdaptiveAvgPool2d":
-            self._emit("avgpool", node, src, pool.adaptive(str(node.target), self.values[src].shape, m.output_size))
+            self._emit(Op.AVGPOOL, node, src, pool.adaptive(str(node.target), self.values[src].shape, m.output_size))
         elif kind == "Flatten":
             if m.start_dim != 1 or m.end_dim != -1:
                 raise UnsupportedOperation(f"layer {node.target!r}: Flatten must keep the batch axis (start_dim=1)")
-            self._emit("flatten", node, src)
+            self._emit(Op.FLATTEN, node, src)
         elif kind in ("Identity", "Dropout", "Dropout2d"):
             self.alias[node.name] = src
         elif kind in TORCH_MODULES:
             act = TORCH_MODULES[kind]
             check_parameters(act, str(node.target), {k: getattr(m, k) for k, _ in NONPOLYNOMIAL[act].torch_parameters
                                                       if hasattr(m, k)})
-            self._emit("activation", node, src, {"kind": act})
+            self._emit(Op.ACTIVATION, node, src, {"kind": act})
         else:
             hint = "; replace max pooling by average pooling and retrain" if "MaxPool" in kind else ""
             raise UnsupportedOperation(f"layer {node.target!r} ({kind}) is not supported: henn compiles "
@@ -233,7 +233,7 @@ class _Emitter:
                 ph, pw = _pair(m.padding)
                 pads = (ph, pw, ph, pw)
             bias = _np(m.bias) if m.bias is not None else np.zeros(m.out_channels)
-            self._emit("conv2d", node, src, {"stride": _pair(m.stride), "pads": conv.add_pads(pads, extra)},
+            self._emit(Op.CONV2D, node, src, {"stride": _pair(m.stride), "pads": conv.add_pads(pads, extra)},
                        {"weight": weight, "bias": bias})
 
     def _avgpool(self, node, src, kernel, stride, padding, ceil_mode, count_include_pad, extra) -> None:
@@ -244,7 +244,7 @@ class _Emitter:
                                        "from the count is not supported; set count_include_pad=True")
         attrs, r = pool.avgpool(node.name, self.values[src].shape, k, _pair(stride) if stride else k,
                                 conv.add_pads((ph, pw, ph, pw), extra), ceil_mode, count_include_pad or any(extra))
-        self._emit("avgpool", node, src, attrs)
+        self._emit(Op.AVGPOOL, node, src, attrs)
         if r is not None:
             self.rescaled.owed[node.name] = r
 
@@ -261,11 +261,11 @@ class _Emitter:
             size = a.get("output_size", node.args[1] if len(node.args) > 1 else None)
             if a.get("return_indices"):
                 raise UnsupportedOperation(f"layer {layer!r}: max pooling with return_indices is not supported")
-            self._emit("maxpool", node, src, maxpool.global_maxpool(layer, shape, size))
+            self._emit(Op.MAXPOOL, node, src, maxpool.global_maxpool(layer, shape, size))
             return
         k = _pair(a["kernel_size"])
         ph, pw = _pair(a.get("padding", 0))
-        self._emit("maxpool", node, src, maxpool.maxpool(
+        self._emit(Op.MAXPOOL, node, src, maxpool.maxpool(
             layer, shape, k, _pair(a["stride"]) if a.get("stride") else k, (ph, pw, ph, pw),
             ceil_mode=bool(a.get("ceil_mode", False)), dilation=_pair(a.get("dilation", 1)),
             return_indices=bool(a.get("return_indices", False))))
@@ -293,22 +293,22 @@ class _Emitter:
             start = args[1] if len(args) > 1 else node.kwargs.get("start_dim", 0 if t is torch.flatten else 0)
             if start != 1:
                 raise UnsupportedOperation(f"layer {node.name!r}: flatten must start at dim 1 (keep the batch axis)")
-            self._emit("flatten", node, src)
+            self._emit(Op.FLATTEN, node, src)
         elif name in ("view", "reshape"):
             dims = list(args[1:]) if len(args) > 2 or not isinstance(args[1], (tuple, list)) else list(args[1])
             n = math.prod(self.values[src].shape)
             first = getattr(dims[0], "name", dims[0])
             if len(dims) == 2 and (first in self.sizes or dims[0] in (-1, 1)) and dims[1] in (-1, n):
-                self._emit("flatten", node, src)
+                self._emit(Op.FLATTEN, node, src)
             elif first in self.sizes or dims[0] in (-1, 1):
-                self._emit("reshape", node, src, *rearrange.view(self.values[src].shape, dims[1:], node.name))
+                self._emit(Op.RESHAPE, node, src, *rearrange.view(self.values[src].shape, dims[1:], node.name))
             else:
                 raise UnsupportedOperation(f"layer {node.name!r}: {name}{tuple(dims)} must keep the batch axis "
                                            "first (x.size(0), -1 or 1)")
         elif name in ("permute", "transpose"):
             shape = self.values[src].shape
             axes = rearrange.torch_axes(name, list(args[1:]) or list(node.kwargs.values()), len(shape), node.name)
-            self._emit("reshape", node, src, *rearrange.permute(shape, axes, node.name))
+            self._emit(Op.RESHAPE, node, src, *rearrange.permute(shape, axes, node.name))
         elif name == "contiguous":
             self.alias[node.name] = src
         elif name == "mean":
@@ -319,7 +319,7 @@ class _Emitter:
             act = TORCH_FUNCTIONS[name]
             names = [k for k, _ in NONPOLYNOMIAL[act].torch_parameters]
             check_parameters(act, node.name, {**dict(zip(names, args[1:])), **node.kwargs})
-            self._emit("activation", node, src, {"kind": act})
+            self._emit(Op.ACTIVATION, node, src, {"kind": act})
         else:
             raise UnsupportedOperation(f"layer {node.name!r} ({name}) is not supported: henn compiles "
                                        f"{', '.join(SUPPORTED)}")
@@ -333,10 +333,10 @@ class _Emitter:
         if len(shape) != 3 or None in dims or sorted(int(d) % 4 for d in dims) != [2, 3]:
             raise UnsupportedOperation(f"layer {node.name!r}: mean over {dims} is not supported; henn compiles the "
                                        "mean over height and width (dims (2, 3): a global average pool)")
-        self._emit_named("avgpool", node.name, f"{node.name}/pool" if not keep else node.name, src,
+        self._emit_named(Op.AVGPOOL, node.name, f"{node.name}/pool" if not keep else node.name, src,
                          {"kernel": shape[1:], "stride": shape[1:], "pads": (0, 0, 0, 0)})
         if not keep:
-            self._emit_named("flatten", f"{node.name}/flatten", node.name, f"{node.name}/pool")
+            self._emit_named(Op.FLATTEN, f"{node.name}/flatten", node.name, f"{node.name}/pool")
 
     def _padded_function(self, node, t) -> None:
         import torch.nn.functional as F
@@ -388,9 +388,9 @@ class _Emitter:
         self.exprs[node.name] = (result, node.name)
 
     def _add_tensors(self, node, args) -> None:
-        self.alias[node.name] = self._node("add", node.name, [self._value(a.name) or "" for a in args])
+        self.alias[node.name] = self._node(Op.ADD, node.name, [self._value(a.name) or "" for a in args])
 
-    def _node(self, op: str, name: str, srcs: list[str], attrs=None, params=None) -> str:
+    def _node(self, op: Op, name: str, srcs: list[str], attrs=None, params=None) -> str:
         """A node of several inputs (or one of several made from one fx node): its output value."""
         n = Node(op, name, srcs, name, attrs or {}, params or {})
         try:
@@ -420,7 +420,7 @@ class _Emitter:
                  for i, (v, e) in enumerate(zip(srcs, concat.embeddings(shapes, node.name)))]
         total = parts[0]
         for i, part in enumerate(parts[1:], 1):
-            total = self._node("add", node.name if i == len(parts) - 1 else f"{node.name}.sum{i}", [total, part])
+            total = self._node(Op.ADD, node.name if i == len(parts) - 1 else f"{node.name}.sum{i}", [total, part])
         self.alias[node.name] = total
 
     def _root(self, a) -> str | None:

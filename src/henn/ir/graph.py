@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from henn.ir import ops
-from henn.ir.node import IRError, Node, Value
+from henn.ir.ops import IRError, Node, Value
 
 __all__ = ["Graph", "IRError", "Node", "Value"]
 
@@ -106,7 +106,7 @@ class Graph:
                 )
             for v in n.inputs:
                 lin, lout = self.values[v].level, self.values[n.output].level
-                refreshes = ops.spec(n).levels == "refresh" or "refresh" in n.attrs  # henn.chain_schedule
+                refreshes = ops.spec(n).levels == ops.Levels.REFRESH or "refresh" in n.attrs  # henn.chain_schedule
                 if lin is not None and lout is not None and lout > lin and not refreshes:
                     raise IRError(f"node {n.name!r} raises the level from {lin} to {lout}")
             defined.add(n.output)

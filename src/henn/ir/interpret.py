@@ -26,7 +26,8 @@ def run(
     env = {graph.input: x}
     for node in graph.nodes:
         inp = env[node.inputs[0]]
-        out = inp + env[node.inputs[1]] if node.op == Op.ADD else apply(node, inp)
+        binary = _BINARY.get(node.op)
+        out = apply(node, inp) if binary is None else binary(inp, env[node.inputs[1]])
         if hook is not None:
             hook(node, inp, out)
         env[node.output] = out
@@ -42,10 +43,9 @@ def run(
 
 def apply(node: Node, x: np.ndarray) -> np.ndarray:
     """A one-input node on a batch x."""
-    try:
-        fn = _APPLY[Op(node.op)]
-    except (ValueError, KeyError):
-        raise IRError(f"the interpreter has no one-input op {node.op!r}") from None
+    fn = _APPLY.get(node.op)
+    if fn is None:
+        raise IRError(f"the interpreter has no one-input op {str(node.op)!r}")
     return fn(node.attrs, node.params, x)
 
 
@@ -125,7 +125,7 @@ def pool_sum(x, kernel, stride, pads) -> np.ndarray:
     return im2col(x, kernel, stride, pads).sum(axis=(2, 3))
 
 
-_APPLY = {
+_APPLY: dict[Op, Callable[[dict, dict, np.ndarray], np.ndarray]] = {
     Op.CONV2D: lambda a, p, x: conv2d(x, p["weight"], p["bias"], a["stride"], a["pads"]),
     Op.LINEAR: lambda a, p, x: x @ p["weight"].T + p["bias"],
     Op.BATCHNORM: _batchnorm,
@@ -139,8 +139,9 @@ _APPLY = {
     Op.BOOTSTRAP: lambda a, p, x: x,
     Op.CHANNEL_POLY: lambda a, p, x: channel_poly(p["coefficients"], x),
 }
-if set(_APPLY) | {Op.ADD} != set(Op):  # every op of henn.ir.ops.SPECS has a meaning here
-    raise AssertionError(f"the interpreter lacks ops {sorted(set(Op) - set(_APPLY) - {Op.ADD})}")
+_BINARY: dict[Op, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {Op.ADD: np.add}
+if set(_APPLY) | set(_BINARY) != set(Op):  # every op of henn.ir.ops.SPECS has a meaning here
+    raise AssertionError(f"the interpreter lacks ops {sorted(set(Op) - set(_APPLY) - set(_BINARY))}")
 
 
 def im2col(x, kernel, stride, pads, fill: float = 0.0) -> np.ndarray:

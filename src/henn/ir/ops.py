@@ -1,34 +1,13 @@
-"""The operations of the henn IR: one table (`SPECS`) says what each op reads, which attributes and
-parameters it needs (with their types), what it costs in levels and the shape it produces. The
-graph's verify(), the interpreter and the passes read it; a new op is an `Op` member plus a spec.
+"""The operations of the henn IR, and its values and nodes.
 
-conv2d     params weight (O, I, kh, kw), bias (O,) or a full output map (O, H', W');
-           attrs stride (sh, sw), pads (top, left, bottom, right)
-batchnorm  params scale, bias, mean, var (C,); attrs epsilon
-poly       attrs coefficients (constant term first), name, range ((lo, hi) or None: approximate_activations
-           checks it and says what is wrong with the model);
-           after approximate_activations also form/shift/inner/tcoef/gain/offset/levels (see there)
-activation attrs kind: a non-polynomial activation of henn.activations.NONPOLYNOMIAL (relu, sigmoid, ...)
-avgpool    attrs kernel (kh, kw), stride (sh, sw), pads (top, left, bottom, right)
-sumpool    like avgpool without the 1/(kh*kw) factor (merge_act_pool moves it elsewhere)
-maxpool    like avgpool, the largest element of each window (padding never wins: torch's -inf padding);
-           after approximate_activations also the composite max's chain (coefficients, degrees, bound),
-           range, levels (see there)
-flatten    (C, H, W) -> (C*H*W,)
-reshape    params index (n,): output element k (flat) is input element index[k]; attrs shape: the output's
-           (a view to (C, H, W), a permute: a fixed permutation of the elements, composed into the next
-           Conv/Gemm like a flatten)
-linear     params weight (O, I), bias (O,); input (I,)
-bootstrap  attrs bound (values lie in [-bound, bound]): refreshes the level, the identity on values
-           (inserted by place_bootstraps)
-add        two inputs of one shape: their sum (a residual connection)
-channel_poly  params coefficients (C, d+1), constant term first: channel c computes
-           sum_k coefficients[c, k] x^k (a folded AESPA: a x^2 + b x + c per channel, paper 002);
-           input (C, H, W) or (C,)
+One table, `SPECS`, is the single source of what each op is: what it reads (inputs), which attributes
+(with their types) and parameters it needs, what it costs in levels (`Levels`), whether packing composes
+it into the next Conv/Gemm, the shape it produces, and what it means (doc). The `Op` enum names the rows;
+graph.verify(), the interpreter (interpret.py, its NumPy meaning of each op) and the passes read the table
+and the op groups derived from it below. docs/adding-an-op.md says which files a new op touches.
 
-Levels: "none" (free), "rescale" (one plaintext product, rescaled once: plan_levels), "attr" (the
-node's attrs["levels"], set by approximate_activations from its evaluation form), "refresh" (a
-bootstrap starts a new run of levels).
+A `Node` holds its op as an `Op` member (a string given to it is checked against the table), so nodes
+compare and serialize as the op's name ("conv2d") in golden dumps, model files and Program archives.
 """
 
 from __future__ import annotations
@@ -38,13 +17,20 @@ import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
-from henn.ir.node import IRError, Node
+from henn.errors import HennError
+
+
+class IRError(HennError):
+    """The IR is malformed: a bug in a frontend or a pass (the message names the node)."""
 
 
 class Op(StrEnum):
+    """The IR's ops; each member has one row in SPECS (checked at import)."""
+
     CONV2D = "conv2d"
     BATCHNORM = "batchnorm"
     POLY = "poly"
@@ -60,8 +46,39 @@ class Op(StrEnum):
     CHANNEL_POLY = "channel_poly"
 
 
-def _ints(n: int) -> Callable[[object], bool]:
-    return lambda v: isinstance(v, (tuple, list)) and len(v) == n and all(_is_int(x) for x in v)
+@dataclass
+class Value:
+    name: str
+    shape: tuple[int, ...]
+    level: int | None = None
+    log_scale: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Node:
+    op: Op
+    name: str
+    inputs: list[str]
+    output: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.op, Op):
+            try:
+                self.op = Op(self.op)
+            except ValueError:
+                raise IRError(f"node {self.name!r} has unknown op {self.op!r}; IR ops: {', '.join(Op)}") from None
+
+
+class Levels(StrEnum):
+    """What an op costs in levels (plan_levels reads it)."""
+
+    NONE = "none"  # free
+    RESCALE = "rescale"  # one plaintext product, rescaled once
+    ATTR = "attr"  # the node's attrs["levels"], set by approximate_activations from its evaluation form
+    REFRESH = "refresh"  # a bootstrap: starts a new run of levels
 
 
 def _is_int(v) -> bool:
@@ -72,28 +89,52 @@ def _is_number(v) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
-ATTR_TYPES: dict[str, Callable[[object], bool]] = {
-    "pair": _ints(2),
-    "quad": _ints(4),
-    "number": _is_number,
-    "text": lambda v: isinstance(v, str),
-    "numbers": lambda v: isinstance(v, (tuple, list)) and len(v) >= 1 and all(_is_number(x) for x in v),
+def _ints(v, n: int) -> bool:
+    return isinstance(v, (tuple, list)) and len(v) == n and all(_is_int(x) for x in v)
+
+
+class Attr(StrEnum):
+    """The type of an attribute value."""
+
+    PAIR = "pair"  # two integers: (sh, sw), (kh, kw)
+    QUAD = "quad"  # four integers: pads (top, left, bottom, right)
+    NUMBER = "number"
+    TEXT = "text"
+    NUMBERS = "numbers"  # a non-empty sequence of numbers
+
+    def accepts(self, v: object) -> bool:
+        return _ACCEPTS[self](v)
+
+
+_ACCEPTS: dict[Attr, Callable[[object], bool]] = {
+    Attr.PAIR: lambda v: _ints(v, 2),
+    Attr.QUAD: lambda v: _ints(v, 4),
+    Attr.NUMBER: _is_number,
+    Attr.TEXT: lambda v: isinstance(v, str),
+    Attr.NUMBERS: lambda v: isinstance(v, (tuple, list)) and len(v) >= 1 and all(_is_number(x) for x in v),
 }
-LEVELS = ("none", "rescale", "attr", "refresh")
 
 
 @dataclass(frozen=True)
 class OpSpec:
-    """What an op reads (inputs), needs (attrs: name -> ATTR_TYPES key; params: array names), costs
-    (levels: one of LEVELS) and produces (shape: (node, input shapes) -> output shape); optional
-    attributes (set by passes) are typed where present."""
+    """One op: what it reads (inputs), needs (attrs: name -> type; params: array names), costs (levels),
+    produces (shape: (node, input shapes) -> output shape) and means (doc); optional attributes (set by
+    passes) are typed where present. `composes`: a fixed linear map of the elements at no level cost,
+    which packing composes into the matrix of the Conv/Gemm that reads it (henn.packing.matrices)."""
 
     inputs: int
-    attrs: dict[str, str]
-    params: tuple[str, ...]
-    levels: str
+    levels: Levels
     shape: Callable[[Node, list[tuple[int, ...]]], tuple[int, ...]]
-    optional: dict[str, str] = field(default_factory=dict)  # attributes typed where present
+    doc: str
+    attrs: dict[str, Attr] = field(default_factory=dict)
+    params: tuple[str, ...] = ()
+    optional: dict[str, Attr] = field(default_factory=dict)
+    composes: bool = False
+    rearranges: bool = False  # only moves elements (a fixed permutation): never a product
+
+    def __post_init__(self) -> None:
+        if self.rearranges and not self.composes:
+            raise AssertionError("an op that rearranges elements composes into the next Conv/Gemm")
 
 
 def conv_output_hw(h: int, w: int, kernel, stride, pads) -> tuple[int, int]:
@@ -182,46 +223,123 @@ def _chw(node: Node, shape) -> tuple[int, int, int]:
     return tuple(shape)
 
 
-_POOL = {"kernel": "pair", "stride": "pair", "pads": "quad"}
+_POOL = {"kernel": Attr.PAIR, "stride": Attr.PAIR, "pads": Attr.QUAD}
+_POOL_DOC = "attrs kernel (kh, kw), stride (sh, sw), pads (top, left, bottom, right)"
 SPECS: dict[Op, OpSpec] = {
-    Op.CONV2D: OpSpec(1, {"stride": "pair", "pads": "quad"}, ("weight", "bias"), "rescale", _conv),
-    Op.BATCHNORM: OpSpec(1, {"epsilon": "number"}, ("scale", "bias", "mean", "var"), "none", _batchnorm),
-    Op.POLY: OpSpec(1, {"coefficients": "numbers"}, (), "attr", _same, {"name": "text", "form": "text"}),
-    Op.ACTIVATION: OpSpec(1, {"kind": "text"}, (), "none", _same),
-    Op.AVGPOOL: OpSpec(1, _POOL, (), "none", _pool),
-    Op.SUMPOOL: OpSpec(1, _POOL, (), "none", _pool),
-    Op.MAXPOOL: OpSpec(1, _POOL, (), "attr", _pool, {"bound": "number", "levels": "number"}),
-    Op.FLATTEN: OpSpec(1, {}, (), "none", _flatten),
-    Op.RESHAPE: OpSpec(1, {"shape": "numbers"}, ("index",), "none", _reshape),
-    Op.LINEAR: OpSpec(1, {}, ("weight", "bias"), "rescale", _linear),
-    Op.BOOTSTRAP: OpSpec(1, {"bound": "number"}, (), "refresh", _same),
-    Op.ADD: OpSpec(2, {}, (), "none", _add),
-    Op.CHANNEL_POLY: OpSpec(1, {}, ("coefficients",), "attr", _channel_poly),
+    Op.CONV2D: OpSpec(
+        1,
+        Levels.RESCALE,
+        _conv,
+        "params weight (O, I, kh, kw), bias (O,) or a full output map (O, H', W'); attrs stride (sh, sw), "
+        "pads (top, left, bottom, right)",
+        {"stride": Attr.PAIR, "pads": Attr.QUAD},
+        ("weight", "bias"),
+    ),
+    Op.BATCHNORM: OpSpec(
+        1,
+        Levels.NONE,
+        _batchnorm,
+        "params scale, bias, mean, var (C,); attrs epsilon (folded into the Conv/Gemm before it)",
+        {"epsilon": Attr.NUMBER},
+        ("scale", "bias", "mean", "var"),
+    ),
+    Op.POLY: OpSpec(
+        1,
+        Levels.ATTR,
+        _same,
+        "attrs coefficients (constant term first), name, range ((lo, hi) or None: approximate_activations "
+        "checks it and says what is wrong with the model); after approximate_activations also "
+        "form/shift/inner/tcoef/gain/offset/levels (see there)",
+        {"coefficients": Attr.NUMBERS},
+        optional={"name": Attr.TEXT, "form": Attr.TEXT},
+    ),
+    Op.ACTIVATION: OpSpec(
+        1,
+        Levels.NONE,
+        _same,
+        "attrs kind: a non-polynomial activation of henn.activations.NONPOLYNOMIAL (relu, sigmoid, ...), "
+        "replaced by a poly node by approximate_activations",
+        {"kind": Attr.TEXT},
+    ),
+    Op.AVGPOOL: OpSpec(1, Levels.NONE, _pool, _POOL_DOC, _POOL),
+    Op.SUMPOOL: OpSpec(
+        1,
+        Levels.NONE,
+        _pool,
+        "like avgpool without the 1/(kh*kw) factor (merge_act_pool moves it elsewhere)",
+        _POOL,
+        composes=True,
+    ),
+    Op.MAXPOOL: OpSpec(
+        1,
+        Levels.ATTR,
+        _pool,
+        "like avgpool, the largest element of each window (padding never wins: torch's -inf padding); after "
+        "approximate_activations also the composite max's chain (coefficients, degrees, bound), range, "
+        "levels (see there)",
+        _POOL,
+        optional={"bound": Attr.NUMBER, "levels": Attr.NUMBER},
+    ),
+    Op.FLATTEN: OpSpec(1, Levels.NONE, _flatten, "(C, H, W) -> (C*H*W,)", composes=True, rearranges=True),
+    Op.RESHAPE: OpSpec(
+        1,
+        Levels.NONE,
+        _reshape,
+        "params index (n,): output element k (flat) is input element index[k]; attrs shape: the output's (a "
+        "view to (C, H, W), a permute: a fixed permutation of the elements, composed into the next Conv/Gemm "
+        "like a flatten)",
+        {"shape": Attr.NUMBERS},
+        ("index",),
+        composes=True,
+        rearranges=True,
+    ),
+    Op.LINEAR: OpSpec(
+        1, Levels.RESCALE, _linear, "params weight (O, I), bias (O,); input (I,)", params=("weight", "bias")
+    ),
+    Op.BOOTSTRAP: OpSpec(
+        1,
+        Levels.REFRESH,
+        _same,
+        "attrs bound (values lie in [-bound, bound]): refreshes the level, the identity on values (inserted "
+        "by place_bootstraps)",
+        {"bound": Attr.NUMBER},
+    ),
+    Op.ADD: OpSpec(2, Levels.NONE, _add, "two inputs of one shape: their sum (a residual connection)"),
+    Op.CHANNEL_POLY: OpSpec(
+        1,
+        Levels.ATTR,
+        _channel_poly,
+        "params coefficients (C, d+1), constant term first: channel c computes sum_k coefficients[c, k] x^k "
+        "(a folded AESPA: a x^2 + b x + c per channel, paper 002); input (C, H, W) or (C,)",
+        params=("coefficients",),
+    ),
 }
+if set(SPECS) != set(Op):
+    raise AssertionError(f"ops without a spec: {sorted(set(Op) - set(SPECS))}")
 
+# The op groups the passes read, derived from the table.
 OPS = tuple(Op)
 BINARY_OPS = tuple(op for op, s in SPECS.items() if s.inputs == 2)
-LINEAR_OPS = tuple(op for op, s in SPECS.items() if s.levels == "rescale")
-REARRANGE_OPS = (Op.FLATTEN, Op.RESHAPE)  # a fixed permutation of the elements: composed into the next Conv/Gemm
-LEVELLED_OPS = tuple(op for op, s in SPECS.items() if s.levels == "attr")  # attrs["levels"] says their cost
+LINEAR_OPS = tuple(op for op, s in SPECS.items() if s.levels == Levels.RESCALE)  # Conv/Gemm: a weighted matrix
+COMPOSED_OPS = tuple(op for op, s in SPECS.items() if s.composes)  # composed into the next Conv/Gemm
+REARRANGE_OPS = tuple(op for op, s in SPECS.items() if s.rearranges)  # a fixed permutation of the elements
+SEGMENT_OPS = LINEAR_OPS + COMPOSED_OPS  # what one packed linear transform evaluates
+LEVELLED_OPS = tuple(op for op, s in SPECS.items() if s.levels == Levels.ATTR)  # attrs["levels"] says their cost
 
 
 def spec(node: Node) -> OpSpec:
-    """The spec of the node's op; IRError for an op outside the table."""
-    try:
-        return SPECS[Op(node.op)]
-    except ValueError:
-        raise IRError(f"node {node.name!r} has unknown op {node.op!r}; IR ops: {', '.join(OPS)}") from None
+    """The spec of the node's op."""
+    return SPECS[node.op]
 
 
 def check_fields(node: Node) -> OpSpec:
-    """The node's op is known and it has every attribute and parameter its spec requires, typed."""
+    """The node has every attribute and parameter its spec requires, typed."""
     s = spec(node)
     for key in s.attrs:
         if key not in node.attrs:
             raise IRError(f"node {node.name!r} ({node.op}) lacks attribute {key!r}")
     for key, kind in {**s.optional, **s.attrs}.items():
-        if key in node.attrs and not ATTR_TYPES[kind](node.attrs[key]):
+        if key in node.attrs and not kind.accepts(node.attrs[key]):
             raise IRError(f"node {node.name!r} ({node.op}): attribute {key}={node.attrs[key]!r} is not a {kind}")
     for key in s.params:
         if key not in node.params:

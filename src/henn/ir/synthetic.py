@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from henn.ir.graph import Graph, Node, Value
-from henn.ir.ops import infer_shape
+from henn.ir.ops import Op, infer_shape
 
 
 class _Builder:
@@ -17,7 +17,7 @@ class _Builder:
         self.values = {"input": Value("input", tuple(shape))}
         self.nodes: list[Node] = []
 
-    def add(self, op, inputs, attrs=None, params=None) -> str:
+    def add(self, op: Op, inputs, attrs=None, params=None) -> str:
         name = f"{op}{len(self.nodes)}"
         node = Node(op, name, list(inputs), name, dict(attrs or {}), dict(params or {}))
         shape = infer_shape(node, [self.values[v].shape for v in inputs])
@@ -30,13 +30,13 @@ class _Builder:
         w = self.rng.normal(0, np.sqrt(1.0 / (cin * k * k)), (cout, cin, k, k))
         pad = k // 2
         y = self.add(
-            "conv2d", [x], {"stride": (stride, stride), "pads": (pad,) * 4}, {"weight": w, "bias": np.zeros(cout)}
+            Op.CONV2D, [x], {"stride": (stride, stride), "pads": (pad,) * 4}, {"weight": w, "bias": np.zeros(cout)}
         )
         if not bn:
             return y
         c = cout
         return self.add(
-            "batchnorm",
+            Op.BATCHNORM,
             [y],
             {"epsilon": 1e-5},
             {
@@ -51,13 +51,13 @@ class _Builder:
         """a x^2 + b x + c per channel with AESPA-like magnitudes (a ~ 0.2, b ~ 0.5)."""
         c = self.values[x].shape[0]
         coef = np.stack([self.rng.normal(0, 0.1, c), self.rng.uniform(0.3, 0.6, c), self.rng.uniform(0.1, 0.3, c)], 1)
-        return self.add("channel_poly", [x], params={"coefficients": coef})
+        return self.add(Op.CHANNEL_POLY, [x], params={"coefficients": coef})
 
     def block(self, x, cout, stride) -> str:
         h = self.quad(self.conv(x, cout, 3, stride))
         h = self.conv(h, cout, 3, 1)
         short = x if stride == 1 and self.values[x].shape[0] == cout else self.conv(x, cout, 1, stride)
-        return self.quad(self.add("add", [h, short]))
+        return self.quad(self.add(Op.ADD, [h, short]))
 
     def graph(self, out) -> Graph:
         return Graph("input", out, self.nodes, self.values).verify()
@@ -73,7 +73,7 @@ def random_resnet(channels=(4, 8), hw: int = 8, classes: int = 10, seed: int = 0
         for i in range(blocks):
             x = b.block(x, cout, 2 if stage > 0 and i == 0 else 1)
     side = b.values[x].shape[1]
-    x = b.add("avgpool", [x], {"kernel": (side, side), "stride": (side, side), "pads": (0, 0, 0, 0)})
-    x = b.add("flatten", [x])
+    x = b.add(Op.AVGPOOL, [x], {"kernel": (side, side), "stride": (side, side), "pads": (0, 0, 0, 0)})
+    x = b.add(Op.FLATTEN, [x])
     w = b.rng.normal(0, 0.5, (classes, channels[-1]))
-    return b.graph(b.add("linear", [x], params={"weight": w, "bias": b.rng.normal(0, 0.1, classes)}))
+    return b.graph(b.add(Op.LINEAR, [x], params={"weight": w, "bias": b.rng.normal(0, 0.1, classes)}))

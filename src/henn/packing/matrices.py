@@ -14,8 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from henn.errors import UnsupportedOperation
-from henn.ir.node import Node
-from henn.ir.ops import infer_shape
+from henn.ir.ops import Node, infer_shape
 
 
 def conv_taps(node: Node, in_shape) -> tuple[np.ndarray, np.ndarray]:

@@ -54,7 +54,7 @@ from henn.activations import ACTIVATIONS, APPROXIMATED, CORE_FORMS, FORMS, NONPO
 from henn.approximation import Approximation
 from henn.errors import InputError, UnsupportedOperation
 from henn.ir.graph import Graph, Node
-from henn.ir.ops import LINEAR_OPS, REARRANGE_OPS
+from henn.ir.ops import LINEAR_OPS, REARRANGE_OPS, Op
 from henn.kernels.chebyshev import chain_depth
 from henn.kernels.poly import polynomial_depth
 from henn.passes import maxpool_form, sign_bits, smooth_degrees
@@ -212,7 +212,7 @@ def _per_layer(options, option: str, layers: list[str]):
 
 def _replace(n: Node, fit: Approximation) -> None:
     """The activation node becomes a chebyshev-form poly node evaluating the fit."""
-    n.op = "poly"
+    n.op = Op.POLY
     n.attrs = {
         "name": fit.kind,
         "range": (fit.lo, fit.hi),

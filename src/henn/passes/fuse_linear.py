@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from henn.ir.graph import Graph, Node, Value
-from henn.ir.ops import LINEAR_OPS, REARRANGE_OPS, infer_shape
+from henn.ir.ops import LINEAR_OPS, REARRANGE_OPS, Op, infer_shape
 from henn.packing import matrices, price
 
 
@@ -80,9 +80,9 @@ def _compose(g: Graph, chain: list[Node]) -> list[Node] | None:
     if last.op == "linear":
         nodes = []
         if len(in_shape) != 1:
-            nodes.append(Node("flatten", f"{name}/flatten", [src], f"{last.output}/flat"))
+            nodes.append(Node(Op.FLATTEN, f"{name}/flatten", [src], f"{last.output}/flat"))
             src = nodes[0].output
-        return [*nodes, Node("linear", name, [src], last.output, attrs, {"weight": mat.toarray(), "bias": bias})]
+        return [*nodes, Node(Op.LINEAR, name, [src], last.output, attrs, {"weight": mat.toarray(), "bias": bias})]
     conv = _conv_of(chain)
     if conv is None:
         return None
@@ -91,7 +91,7 @@ def _compose(g: Graph, chain: list[Node]) -> list[Node] | None:
     if np.all(bias == bias[:, :1, :1]):
         bias = bias[:, 0, 0].copy()
     attrs = {**attrs, "stride": stride, "pads": tuple(first.attrs["pads"])}
-    return [Node("conv2d", name, [src], last.output, attrs, {"weight": weight, "bias": bias})]
+    return [Node(Op.CONV2D, name, [src], last.output, attrs, {"weight": weight, "bias": bias})]
 
 
 def _conv_of(chain: list[Node]) -> tuple[np.ndarray, tuple[int, int]] | None:

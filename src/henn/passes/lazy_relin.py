@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from henn.ir.graph import Graph
-from henn.ir.node import Node
+from henn.ir.ops import Node
 from henn.kernels.activation import defers_relin
 from henn.packing import matrices
 

@@ -25,7 +25,7 @@ from henn.activations import chebyshev_series
 from henn.errors import UnsupportedOperation
 from henn.ir import interpret
 from henn.ir.graph import Graph
-from henn.ir.ops import LINEAR_OPS, REARRANGE_OPS
+from henn.ir.ops import LINEAR_OPS, REARRANGE_OPS, Op
 from henn.passes import maxpool_form
 from henn.passes.approximate_activations import chebyshev_form, decompose, general_form
 
@@ -61,7 +61,7 @@ def run(graph: Graph, options=None) -> Graph:
         elif n.op == "avgpool":
             k = n.attrs["kernel"][0] * n.attrs["kernel"][1]
             o = None if offset is None else interpret.apply(n, offset[None])[0]  # still an average here
-            n.op = "sumpool"
+            n.op = Op.SUMPOOL
             pending[n.output] = (gain / k, o)
         elif n.op == "maxpool":
             pending[n.output] = _maxpool(g, n, gain, offset, src in pending)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from henn.ir.graph import Graph, Node, Value
+from henn.ir.ops import Op
 from henn.passes.approximate_activations import decompose
 
 
@@ -40,7 +41,7 @@ def _rewrite(g: Graph, pool: Node) -> None:
     weight = np.eye(c)[:, :, None, None]
     padded = f"{pool.output}.padded"
     pad = Node(
-        "conv2d",
+        Op.CONV2D,
         f"{pool.name}.pad",
         [pool.inputs[0]],
         padded,
@@ -55,7 +56,7 @@ def _rewrite(g: Graph, pool: Node) -> None:
     if lo == 0.0:
         return
     shifted = f"{pool.output}.shifted"
-    back = Node("poly", f"{pool.name}.unshift", [shifted], pool.output, {"coefficients": (lo, 1.0), "name": "shift"})
+    back = Node(Op.POLY, f"{pool.name}.unshift", [shifted], pool.output, {"coefficients": (lo, 1.0), "name": "shift"})
     back.attrs.update(decompose(back.attrs["coefficients"], back.name))
     g.values[shifted] = Value(shifted, g.values[pool.output].shape)
     pool.output = shifted

@@ -43,7 +43,7 @@ from henn.ckks import presets
 from henn.errors import InputError, ParameterError, UnsupportedOperation
 from henn.ir import interpret
 from henn.ir.graph import Graph, Node
-from henn.ir.ops import LINEAR_OPS
+from henn.ir.ops import LINEAR_OPS, Op
 from henn.passes import plan_levels
 
 log = logging.getLogger(__name__)
@@ -318,5 +318,5 @@ def _insert_after(g: Graph, i: int, values, bounds: dict[str, float], k: int) ->
             user.inputs = [out if x == v else x for x in user.inputs]
         if g.output == v:
             g.output = out
-        added.append(Node("bootstrap", name, [v], out, {"bound": float(bounds[v])}))
+        added.append(Node(Op.BOOTSTRAP, name, [v], out, {"bound": float(bounds[v])}))
     g.nodes[i + 1 : i + 1] = added
