@@ -9,6 +9,8 @@ _bridge/libhennlattigo.so, against Lattigo v6.2.0 with henn's hooks for its AVX-
 - A file lock serializes concurrent builds (several test processes, `make` in parallel).
 - The new library is written beside the old one and renamed over it, so a process that has
   the old one loaded keeps a consistent file.
+- A wheel (setup.py) carries the library with PACKAGED beside it and no Go sources: an installed
+  library is used as it is, never rebuilt (site-packages may be read-only; Go is not needed at run time).
 Importing this module never builds anything.
 """
 
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 PACKAGE_DIR = Path(__file__).resolve().parent
 GO_DIR = PACKAGE_DIR / "go"
 LIBRARY = PACKAGE_DIR / "_bridge" / "libhennlattigo.so"
+PACKAGED = LIBRARY.with_name("PACKAGED")  # in a wheel's copy of _bridge only
 GO_HINT = ("install Go >= 1.24 (https://go.dev/dl/; Lattigo v6.2.0 needs it) and a C compiler (gcc) for cgo, "
            "then run `make bridge` or `python -m henn.ckks.backends.lattigo.build`")
 BUILD_TIMEOUT_S = 1800
@@ -55,7 +58,9 @@ def sources() -> list[Path]:
 
 
 def is_stale() -> bool:
-    """True when the library is missing or older than a Go source."""
+    """True when the library is missing or older than a Go source (an installed wheel's: missing only)."""
+    if PACKAGED.exists():
+        return not LIBRARY.exists()
     if not LIBRARY.exists() or not patch_lattigo.is_prepared():
         return True
     built = LIBRARY.stat().st_mtime
@@ -118,6 +123,17 @@ def build(force: bool = False) -> Path:
         os.replace(tmp, LIBRARY)
         log.info("built %s", LIBRARY)
         return LIBRARY
+
+
+def package_into(package_dir: Path) -> list[Path]:
+    """Build the library (when stale) and put it, with the PACKAGED stamp, under `package_dir`/_bridge, the
+    copy of this package that goes into a wheel; return the files written."""
+    library = build()
+    target = package_dir / LIBRARY.parent.name
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(library, target / LIBRARY.name)
+    (target / PACKAGED.name).write_text("built from the Go sources when the wheel was built: used as it is\n")
+    return [target / LIBRARY.name, target / PACKAGED.name]
 
 
 def ensure_built() -> Path:
