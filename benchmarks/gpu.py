@@ -12,7 +12,10 @@ Sections (each runs on its own; a failure is recorded with its traceback and the
 - mnist, mnist_paper000: paper 000's MNIST CNN (deg-4 activation) on encrypted MNIST test images at henn's
   parameters for this backend and at paper 000's (N = 2^15, 50-bit scale), predictions and logits against
   the plaintext model;
-- missing: what the engine does not do yet (bootstrapping, hence ResNet-20).
+- bootstrap: the gpu backend's bootstrapping at boot-n16-gpu (N = 2^16, every slot; at --log-n below 16 the
+  insecure_boot_gpu_n10 test ring): key generation, the bootstrap's time and its precision in bits against the
+  plaintext, then a product of the result;
+- missing: what the engine does not do yet (ResNet-20).
 Needs only numpy, torch and (on a GPU) Triton: it runs on the device machine from the carried tree.
 """
 
@@ -197,6 +200,38 @@ def section_ops(device: torch.device, log_n: int, levels: int, cpu_check: bool) 
     return out
 
 
+def section_bootstrap(device: torch.device, log_n: int, reps: int) -> dict:
+    params = presets.get("boot-n16-gpu" if log_n >= 16 else "insecure_boot_gpu_n10")
+    start = time.perf_counter()
+    be = GpuBackend(params, device=str(device), seed=3)
+    out: dict = {"params": params.describe(), "open_s": time.perf_counter() - start,
+                 "log_qp": be.bootstrap_info["log_qp"], "galois_keys": be.bootstrap_info["galois_keys"],
+                 "words": len(be._bootstrapper.inner.chain.words)}
+    start = time.perf_counter()
+    sk, keys = be.generate_keys(bootstrap=True)
+    sync(device)
+    out["keygen_s"], out["bootstrap_keys_gib"] = time.perf_counter() - start, keys.bootstrap.nbytes / 2**30
+    ev = be.evaluator(keys)
+    rng = np.random.default_rng(4)
+    x = (rng.uniform(-1, 1, be.slots) + 1j * rng.uniform(-1, 1, be.slots)) / np.sqrt(2)
+    ct = be.encrypt(x, sk, level=1)
+    start = time.perf_counter()
+    refreshed = ev.bootstrap(ct)
+    sync(device)
+    out["first_bootstrap_s"] = time.perf_counter() - start  # encodes and caches the DFT's plaintexts
+    out["bootstrap"] = op_time(lambda: ev.bootstrap(ct), device, reps=reps)
+    got = be.decode(be.decrypt(refreshed, sk), as_complex=True)
+    squared = ev.rescale(ev.multiply(refreshed, refreshed))
+    out["precision_bits"] = {"bootstrap": precision_bits(x, got),
+                             "vs_input": precision_bits(be.decode(be.decrypt(ct, sk), as_complex=True), got),
+                             "square_after": precision_bits(x * x, be.decode(be.decrypt(squared, sk),
+                                                                             as_complex=True))}
+    out["level_after"], out["max_level"] = refreshed.level, be.max_level
+    if device.type == "cuda":
+        out["peak_device_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return out
+
+
 def kernel_profile(fn, rows: int = 15) -> list[dict]:
     """Where one call's device time goes: torch.profiler's kernels by total CUDA time (5 calls)."""
     from torch.profiler import ProfilerActivity, profile
@@ -260,13 +295,13 @@ def run(args) -> dict:
                     "python": platform.python_version(), "torch": torch.__version__,
                     "triton": getattr(ntt.triton_ntt.triton, "__version__", None), "cpu": platform.machine()},
         "command": " ".join(sys.argv),
-        "missing": ["bootstrapping (EvalMod, CoeffsToSlots/SlotsToCoeffs) is not in the gpu backend yet, so "
-                    "there is no bootstrap figure and no ResNet-20 run"],
+        "missing": ["ResNet-20 is not run here yet"],
     }
     sections = {"ntt": lambda: section_ntt(device, args.log_n, args.limbs),
                 "ops": lambda: section_ops(device, args.log_n, args.levels, not args.no_cpu_check),
                 "mnist": lambda: section_mnist(args.images, args.count),
-                "mnist_paper000": lambda: section_mnist(args.images, args.count, PAPER000_MNIST)}
+                "mnist_paper000": lambda: section_mnist(args.images, args.count, PAPER000_MNIST),
+                "bootstrap": lambda: section_bootstrap(device, args.log_n, args.bootstrap_reps)}
     for name in args.sections.split(","):
         start = time.perf_counter()
         try:
@@ -285,7 +320,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="JSON file to write (rewritten after every section)")
     ap.add_argument("--device", help="torch device (default: cuda when present, else cpu)")
-    ap.add_argument("--sections", default="ntt,ops,mnist,mnist_paper000")
+    ap.add_argument("--sections", default="ntt,ops,mnist,mnist_paper000,bootstrap")
+    ap.add_argument("--bootstrap-reps", type=int, default=3, help="timed bootstraps after the first")
     ap.add_argument("--log-n", type=int, default=16)
     ap.add_argument("--limbs", type=int, default=40, help="word primes of the NTT section")
     ap.add_argument("--levels", type=int, default=24, help="30-bit levels of the ops section's chain")

@@ -48,6 +48,16 @@ _PRESETS: dict[str, ParametersLiteral] = {
     "insecure_boot_n12_openfhe": ParametersLiteral(
         12, (60, 59, 59, 59), (60, 60), 59, bootstrap=BootstrapLiteral(
             cts_log_scales=((56,),) * 3, stc_log_scales=((39,),) * 3, log_p=(60,) * 25, precision_bits=12.0)),
+    # the gpu backend's bootstrapping (backends/gpu/bootstrap.py, docs/gpu.md): 31-bit words, so every circuit modulus
+    # is a 60-bit word pair and the residual levels 50-bit pairs (scale 2^50: a 2^30 output scale would hold ~14 bits
+    # at N = 2^16); K = 12 lets EvalMod's degree-30 series reach 2^-41 (K = 16: 2^-30). 11 levels between
+    # bootstraps; bootstrapping modulus 60 + 11*50 + 14*60 + 5*61 = 1755 bits <= 1772.
+    "boot-n16-gpu": ParametersLiteral(16, (60,) + (50,) * 11, (61,) * 11, 50, bootstrap=BootstrapLiteral(
+        cts_log_scales=((60,),) * 3, stc_log_scales=((60,),) * 3, k=12, log_message_ratio=8)),
+    # the same circuit in a small ring with 30-bit levels, for the tests: message ratio 2^12 (a small ring's
+    # coefficients are large, and sin(2 pi t) ~ 2 pi t loses (2 pi t)^2 / 6 of them)
+    "insecure_boot_gpu_n10": ParametersLiteral(10, (60, 30, 30), (61, 61), 30, bootstrap=BootstrapLiteral(
+        cts_log_scales=((60,),) * 3, stc_log_scales=((30,),) * 3, k=12, log_message_ratio=12, precision_bits=18.0)),
 }
 
 

@@ -14,7 +14,7 @@ import math
 import os
 import threading
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,11 +22,14 @@ from henn.ckks import security
 from henn.ckks.backend import Backend
 from henn.ckks.backends.gpu import encoding, moduli
 from henn.ckks.backends.gpu.sampling import Sampler
-from henn.ckks.backends.gpu.values import (RawCiphertext, RawGaloisKeys, RawPlaintext, RawPublicKey, RawSecretKey,
-                                           RawSwitchKey)
+from henn.ckks.backends.gpu.values import (RawBootstrapKeys, RawCiphertext, RawGaloisKeys, RawPlaintext,
+                                           RawPublicKey, RawSecretKey, RawSwitchKey)
 from henn.ckks.params import MAX_SPECIAL_PRIME_BITS, ParametersLiteral
 from henn.ckks.selection import check_depth, smallest_secure_log_n
-from henn.errors import BackendError, InputError, ParameterError
+from henn.errors import BackendError, InputError, ParameterError, UnsupportedOperation
+
+if TYPE_CHECKING:
+    from henn.ckks.backends.gpu.bootstrap import Bootstrapper
 
 torch: Any = None  # imported when a backend opens or reports its version: listing backends loads no torch
 
@@ -38,6 +41,7 @@ _CHUNK = 32  # terms of a fused sum of products held at once (int64 copies: 32 x
 class GpuBackend(Backend):
     name = "gpu"
     wire_encodings = ()
+    bootstraps = True  # parameters with bootstrap parameters: bootstrap.py's circuit over its own chain
     special_prime_bits = MAX_SPECIAL_PRIME_BITS  # a special modulus is a pair of word primes
 
     def __init__(self, params, *, device: str | None = None, seed: int | None = None):
@@ -117,6 +121,12 @@ class GpuBackend(Backend):
         self.embedding = Embedding(log_n)
         self.q_primes = tuple(math.prod(m) for m in q_mod)
         self.p_primes = tuple(math.prod(m) for m in p_mod)
+        self._bootstrapper: Bootstrapper | None = None
+        if params.bootstrap is not None:
+            from henn.ckks.backends.gpu.bootstrap import Bootstrapper
+
+            self._bootstrapper = Bootstrapper(self)
+            self.bootstrap_info = self._bootstrapper.info()
 
     def memory_available(self) -> int:
         """On CUDA, the device's free memory (keys and ciphertexts live there), else the host's."""
@@ -187,6 +197,18 @@ class GpuBackend(Backend):
     def _gen_galois_keys(self, sk: RawSecretKey, steps: list[int], conjugate: bool):
         elements = [self.galois_element(s) for s in steps] + ([self.conjugation_element] if conjugate else [])
         return RawGaloisKeys({g: self._switch_key(sk, sk.data[:, self._permutation(g)]) for g in elements})
+
+    def _circuit(self) -> Bootstrapper:
+        if self._bootstrapper is None:  # Backend checks the parameters first; this is the backstop
+            raise UnsupportedOperation("these parameters have no bootstrap parameters: use a boot-* preset")
+        return self._bootstrapper
+
+    def _gen_bootstrap_keys(self, sk: RawSecretKey):
+        return self._circuit().keys(sk)
+
+    def _bootstrap_ciphertext(self, a, divide, keys: RawBootstrapKeys, parallel):
+        """The circuit reads the input's scale, which a RawCiphertext does not carry."""
+        return self._circuit().run(a, divide, keys)
 
     def _export_secret(self, raw: RawSecretKey) -> bytes:
         from henn.ckks.backends.gpu import wire
@@ -385,7 +407,8 @@ class GpuBackend(Backend):
     # ---- serialization ------------------------------------------------------------------------
     def _raw_kinds(self, raw):
         kinds = {RawSecretKey: "secret_key", RawCiphertext: "ciphertext", RawPlaintext: "plaintext",
-                 RawPublicKey: "public_key", RawSwitchKey: "relin_key", RawGaloisKeys: "galois_keys"}
+                 RawPublicKey: "public_key", RawSwitchKey: "relin_key", RawGaloisKeys: "galois_keys",
+                 RawBootstrapKeys: "bootstrap_keys"}
         kind = kinds.get(type(raw))
         return frozenset({kind} if kind else ())
 
@@ -397,6 +420,8 @@ class GpuBackend(Backend):
     def _deserialize(self, kind, payload, meta):
         from henn.ckks.backends.gpu import wire
 
+        if kind == "bootstrap_keys":
+            return wire.read_bootstrap_keys(payload, self._circuit().steps, self._circuit().inner)
         return wire.read(kind, payload, meta, self)
 
 

@@ -47,6 +47,27 @@ class Sampler:
 
         return _filled(n, draw)
 
+    def sparse_ternary(self, n: int, weight: int) -> np.ndarray:
+        """n values in {-1, 0, 1} with exactly `weight` nonzero ones, at uniform positions with uniform signs
+        (bootstrapping's ephemeral secret): a Fisher-Yates draw of the positions."""
+        index = np.arange(n)
+        for i in range(min(weight, n)):
+            j = i + int(self._below_int(n - i))
+            index[i], index[j] = index[j], index[i]
+        out = np.zeros(n, dtype=np.int64)
+        signs = self.words(max(weight, 1))[:weight] & 1
+        out[index[:weight]] = np.where(signs == 1, 1, -1)
+        return out
+
+    def _below_int(self, bound: int) -> int:
+        """One integer uniform in [0, bound), bound <= 2^31, by rejection."""
+        mask = np.uint32((1 << max(1, (bound - 1).bit_length())) - 1)
+        while True:
+            draw = self.words(8) & mask
+            ok = draw[draw < bound]
+            if ok.size:
+                return int(ok[0])
+
     def gaussian(self, n: int) -> np.ndarray:
         """n integers from the rounded Gaussian of sigma 3.2, |e| <= 6 sigma (int64)."""
         def draw(k: int) -> np.ndarray:

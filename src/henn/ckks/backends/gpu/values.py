@@ -41,3 +41,15 @@ class RawSwitchKey:
 @dataclass
 class RawGaloisKeys:
     keys: dict[int, RawSwitchKey] = field(default_factory=dict)  # Galois element -> key
+
+
+@dataclass
+class RawBootstrapKeys:
+    """Bootstrapping keys over the bootstrapping chain (residual and circuit moduli, the circuit's special
+    moduli): relinearization and the DFT's rotations and conjugation under the secret s, and the two keys of
+    the sparse-secret encapsulation (s -> the ephemeral sparse s', used at level 0; s' -> s, at the top)."""
+
+    relin: RawSwitchKey
+    galois: RawGaloisKeys
+    to_sparse: RawSwitchKey
+    from_sparse: RawSwitchKey

@@ -12,7 +12,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from henn.ckks.backends.gpu.values import (RawCiphertext, RawGaloisKeys, RawPlaintext, RawPublicKey, RawSwitchKey)
+from henn.ckks.backends.gpu.values import (RawBootstrapKeys, RawCiphertext, RawGaloisKeys, RawPlaintext,
+                                           RawPublicKey, RawSwitchKey)
 from henn.errors import SerializationError
 
 
@@ -28,7 +29,8 @@ class GpuBackend(Protocol):
 
 MAGIC = b"HGPU"
 VERSION = 1
-KIND_CODES = {"ciphertext": 1, "plaintext": 2, "public_key": 3, "relin_key": 4, "galois_keys": 5, "secret_key": 6}
+KIND_CODES = {"ciphertext": 1, "plaintext": 2, "public_key": 3, "relin_key": 4, "galois_keys": 5, "secret_key": 6,
+              "bootstrap_keys": 7}
 # magic, version, kind, level, then the shape: parts (or digits, or keys), rows, N
 _HEADER = struct.Struct("<4sBBHIII")
 _GALOIS = struct.Struct("<I")
@@ -57,11 +59,35 @@ def write(kind: str, raw) -> bytes:
         return _header(kind, 0, digits, rows, n) + _residues(raw.data)
     if isinstance(raw, RawGaloisKeys):
         first = next(iter(raw.keys.values())).data.shape
-        out = [_header(kind, 0, len(raw.keys), first[2], first[3])]
-        for g, key in sorted(raw.keys.items()):
-            out += [_GALOIS.pack(g), _residues(key.data)]
-        return b"".join(out)
+        return _header(kind, 0, len(raw.keys), first[2], first[3]) + _galois_body(raw)
+    if isinstance(raw, RawBootstrapKeys):  # the three switching keys, then the Galois keys as above
+        _, _, rows, n = raw.relin.data.shape
+        head = _header(kind, 0, len(raw.galois.keys), rows, n)
+        return b"".join([head] + [_residues(k.data) for k in (raw.relin, raw.to_sparse, raw.from_sparse)]
+                        + [_galois_body(raw.galois)])
     raise SerializationError(f"the gpu backend cannot write a {type(raw).__name__}")
+
+
+def _galois_body(raw: RawGaloisKeys) -> bytes:
+    return b"".join(_GALOIS.pack(g) + _residues(key.data) for g, key in sorted(raw.keys.items()))
+
+
+def read_bootstrap_keys(payload, steps: list[int], backend: GpuBackend) -> RawBootstrapKeys:
+    """Bootstrapping keys over the bootstrapping chain of `backend` (bootstrap.py's inner backend), with the
+    Galois keys of exactly `steps` and the conjugation."""
+    chain = backend.chain
+    view = memoryview(payload)
+    _, count, rows = _check_header(view, "bootstrap_keys", chain.n)
+    shape = (len(chain.digits), 2, len(chain.words), chain.n)
+    key_bytes = 4 * int(np.prod(shape))
+    if rows != len(chain.words) or len(view) < _HEADER.size + 3 * key_bytes:
+        raise SerializationError(f"gpu bootstrapping keys over {rows} words in {len(view)} bytes; the bootstrapping "
+                                 f"chain has {len(chain.words)} words: the data is corrupted or truncated")
+    body = view[_HEADER.size:]
+    switch = [RawSwitchKey(_tensor(body[i * key_bytes:(i + 1) * key_bytes], shape, backend, "bootstrap_keys"))
+              for i in range(3)]
+    galois = _read_galois(body[3 * key_bytes:], count, {"steps": steps, "conjugate": True}, backend)
+    return RawBootstrapKeys(switch[0], galois, switch[1], switch[2])
 
 
 def write_secret(signed: np.ndarray) -> bytes:
