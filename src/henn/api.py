@@ -30,6 +30,7 @@ from henn.client_aided import ClientAidedModel, compile_client_aided
 from henn.compiler.driver import Compiled, compile_model
 from henn.errors import InputError
 from henn.ir import interpret
+from henn.ir.ops import Op
 from henn.kernels import composite_max
 from henn.passes import CompileOptions
 from henn.program import refreshed_level
@@ -216,8 +217,8 @@ class CompiledModel:
              "range": tuple(n.attrs["range"]), "max_error": n.attrs["approximation_error"],
              "relative_error": n.attrs["approximation_relative_error"], "levels": n.attrs["levels"],
              "bits": n.attrs.get("bits"), "refreshes": self._refreshes(n.name)}
-            for n in self.compiled.final.nodes if n.op == "poly" and "approximates" in n.attrs
-        ] + [self._maxpool(n) for n in self.compiled.checked.nodes if n.op == "maxpool"]
+            for n in self.compiled.final.nodes if n.op == Op.POLY and "approximates" in n.attrs
+        ] + [self._maxpool(n) for n in self.compiled.checked.nodes if n.op == Op.MAXPOOL]
 
     def _maxpool(self, n) -> dict:
         """A max pool's composite max (henn.passes.maxpool_form): its window, range (of its inputs, as calibrated),

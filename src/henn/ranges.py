@@ -32,6 +32,7 @@ import numpy as np
 from henn.errors import InputError
 from henn.ir import interpret
 from henn.ir.graph import Graph
+from henn.ir.ops import Op
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def check_mode(mode) -> str:
 
 
 def poly_layers(graph: Graph) -> list:
-    return [n for n in graph.nodes if n.op == "poly"]
+    return [n for n in graph.nodes if n.op == Op.POLY]
 
 
 CHUNK_IMAGES = 512  # images interpreted at once: a batch set's 8,192 at once faulted in 1.5 GB of scratch
@@ -69,14 +70,14 @@ def _at(hook, first: int, node, inp, out) -> None:
 
 def observed_peaks(graph: Graph, x: np.ndarray) -> dict[str, float]:
     """The largest |pre-activation| of each polynomial activation over the inputs x."""
-    return {name: max(abs(lo), abs(hi)) for name, (lo, hi) in observed_bounds(graph, x, "poly").items()}
+    return {name: max(abs(lo), abs(hi)) for name, (lo, hi) in observed_bounds(graph, x, Op.POLY).items()}
 
 
-def observed_bounds(graph: Graph, x: np.ndarray, op: str | tuple[str, ...]) -> dict[str, tuple[float, float]]:
+def observed_bounds(graph: Graph, x: np.ndarray, op: Op | tuple[Op, ...]) -> dict[str, tuple[float, float]]:
     """(smallest, largest) input of each node of op `op` (or of these ops) over the inputs x (non-polynomial
     activations and max pools: the interval approximate_activations fits them on)."""
     bounds: dict[str, tuple[float, float]] = {}
-    ops = (op,) if isinstance(op, str) else op
+    ops = (op,) if isinstance(op, Op) else op
 
     def hook(node, inp, out, first):
         if node.op in ops:
@@ -102,7 +103,7 @@ def accepted_intervals(graph: Graph, observed: dict[str, float]) -> dict[str, tu
         half = max(half, seen * OBSERVED_SLACK)
         out[node.name] = (mid, half) if half > 0 else None
     for node in graph.nodes:  # max pools: exactly the range their composite max was made for
-        if node.op == "maxpool" and "range" in node.attrs:
+        if node.op == Op.MAXPOOL and "range" in node.attrs:
             lo, hi = node.attrs["range"]
             out[node.name] = ((lo + hi) / 2, (hi - lo) / 2)
     return out
@@ -114,7 +115,7 @@ def check(graph: Graph, x: np.ndarray, intervals: dict[str, tuple[float, float] 
         return
 
     def hook(node, inp, out, first):
-        if node.op not in ("poly", "maxpool") or intervals.get(node.name) is None:
+        if node.op not in (Op.POLY, Op.MAXPOOL) or intervals.get(node.name) is None:
             return
         mid, half = intervals[node.name]
         dev = np.abs(inp.reshape(len(inp), -1) - mid).max(axis=1)
@@ -147,9 +148,8 @@ def activation_layers(graph: Graph) -> list:
     """The layers whose largest |pre-activation| `henn train` records in a model's .json, in graph order:
     polynomial activations (poly) and AESPA's per-channel quadratics (channel_poly of degree 2 or more; one
     of degree 1 is an affine map, not an activation)."""
-    return [
-        n for n in graph.nodes if n.op == "poly" or (n.op == "channel_poly" and n.params["coefficients"].shape[-1] > 2)
-    ]
+    quadratic = lambda n: n.op == Op.CHANNEL_POLY and n.params["coefficients"].shape[-1] > 2
+    return [n for n in graph.nodes if n.op == Op.POLY or quadratic(n)]
 
 
 def clean_peaks(values, graph: Graph, source: str) -> dict[str, float]:
@@ -168,7 +168,7 @@ def clean_peaks(values, graph: Graph, source: str) -> dict[str, float]:
     elif not all(math.isfinite(v) and v >= 0 for v in peaks):
         got = "negative or non-finite ones"
     else:
-        return {n.name: v for n, v in zip(layers, peaks) if n.op == "poly"}
+        return {n.name: v for n, v in zip(layers, peaks) if n.op == Op.POLY}
     log.warning(
         "ignoring the pre-activation maxima in %s: expected %d finite non-negative numbers, one per activation "
         "layer, got %s; it is not this model's or it is damaged: put the .json that `henn train` wrote beside "
@@ -183,12 +183,12 @@ def clean_peaks(values, graph: Graph, source: str) -> dict[str, float]:
 def bootstrap_peaks(graph: Graph, x: np.ndarray) -> tuple[list, np.ndarray]:
     """The compiled graph's bootstrap nodes, and (images, bootstraps): each image's largest |value| at each
     bootstrap's input."""
-    nodes = [n for n in graph.nodes if n.op == "bootstrap"]
+    nodes = [n for n in graph.nodes if n.op == Op.BOOTSTRAP]
     column = {n.name: k for k, n in enumerate(nodes)}
     peaks = np.zeros((len(x), len(nodes)))
 
     def hook(node, inp, out, first):
-        if node.op == "bootstrap":
+        if node.op == Op.BOOTSTRAP:
             peaks[first : first + len(inp), column[node.name]] = np.abs(inp.reshape(len(inp), -1)).max(axis=1)
 
     _in_chunks(graph, x, hook)

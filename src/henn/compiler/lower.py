@@ -15,12 +15,13 @@ Every linear transform goes through the same diagonal assembly (henn.packing.bsg
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from henn.activations import chebyshev_series
 from henn.ir.graph import Graph, Node
-from henn.ir.ops import LINEAR_OPS
+from henn.ir.ops import LINEAR_OPS, Op
 from henn.packing import bsgs, grouped, matrices, multi, single
 from henn.packing.layout import Layout
 from henn.packing.plans import BsgsPlan, CiphertextPoolPlan, RotationPoolPlan, TapsPlan
@@ -161,15 +162,15 @@ def _batch(g: Graph) -> list[Step]:
                     bias=matrices.full_bias(n, shape),
                 )
             )
-        elif n.op in ("sumpool", "reshape"):  # a reshape: each output ciphertext one input's (a permutation)
+        elif n.op in (Op.SUMPOOL, Op.RESHAPE):  # a reshape: each output ciphertext one input's (a permutation)
             m = matrices.matrix(n, shape)
             steps.append(_csr(StepKind.SUM_BATCH, n.name, _level(g, n), m.indptr, m.indices))
-        elif n.op == "maxpool":
+        elif n.op == Op.MAXPOOL:
             m = matrices.windows(n, shape)
             steps.append(_max_batch(g, n, m.indptr, m.indices))
-        elif n.op == "poly":
+        elif n.op == Op.POLY:
             steps += _act(g, n)
-        elif n.op == "bootstrap":
+        elif n.op == Op.BOOTSTRAP:
             steps.append(_bootstrap(g, n))
     return steps
 
@@ -179,11 +180,11 @@ def _grouped(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
     steps: list[Step] = []
     for n in g.nodes:
         plan = n.attrs.get("packing")
-        if n.op == "poly":
+        if n.op == Op.POLY:
             steps += _act(g, n)
-        elif n.op == "bootstrap":
+        elif n.op == Op.BOOTSTRAP:
             steps.append(_bootstrap(g, n))
-        elif isinstance(plan, CiphertextPoolPlan) and n.op == "maxpool":
+        elif isinstance(plan, CiphertextPoolPlan) and n.op == Op.MAXPOOL:
             steps.append(_max_batch(g, n, plan.indptr, plan.indices))
         elif isinstance(plan, CiphertextPoolPlan):
             steps.append(_csr(StepKind.SUM_BATCH, n.name, _level(g, n), plan.indptr, plan.indices))
@@ -229,7 +230,7 @@ def _single(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
     if g.values[g.input].meta["layout"].spans_ciphertexts:
         steps = _multi(g)
     else:  # segments without a Conv/Gemm (a lone flatten) lower to nothing
-        heads = ("bootstrap", "poly", "maxpool")
+        heads = (Op.BOOTSTRAP, Op.POLY, Op.MAXPOOL)
         lowered = [seg for seg in segments(g) if seg and (seg[0].op in heads or _linear(seg))]
         steps = [step for seg in lowered for step in _unit_steps(g, seg)]
     return steps, _input_pack(g), g.values[g.output].meta["layout"].elem.copy()
@@ -266,7 +267,7 @@ def _multi(g: Graph) -> list[Step]:
     steps: list[Step] = []
     for unit in units(g):
         head = unit[0]
-        if head.op == "add":
+        if head.op == Op.ADD:
             steps += regs.bring(regs.current if regs.current in head.inputs else head.inputs[0], head)
             steps.append(Step(StepKind.ADD, head.name, _at(g, head.output), attrs={"register": regs.take(head)}))
         else:
@@ -279,15 +280,8 @@ def _multi(g: Graph) -> list[Step]:
 def _unit_steps(g: Graph, unit: list[Node]) -> list[Step]:
     """The steps of one packing unit (or single-ciphertext segment): its head decides the kind."""
     head = unit[0]
-    if head.op == "bootstrap":
-        return [_bootstrap(g, head)]
-    if head.op == "poly":
-        return _act(g, head)
-    if head.op == "channel_poly":
-        return [_channel_poly(g, head)]
-    if head.op == "maxpool":
-        return [_rotation_max(g, head)]
-    return _segment_steps(g, unit)
+    alone = _NODE_STEPS.get(head.op)
+    return _segment_steps(g, unit) if alone is None else alone(g, head)
 
 
 def _channel_poly(g: Graph, node: Node) -> Step:
@@ -307,6 +301,15 @@ def _channel_poly(g: Graph, node: Node) -> Step:
         attrs={"degree": degree},
         arrays={"coefficients": table.reshape(degree + 1, lay.cts, lay.period)},
     )
+
+
+# The units that lower alone, by their head's op; any other unit is a segment (one linear transform).
+_NODE_STEPS: dict[Op, Callable[[Graph, Node], list[Step]]] = {
+    Op.BOOTSTRAP: lambda g, n: [_bootstrap(g, n)],
+    Op.POLY: _act,
+    Op.CHANNEL_POLY: lambda g, n: [_channel_poly(g, n)],
+    Op.MAXPOOL: lambda g, n: [_rotation_max(g, n)],
+}
 
 
 class _Registers:
@@ -362,7 +365,7 @@ class _Registers:
 
 def _input_pack(g: Graph) -> dict:
     lay = g.values[g.input].meta["layout"]
-    first = next((n for n in g.nodes if n.op == "conv2d"), None)
+    first = next((n for n in g.nodes if n.op == Op.CONV2D), None)
     if first is not None and isinstance(first.attrs.get("packing"), TapsPlan):
         index, _, _ = single.taps_tables(first, g.input_shape, g.values[first.output].meta["layout"])
         blocks = first.attrs["packing"].blocks(g.meta["params"].slots)

@@ -32,6 +32,7 @@ from henn.deploy.facts import MODEL_FORMAT as FORMAT
 from henn.deploy.facts import describe_model
 from henn.deploy.files import archive, write_atomic
 from henn.errors import SerializationError
+from henn.ir.ops import Op
 from henn.program import ARCHIVE_ERRORS, Program, archive_bytes, open_archive
 from henn.segments import MAX_SEGMENTS, ClientStage, check_segments
 
@@ -190,7 +191,7 @@ def _bad_stage() -> ClientStage:
 
 def _check_bootstrap_checks(program: Program, checks: InputChecks) -> None:
     """A bootstrapping program's file carries the bound check of every bootstrap (and no other's)."""
-    boots = 0 if checks.bootstraps is None else sum(n.op == "bootstrap" for n in checks.bootstraps.nodes)
+    boots = 0 if checks.bootstraps is None else sum(n.op == Op.BOOTSTRAP for n in checks.bootstraps.nodes)
     if boots != program.bootstrap_steps:
         raise SerializationError(
             f"the program has {program.bootstrap_steps} bootstrap steps but the input checks bound {boots}: build "

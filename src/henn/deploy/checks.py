@@ -54,7 +54,7 @@ class InputChecks:
     def from_compiled(
         cls, checked: Graph, intervals: dict[str, tuple[float, float] | None], mode: str, final: Graph | None = None
     ) -> InputChecks:
-        boots = [n for n in final.nodes if n.op == "bootstrap"] if final is not None else []
+        boots = [n for n in final.nodes if n.op == Op.BOOTSTRAP] if final is not None else []
         bootstraps = _prefix(final, boots[-1]) if final is not None and boots else None
         polys = ranges.poly_layers(checked)
         if not polys:
@@ -153,12 +153,12 @@ class InputChecks:
             bounds = _bounds(h.get("input_bounds"))
             boot = h.get("bootstraps")
             bootstraps = None if boot is None else _graph_from(boot, "boot", arrays)
-            if bootstraps is not None and not any(n.op == "bootstrap" for n in bootstraps.nodes):
+            if bootstraps is not None and not any(n.op == Op.BOOTSTRAP for n in bootstraps.nodes):
                 raise ValueError("the bootstrap check graph has no bootstrap")
             if h["graph"] is None:
                 return cls(None, {}, mode, bootstraps, bounds)
             graph = _graph_from(h["graph"], "check", arrays)
-            if any(n.op in ("bootstrap", "add", "channel_poly") for n in graph.nodes):
+            if any(n.op in (Op.BOOTSTRAP, Op.ADD, Op.CHANNEL_POLY) for n in graph.nodes):
                 raise ValueError("the activation check graph holds ops of the bootstrap check")
             intervals = {_str(k): _interval(v) for k, v in _dict(h["intervals"]).items()}
             if set(intervals) != {n.name for n in ranges.poly_layers(graph)}:

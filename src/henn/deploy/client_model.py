@@ -28,6 +28,7 @@ from henn.deploy.checks import InputChecks
 from henn.deploy.facts import MODEL_FORMAT, describe_model
 from henn.deploy.files import archive, write_atomic
 from henn.errors import SerializationError
+from henn.ir.ops import Op
 from henn.program import ARCHIVE_ERRORS, PackedIO, Program, ProgramError, check_pack, io_fields, open_archive
 from henn.segments import MAX_SEGMENTS, ClientStage, check_segments
 
@@ -130,7 +131,7 @@ class ClientModel:
         if any(g is not None and tuple(g.input_shape) != tuple(program.input_shape) for g in graphs):
             raise SerializationError("the client model file's input checks and program take different input shapes")
         # boots also counts activations that bootstrap part way (Program.bootstraps): their inputs' ranges are checked
-        if checks.bootstraps is not None and sum(n.op == "bootstrap" for n in checks.bootstraps.nodes) > boots:
+        if checks.bootstraps is not None and sum(n.op == Op.BOOTSTRAP for n in checks.bootstraps.nodes) > boots:
             raise SerializationError(f"the client model file bounds more bootstraps than its {boots}")
         if segments or stages:
             check_segments((program, *segments), stages)

@@ -9,12 +9,13 @@ the single-ciphertext layouts are built from.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
 from henn.errors import UnsupportedOperation
-from henn.ir.ops import Node, infer_shape
+from henn.ir.ops import LINEAR_OPS, SEGMENT_OPS, Node, Op, infer_shape
 
 
 def conv_taps(node: Node, in_shape) -> tuple[np.ndarray, np.ndarray]:
@@ -23,7 +24,7 @@ def conv_taps(node: Node, in_shape) -> tuple[np.ndarray, np.ndarray]:
     c_in, h, w = in_shape
     out = infer_shape(node, [tuple(in_shape)])
     _, oh, ow = out
-    if node.op == "conv2d":
+    if node.op == Op.CONV2D:
         wt = node.params["weight"]
         o_ch, _, kh, kw = wt.shape
     else:
@@ -35,7 +36,7 @@ def conv_taps(node: Node, in_shape) -> tuple[np.ndarray, np.ndarray]:
     x = np.arange(ow)[None, :, None, None] * sw + np.arange(kw)[None, None, None, :] - pl  # (1,ow,1,kw)
     valid = (y >= 0) & (y < h) & (x >= 0) & (x < w)  # (oh, ow, kh, kw)
     pix = np.where(valid, y * w + x, -1)  # (oh, ow, kh, kw)
-    if node.op == "conv2d":
+    if node.op == Op.CONV2D:
         chans = np.arange(c_in)[:, None, None, None, None] * (h * w)  # (C,1,1,1,1)
         cols = np.where(pix[None] >= 0, pix[None] + chans, -1)  # (C, oh, ow, kh, kw)
         cols = cols.transpose(1, 2, 0, 3, 4).reshape(oh * ow, c_in * kh * kw)  # position x tap
@@ -49,24 +50,38 @@ def conv_taps(node: Node, in_shape) -> tuple[np.ndarray, np.ndarray]:
 
 
 def matrix(node: Node, in_shape) -> sp.csr_matrix:
-    """The sparse matrix of a linear op (conv2d, linear, sumpool, flatten) on flattened vectors."""
+    """The sparse matrix of a linear op (henn.ir.ops.SEGMENT_OPS: conv2d, linear, sumpool, flatten,
+    reshape) on flattened vectors."""
+    build = _MATRICES.get(node.op)
+    if build is None:
+        raise UnsupportedOperation(f"layer {node.name!r} ({node.op}) is not a linear operation")
+    return build(node, tuple(in_shape))
+
+
+def _permutation(node: Node, in_shape) -> sp.csr_matrix:
     n_in = math.prod(in_shape)
-    if node.op == "flatten":
-        return sp.identity(n_in, format="csr")
-    if node.op == "reshape":
-        index = node.params["index"]
-        return sp.csr_matrix((np.ones(n_in), (np.arange(n_in), index)), shape=(n_in, n_in))
-    if node.op == "linear":
-        return sp.csr_matrix(node.params["weight"])
-    if node.op in ("conv2d", "sumpool"):
-        cols, wts = conv_taps(node, in_shape)
-        m = cols.shape[0]
-        per_ch = m // wts.shape[0]
-        vals = np.repeat(wts, per_ch, axis=0)  # (m, T)
-        rows = np.broadcast_to(np.arange(m)[:, None], cols.shape)
-        keep = (cols >= 0) & (vals != 0)  # the zero blocks of a grouped conv cost no diagonal
-        return sp.csr_matrix((vals[keep], (rows[keep], cols[keep])), shape=(m, n_in))
-    raise UnsupportedOperation(f"layer {node.name!r} ({node.op}) is not a linear operation")
+    return sp.csr_matrix((np.ones(n_in), (np.arange(n_in), node.params["index"])), shape=(n_in, n_in))
+
+
+def _taps_matrix(node: Node, in_shape) -> sp.csr_matrix:
+    cols, wts = conv_taps(node, in_shape)
+    m = cols.shape[0]
+    per_ch = m // wts.shape[0]
+    vals = np.repeat(wts, per_ch, axis=0)  # (m, T)
+    rows = np.broadcast_to(np.arange(m)[:, None], cols.shape)
+    keep = (cols >= 0) & (vals != 0)  # the zero blocks of a grouped conv cost no diagonal
+    return sp.csr_matrix((vals[keep], (rows[keep], cols[keep])), shape=(m, math.prod(in_shape)))
+
+
+_MATRICES: dict[Op, Callable[[Node, tuple[int, ...]], sp.csr_matrix]] = {
+    Op.FLATTEN: lambda node, in_shape: sp.identity(math.prod(in_shape), format="csr"),
+    Op.RESHAPE: _permutation,
+    Op.LINEAR: lambda node, in_shape: sp.csr_matrix(node.params["weight"]),
+    Op.CONV2D: _taps_matrix,
+    Op.SUMPOOL: _taps_matrix,
+}
+if set(_MATRICES) != set(SEGMENT_OPS):  # every op packing composes into a linear transform has its matrix
+    raise AssertionError(f"ops without a matrix: {sorted(set(SEGMENT_OPS) - set(_MATRICES))}")
 
 
 def windows(node: Node, in_shape) -> sp.csr_matrix:
@@ -80,7 +95,7 @@ def windows(node: Node, in_shape) -> sp.csr_matrix:
 
 def full_bias(node: Node, in_shape) -> np.ndarray:
     """Flattened bias over every output element."""
-    if node.op not in ("conv2d", "linear"):
+    if node.op not in LINEAR_OPS:
         return np.zeros(math.prod(infer_shape(node, [tuple(in_shape)])))
     b = node.params["bias"]
     out = infer_shape(node, [tuple(in_shape)])
@@ -97,7 +112,7 @@ def segment_matrix(nodes, in_shape):
         mat = matrix(n, shape)
         m = mat if m is None else mat @ m
         bias = None if bias is None else mat @ bias
-        if n.op in ("conv2d", "linear"):
+        if n.op in LINEAR_OPS:
             bias = full_bias(n, shape) if bias is None else bias + full_bias(n, shape)
         shape = infer_shape(n, [shape])
     return m.tocsr(), (np.zeros(m.shape[0]) if bias is None else bias), shape

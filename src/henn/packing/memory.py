@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from henn.ir.ops import LINEAR_OPS
+from henn.ir.ops import LINEAR_OPS, Op
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def batch_stages(g, group: int) -> list[Stage]:
         n_out = value_cts(out.shape, group)
         held = 0
         if group > 1 and node.op in LINEAR_OPS:
-            rows = node.params["weight"].shape[2] + 1 if node.op == "conv2d" else None
+            rows = node.params["weight"].shape[2] + 1 if node.op == Op.CONV2D else None
             window = count if rows is None else min(count, rows * count // g.shape(node.inputs[0])[1])
             held = window * math.isqrt(group)
         stages.append(Stage(count, level, n_out, out.level, group > 1, held))
@@ -87,7 +87,7 @@ def batch_plaintext_bytes(g, group: int, n: int) -> int:
         if node.op not in LINEAR_OPS:
             continue
         src, dst = g.values[node.inputs[0]], g.values[node.output]
-        if node.op == "conv2d":
+        if node.op == Op.CONV2D:
             c_out, c_in, kh, kw = node.params["weight"].shape
             replicated = node.inputs[0] == g.input and c_in < group
             pairs = -(-c_out // group) * (1 if replicated else -(-c_in // group)) * kh * kw

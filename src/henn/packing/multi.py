@@ -25,6 +25,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from henn.ir.ops import Op
 from henn.packing import bsgs, matrices
 from henn.packing.layout import Layout, LayoutKind, flat, place_images, pow2
 from henn.packing.plans import BsgsPlan, RotationPoolPlan, Strategy
@@ -65,7 +66,7 @@ def pool_plan(layout: Layout, node, in_shape) -> tuple[RotationPoolPlan, Layout]
     if (
         layout.gap is None
         or layout.base is None
-        or node.op != "sumpool"
+        or node.op != Op.SUMPOOL
         or tuple(node.attrs["kernel"]) != (2, 2)
         or tuple(node.attrs["stride"]) != (2, 2)
         or any(node.attrs["pads"])

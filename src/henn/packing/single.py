@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from henn.errors import UnsupportedOperation
+from henn.ir.ops import LINEAR_OPS
 from henn.packing import bsgs, matrices
 from henn.packing.layout import Layout, LayoutKind, natural, pow2
 from henn.packing.plans import BsgsPlan, Strategy
@@ -123,7 +124,7 @@ def _diagonals(spread: Triples) -> tuple[bsgs.Diagonals, Layout]:
 
 def plan_segment(in_layout: Layout, nodes, in_shape, max_slots: int = MAX_PERIOD) -> tuple[BsgsPlan, Layout]:
     """Cheapest of direct / hybrid / expanded (blocked within max_slots) for a segment."""
-    lin = [n for n in nodes if n.op in ("conv2d", "linear")]
+    lin = [n for n in nodes if n.op in LINEAR_OPS]
     name = lin[0].name if lin else nodes[0].name
     check_fits(name, max(in_layout.period, pow2(math.prod(in_shape))))
     mat, _, _ = matrices.segment_matrix(nodes, in_shape)

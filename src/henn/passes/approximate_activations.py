@@ -54,7 +54,7 @@ from henn.activations import ACTIVATIONS, APPROXIMATED, CORE_FORMS, FORMS, NONPO
 from henn.approximation import Approximation
 from henn.errors import InputError, UnsupportedOperation
 from henn.ir.graph import Graph, Node
-from henn.ir.ops import LINEAR_OPS, REARRANGE_OPS, Op
+from henn.ir.ops import COMPOSED_OPS, LINEAR_OPS, Op
 from henn.kernels.chebyshev import chain_depth
 from henn.kernels.poly import polynomial_depth
 from henn.passes import maxpool_form, sign_bits, smooth_degrees
@@ -69,19 +69,19 @@ def run(graph: Graph, options=None) -> Graph:
     fits = fit_activations(g, options)
     g = _approximated(g, fits)
     for n in g.nodes:
-        if n.op == "activation":
+        if n.op == Op.ACTIVATION:
             raise UnsupportedOperation(
                 f"layer {n.name!r} is a {n.attrs['kind']} activation, which is not a polynomial and cannot be "
                 f"evaluated on CKKS ciphertexts; supported: henn.Poly activations ({', '.join(ACTIVATIONS)}, or any "
                 f"polynomial), and {', '.join(APPROXIMATED)} (approximated on their calibrated range): retrain "
                 "with one of those (henn.training's PolyAct for a trained polynomial)"
             )
-        if n.op == "poly" and n.name not in fits:
+        if n.op == Op.POLY and n.name not in fits:
             check_poly(n.attrs, n.name)
-        if n.op == "poly" and "form" not in n.attrs:
+        if n.op == Op.POLY and "form" not in n.attrs:
             general = not takes_affine(g, n.output)
             n.attrs.update(decompose(n.attrs["coefficients"], n.name, general=general, bound=_bound(n.attrs)))
-        if n.op == "channel_poly":
+        if n.op == Op.CHANNEL_POLY:
             degree = channel_poly_degree(n.params["coefficients"], n.name)
             n.attrs.update(degree=degree, levels=CPOLY_LEVELS[degree])
     return g
@@ -91,8 +91,8 @@ def fit_activations(g: Graph, options) -> dict[str, Approximation | dict]:
     """A polynomial for each non-polynomial activation henn approximates, on the range its inputs
     take over options.calibration (widened by henn.ranges.OBSERVED_SLACK); for each max pool, the
     composite relu of its composite max (henn.passes.maxpool_form)."""
-    wanted = [n for n in g.nodes if n.op == "activation" and n.attrs["kind"] in APPROXIMATED]
-    pools = [n for n in g.nodes if n.op == "maxpool"]
+    wanted = [n for n in g.nodes if n.op == Op.ACTIVATION and n.attrs["kind"] in APPROXIMATED]
+    pools = [n for n in g.nodes if n.op == Op.MAXPOOL]
     if not wanted and not pools:
         return {}
     calibration = getattr(options, "calibration", None)
@@ -100,7 +100,7 @@ def fit_activations(g: Graph, options) -> dict[str, Approximation | dict]:
         n = (wanted + pools)[0]
         what = (
             "a max pool, which henn evaluates by composite maxima"
-            if n.op == "maxpool"
+            if n.op == Op.MAXPOOL
             else (f"a {n.attrs['kind']} activation, which henn approximates by a polynomial")
         )
         raise InputError(
@@ -113,7 +113,7 @@ def fit_activations(g: Graph, options) -> dict[str, Approximation | dict]:
     degrees = _per_layer(options, "activation_degree", [n.name for n in smooth])
     bits = _per_layer(options, "activation_bits", [n.name for n in signs + pools])
     images = check_images(calibration, tuple(g.input_shape))
-    bounds = ranges.observed_bounds(g, images, ("activation", "maxpool"))
+    bounds = ranges.observed_bounds(g, images, (Op.ACTIVATION, Op.MAXPOOL))
     fixed = _smooth_fits(smooth, bounds, degrees)  # the sign precision does not change them
     open_smooth = [n for n in smooth if degrees(n.name) is None]
     if open_smooth and smooth_degrees.applies(images):  # the degree rule, ReLUs and max pools at default precision
@@ -274,10 +274,10 @@ def takes_affine(g: Graph, value: str) -> bool:
     """Whether every path from `value` reaches a Conv/Gemm, another activation or the output through
     pools and flattens only: merge_act_pool can then move a gain and offset there."""
     for n in g.consumers(value):
-        if n.op in ("avgpool", "sumpool", *REARRANGE_OPS):
+        if n.op in (Op.AVGPOOL, *COMPOSED_OPS):
             if not takes_affine(g, n.output):
                 return False
-        elif n.op not in LINEAR_OPS and n.op != "poly":
+        elif n.op not in LINEAR_OPS and n.op != Op.POLY:
             return False
     return True
 

@@ -28,19 +28,17 @@ import numpy as np
 from henn.ckks import presets
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph, Node
-from henn.ir.ops import LINEAR_OPS, REARRANGE_OPS
+from henn.ir.ops import COMPOSED_OPS, LINEAR_OPS, SEGMENT_OPS, Op
 from henn.packing import maxpool, multi, single
 from henn.packing.layout import Layout, LayoutKind, natural, pow2
 from henn.packing.plans import TapsPlan
-
-SEGMENT_OPS = ("conv2d", "linear", "sumpool", *REARRANGE_OPS)
 
 
 def run(graph: Graph, options) -> Graph:
     g = graph.copy()
     g.meta["packing"] = options.mode
     graph_shaped = is_graph_shaped(g)
-    multiplexed_only = graph_shaped or any(n.op == "channel_poly" for n in g.nodes)
+    multiplexed_only = graph_shaped or any(n.op == Op.CHANNEL_POLY for n in g.nodes)
     if options.mode == "batch":
         if multiplexed_only:
             raise UnsupportedOperation(
@@ -105,7 +103,7 @@ def units(g: Graph) -> list[list[Node]]:
     for n in g.nodes:
         if n.op in LINEAR_OPS:
             seg, prev = [n], g.producer(n.inputs[0])
-            while prev is not None and prev.op in ("sumpool", *REARRANGE_OPS) and _composes(g, prev, seg[0]):
+            while prev is not None and prev.op in COMPOSED_OPS and _composes(g, prev, seg[0]):
                 seg.insert(0, prev)
                 prev = g.producer(prev.inputs[0])
             segment[n.name] = seg
@@ -130,13 +128,13 @@ def _plan_multi(g: Graph, slots: int, images: int = 1) -> None:
     layouts: dict[str, Layout | None] = {g.input: multi.feature_layout(shape, base, slots, images)}
     for unit in units(g):
         head = unit[0]
-        if head.op in ("poly", "channel_poly"):
+        if head.op in (Op.POLY, Op.CHANNEL_POLY):
             layouts[head.output] = layouts[head.inputs[0]]
-        elif head.op == "maxpool":
+        elif head.op == Op.MAXPOOL:
             head.attrs["packing"], layouts[head.output] = maxpool.rotation_plan(
                 _held(layouts, head.inputs[0]), head, g.shape(head.inputs[0])
             )
-        elif head.op == "add":
+        elif head.op == Op.ADD:
             layouts[head.output] = _same_layout(head, *(_held(layouts, v) for v in head.inputs))
         elif head.op in LINEAR_OPS or (len(unit) > 1 and unit[-1].op in LINEAR_OPS):
             layouts.update(_plan_unit(g, unit, _held(layouts, head.inputs[0]), base, slots))
@@ -155,7 +153,7 @@ def _plan_unit(g: Graph, seg: list[Node], layout: Layout, base, slots: int) -> d
     the layout of each value it makes (None: composed into the next matrix, never held)."""
     main, shape = seg[-1], g.shape(seg[0].inputs[0])
     made: dict[str, Layout | None] = {}
-    pooled = multi.pool_plan(layout, seg[0], shape) if main.op == "conv2d" and len(seg) == 2 else None
+    pooled = multi.pool_plan(layout, seg[0], shape) if main.op == Op.CONV2D and len(seg) == 2 else None
     if pooled is not None:  # pool by rotations, then the conv on the sparser layout
         seg[0].attrs["packing"], layout = pooled
         made[seg[0].output] = layout
@@ -192,7 +190,7 @@ def segments(g: Graph) -> list[list]:
     out: list[list] = []
     cur: list = []
     for n in g.nodes:
-        if n.op in ("poly", "bootstrap", "maxpool"):
+        if n.op in (Op.POLY, Op.BOOTSTRAP, Op.MAXPOOL):
             out.append(cur)
             out.append([n])
             cur = []
@@ -213,10 +211,10 @@ def _plan_single(g: Graph, max_slots: int) -> None:
     layout, shape = None, g.input_shape
     max_period = 1
     for i, seg in enumerate(segs):
-        if seg and seg[0].op == "poly":
+        if seg and seg[0].op == Op.POLY:
             g.values[seg[0].output].meta["layout"] = layout
             continue
-        if seg and seg[0].op == "maxpool":
+        if seg and seg[0].op == Op.MAXPOOL:
             if layout is None:
                 layout = natural(math.prod(shape))
                 g.values[g.input].meta["layout"] = layout
@@ -226,7 +224,7 @@ def _plan_single(g: Graph, max_slots: int) -> None:
             continue
         lin = [n for n in seg if n.op in LINEAR_OPS]
         if not lin:
-            if any(n.op == "sumpool" for n in seg):
+            if any(n.op == Op.SUMPOOL for n in seg):
                 raise UnsupportedOperation("single mode cannot pool without a following Conv/Gemm: use mode='batch'")
             layout = layout or natural(math.prod(shape))
             if i == 0:
@@ -236,7 +234,7 @@ def _plan_single(g: Graph, max_slots: int) -> None:
                 shape = g.shape(n.output)
             continue
         main = lin[0]
-        if i == 0 and seg[0] is main and main.op == "conv2d" and main.params["weight"][0].size <= single.MAX_TAPS:
+        if i == 0 and seg[0] is main and main.op == Op.CONV2D and main.params["weight"][0].size <= single.MAX_TAPS:
             single.check_fits(main.name, pow2(math.prod(g.shape(main.output))))
             nxt = _next_conv(segs, i)
             out = single.expanded(nxt, g.shape(main.output)) if nxt is not None else None
@@ -254,7 +252,7 @@ def _plan_single(g: Graph, max_slots: int) -> None:
         after, virtual = False, False
         for n in seg:  # ops before the Conv/Gemm are composed into it: their values never exist alone
             after = after or n is main
-            virtual = virtual or (not after and n.op != "flatten")
+            virtual = virtual or (not after and n.op != Op.FLATTEN)
             g.values[n.output].meta["layout"] = out if after else (None if virtual else layout)
         max_period = max(max_period, out.period, main.attrs["packing"].period)
         layout, shape = out, g.shape(seg[-1].output)
@@ -264,9 +262,9 @@ def _plan_single(g: Graph, max_slots: int) -> None:
 def _next_conv(segs, i):
     """The Conv of the next segment (after the next activation, or right after this one), when that
     segment is just that Conv."""
-    j = i + 2 if i + 1 < len(segs) and segs[i + 1] and segs[i + 1][0].op == "poly" else i + 1
+    j = i + 2 if i + 1 < len(segs) and segs[i + 1] and segs[i + 1][0].op == Op.POLY else i + 1
     if j < len(segs) and segs[j]:
-        nxt = [n for n in segs[j] if n.op != "flatten"]
-        if len(nxt) == 1 and nxt[0].op == "conv2d" and segs[j][0] is nxt[0]:
+        nxt = [n for n in segs[j] if n.op != Op.FLATTEN]
+        if len(nxt) == 1 and nxt[0].op == Op.CONV2D and segs[j][0] is nxt[0]:
             return nxt[0]
     return None

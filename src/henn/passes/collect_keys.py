@@ -4,6 +4,7 @@ Runs after select_params: some steps depend on the number of slots."""
 from __future__ import annotations
 
 from henn.ir.graph import Graph
+from henn.ir.ops import Op
 
 
 def run(graph: Graph, options=None) -> Graph:
@@ -16,7 +17,7 @@ def run(graph: Graph, options=None) -> Graph:
             steps |= plan.rotation_steps(slots)
     g.meta["rotation_steps"] = tuple(sorted(steps))
     g.meta["relin"] = any(
-        (n.op in ("poly", "maxpool") and n.attrs["levels"] > 0) or (n.op == "channel_poly" and n.attrs["levels"] > 1)
+        (n.op in (Op.POLY, Op.MAXPOOL) and n.attrs["levels"] > 0) or (n.op == Op.CHANNEL_POLY and n.attrs["levels"] > 1)
         for n in g.nodes
     )
     return g

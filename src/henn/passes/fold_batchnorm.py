@@ -11,12 +11,12 @@ import numpy as np
 
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph
-from henn.ir.ops import LINEAR_OPS
+from henn.ir.ops import LINEAR_OPS, Op
 
 
 def run(graph: Graph, options=None) -> Graph:
     g = graph.copy()
-    for bn in [n for n in g.nodes if n.op == "batchnorm"]:
+    for bn in [n for n in g.nodes if n.op == Op.BATCHNORM]:
         prev = g.producer(bn.inputs[0])
         if prev is None or prev.op not in LINEAR_OPS or len(g.consumers(prev.output)) != 1:
             raise UnsupportedOperation(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from henn.ir.graph import Graph, Node, Value
-from henn.ir.ops import LINEAR_OPS, REARRANGE_OPS, Op, infer_shape
+from henn.ir.ops import COMPOSED_OPS, LINEAR_OPS, REARRANGE_OPS, Op, infer_shape
 from henn.packing import matrices, price
 
 
@@ -48,7 +48,7 @@ def run(graph: Graph, options=None) -> Graph:
 def _worth(g: Graph, chain: list[Node], fused: list[Node], mode: str) -> bool:
     """Gemm after Gemm always (the paper's depths count the fused head); otherwise where the fused
     layer prices no higher than the two apart."""
-    if [n.op for n in chain] == ["linear", "linear"]:
+    if [n.op for n in chain] == [Op.LINEAR, Op.LINEAR]:
         return True
     in_shape = g.shape(chain[0].inputs[0])
     apart = [(chain[:1], in_shape), (chain[1:], g.shape(chain[0].output))]
@@ -63,7 +63,7 @@ def _chain(g: Graph, n: Node) -> list[Node] | None:
         chain.insert(0, prev)
         if prev.op in LINEAR_OPS:
             return chain
-        if prev.op not in ("sumpool", *REARRANGE_OPS):
+        if prev.op not in COMPOSED_OPS:
             return None
         prev = g.producer(prev.inputs[0])
     return None
@@ -77,7 +77,7 @@ def _compose(g: Graph, chain: list[Node]) -> list[Node] | None:
     name = "+".join(n.name for n in chain if n.op in LINEAR_OPS)
     gain = float(np.prod([n.attrs.get("folded_gain", 1.0) for n in chain]))
     attrs: dict[str, object] = {"folded_gain": gain} if gain != 1.0 else {}  # threshold_coeffs: eps vs weights
-    if last.op == "linear":
+    if last.op == Op.LINEAR:
         nodes = []
         if len(in_shape) != 1:
             nodes.append(Node(Op.FLATTEN, f"{name}/flatten", [src], f"{last.output}/flat"))
@@ -97,11 +97,11 @@ def _compose(g: Graph, chain: list[Node]) -> list[Node] | None:
 def _conv_of(chain: list[Node]) -> tuple[np.ndarray, tuple[int, int]] | None:
     """The kernel and stride of a Conv followed by unpadded sum-pools and Convs, or None."""
     first = chain[0]
-    if first.op != "conv2d" or any(n.op in REARRANGE_OPS or any(n.attrs["pads"]) for n in chain[1:]):
+    if first.op != Op.CONV2D or any(n.op in REARRANGE_OPS or any(n.attrs["pads"]) for n in chain[1:]):
         return None
     w, (sh, sw) = first.params["weight"], first.attrs["stride"]
     for n in chain[1:]:
-        if n.op == "sumpool":
+        if n.op == Op.SUMPOOL:
             c, (kh, kw) = w.shape[0], n.attrs["kernel"]
             w2 = np.eye(c)[:, :, None, None] * np.ones((kh, kw))
         else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from henn.errors import InputError, UnsupportedOperation
 from henn.ir.graph import Graph
-from henn.ir.ops import LINEAR_OPS
+from henn.ir.ops import LINEAR_OPS, Op
 from henn.packing import grouped
 from henn.packing.memory import batch_plaintext_bytes, batch_stages, ciphertext_bytes, peak_bytes
 
@@ -69,16 +69,16 @@ def _plan(g: Graph, group: int, stride: int) -> None:
     for node in g.nodes:
         if node.op in LINEAR_OPS:
             node.attrs["packing"], layout = grouped.plan_linear(layout, node, shape, group, stride)
-        elif node.op in ("sumpool", "maxpool"):
+        elif node.op in (Op.SUMPOOL, Op.MAXPOOL):
             node.attrs["packing"], layout = grouped.pool_plan(layout, node, shape)
-        elif node.op == "flatten":
+        elif node.op == Op.FLATTEN:
             layout = grouped.flattened(layout)
-        elif node.op == "reshape":
+        elif node.op == Op.RESHAPE:
             raise UnsupportedOperation(
                 f"layer {node.name!r}: a reshape or permute in grouped batch packing (channels per ciphertext); "
                 "compile with batch_group=1 or in single mode"
             )
-        elif node.op != "poly":
+        elif node.op != Op.POLY:
             raise UnsupportedOperation(
                 f"layer {node.name!r} ({node.op}) cannot be packed; run the earlier passes first"
             )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from henn.ir.graph import Graph
-from henn.ir.ops import Node
+from henn.ir.ops import COMPOSED_OPS, LINEAR_OPS, Node, Op
 from henn.kernels.activation import defers_relin
 from henn.packing import matrices
 
@@ -30,7 +30,6 @@ from henn.packing import matrices
 # (Lattigo, N = 2^13, 5 primes, both cores: a key switch 7 ms, a term 8.8 us); a term on a product of
 # degree 2 costs half a term more.
 RELIN_TERMS = 800
-PASS_THROUGH = ("sumpool", "flatten", "reshape")  # ops between the activation and the layer that keep degree 2
 
 
 def run(graph: Graph, options=None) -> Graph:
@@ -38,7 +37,7 @@ def run(graph: Graph, options=None) -> Graph:
     if g.meta["packing"] != "batch" or g.meta.get("group", 1) != 1:
         return g
     for act in g.nodes:
-        if act.op != "poly" or not act.attrs["levels"] or not defers_relin(act.attrs):
+        if act.op != Op.POLY or not act.attrs["levels"] or not defers_relin(act.attrs):
             continue
         layer = _linear_reader(g, act)
         if layer is not None and _saves(g, act, layer):
@@ -62,9 +61,9 @@ def _keep_unrescaled(g: Graph, act: Node, layer: Node) -> None:
 def _linear_reader(g: Graph, act: Node) -> Node | None:
     """The linear layer that alone reads the activation's output, through pools and flattens only."""
     node = g.next_node(act)
-    while node is not None and node.op in PASS_THROUGH:
+    while node is not None and node.op in COMPOSED_OPS:  # linear maps without products keep degree 2
         node = g.next_node(node)
-    return node if node is not None and node.op in ("conv2d", "linear") else None
+    return node if node is not None and node.op in LINEAR_OPS else None
 
 
 def _saves(g: Graph, act: Node, layer: Node) -> bool:

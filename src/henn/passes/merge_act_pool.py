@@ -25,7 +25,7 @@ from henn.activations import chebyshev_series
 from henn.errors import UnsupportedOperation
 from henn.ir import interpret
 from henn.ir.graph import Graph
-from henn.ir.ops import LINEAR_OPS, REARRANGE_OPS, Op
+from henn.ir.ops import COMPOSED_OPS, LINEAR_OPS, Op
 from henn.passes import maxpool_form
 from henn.passes.approximate_activations import chebyshev_form, decompose, general_form
 
@@ -39,7 +39,7 @@ def run(graph: Graph, options=None) -> Graph:
         if n.op in LINEAR_OPS:
             if src in pending:
                 _absorb(n, gain, offset, g.shape(src))
-        elif n.op == "poly":
+        elif n.op == Op.POLY:
             if src in pending:
                 _compose(n, gain, offset)
             a = n.attrs
@@ -58,14 +58,14 @@ def run(graph: Graph, options=None) -> Graph:
                 _divide(prev, a)
             elif a["shift"]:
                 _unshift(a)
-        elif n.op == "avgpool":
+        elif n.op == Op.AVGPOOL:
             k = n.attrs["kernel"][0] * n.attrs["kernel"][1]
             o = None if offset is None else interpret.apply(n, offset[None])[0]  # still an average here
             n.op = Op.SUMPOOL
             pending[n.output] = (gain / k, o)
-        elif n.op == "maxpool":
+        elif n.op == Op.MAXPOOL:
             pending[n.output] = _maxpool(g, n, gain, offset, src in pending)
-        elif n.op in ("sumpool", *REARRANGE_OPS):
+        elif n.op in COMPOSED_OPS:
             if src in pending:
                 pending[n.output] = (gain, None if offset is None else interpret.apply(n, offset[None])[0])
         elif any(v in pending for v in n.inputs):
@@ -101,11 +101,11 @@ def _maxpool(g: Graph, n, gain: float, offset, pending: bool) -> tuple[float, np
         return gain, out_offset
     if prev.op in LINEAR_OPS:
         _divide_layer(prev, b)
-    elif prev.op == "poly" and prev.attrs["form"] == "chebyshev":
+    elif prev.op == Op.POLY and prev.attrs["form"] == "chebyshev":
         comps = chebyshev_series(prev.attrs)
         comps[-1] = comps[-1] / b
         prev.attrs.update(chebyshev_form(comps, prev.attrs["shift"], prev.attrs["bound"], prev.attrs["times_input"]))
-    elif prev.op == "poly" and prev.attrs["form"] == "general":
+    elif prev.op == Op.POLY and prev.attrs["form"] == "general":
         prev.attrs.update(
             general_form(np.asarray(prev.attrs["coefficients"]) / b, prev.attrs["shift"], prev.attrs["bound"])
         )

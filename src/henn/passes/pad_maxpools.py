@@ -27,7 +27,7 @@ def run(graph: Graph, options=None) -> Graph:
     if getattr(options, "mode", "batch") != "single":
         return graph
     g = graph.copy()
-    for n in [n for n in g.nodes if n.op == "maxpool" and any(n.attrs["pads"])]:
+    for n in [n for n in g.nodes if n.op == Op.MAXPOOL and any(n.attrs["pads"])]:
         _rewrite(g, n)
     return g
 

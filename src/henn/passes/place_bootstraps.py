@@ -43,14 +43,14 @@ from henn.ckks import presets
 from henn.errors import InputError, ParameterError, UnsupportedOperation
 from henn.ir import interpret
 from henn.ir.graph import Graph, Node
-from henn.ir.ops import LINEAR_OPS, Op
+from henn.ir.ops import LEVELLED_OPS, LINEAR_OPS, Op
 from henn.passes import plan_levels
 
 log = logging.getLogger(__name__)
 
 BOUND_MARGIN = 1.25
 OUTLIER_FACTOR = 16.0  # typical images' peaks lie within 2-3x of each other
-BOUNDARY_OPS = LINEAR_OPS + ("poly", "channel_poly", "add", "maxpool")
+BOUNDARY_OPS = LINEAR_OPS + (Op.POLY, Op.CHANNEL_POLY, Op.ADD, Op.MAXPOOL)
 UNREACHABLE = 1 << 30  # the depth of a segment that enters a refreshing chain at level 0
 
 
@@ -126,7 +126,7 @@ def node_levels(n: Node) -> int:
     """Levels a node takes."""
     if n.op in LINEAR_OPS:
         return 1
-    if n.op in plan_levels.LEVELLED_OPS:
+    if n.op in LEVELLED_OPS:
         return int(n.attrs["levels"])
     return 0
 
@@ -156,7 +156,7 @@ def segment_depths(g: Graph, live: list[tuple[str, ...]], top: int):
         used = dict.fromkeys(live[j] if j >= 0 else (g.input,), 0)
         deepest, boots, row = 0, 0, []
         for n in g.nodes[j + 1 :]:
-            if n.op == "add":
+            if n.op == Op.ADD:
                 used[n.output] = plan_levels.joined_levels(*(used[v] for v in n.inputs))
             elif "refresh" in n.attrs:
                 c = used[n.inputs[0]]
@@ -180,7 +180,7 @@ def refresh_bounds(n: Node) -> list[float]:
     """[|u|, |b|] of a node that bootstraps part way: the chain's input (its t = u / bound lies in [-1, 1]),
     and a max pool's operands (within its accepted range)."""
     bound = float(n.attrs["bound"])
-    if n.op == "maxpool":
+    if n.op == Op.MAXPOOL:
         lo, hi = n.attrs["range"]
         return [bound, max(abs(float(lo)), abs(float(hi)), 1e-3)]
     return [bound, 1.0]

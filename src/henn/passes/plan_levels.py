@@ -29,7 +29,7 @@ from henn.activations import chebyshev_series
 from henn.ckks.selection import DEFAULT_LOG_SCALE
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph
-from henn.ir.ops import LEVELLED_OPS, LINEAR_OPS
+from henn.ir.ops import BINARY_OPS, Levels, Op, spec
 from henn.kernels.chebyshev import chebyshev_depth
 from henn.packing import matrices
 from henn.packing.plans import RotationMaxPlan
@@ -50,15 +50,16 @@ def run(graph: Graph, options) -> Graph:
         src = n.inputs[0]
         c, s = used[src], scale[src]
         run_of[n.output] = run_of[src]
-        if n.op == "bootstrap":
+        cost = spec(n).levels
+        if cost == Levels.REFRESH:
             if run_of[src] == 0:  # the input level serves the deepest value the first bootstraps refresh
                 first_run = max(first_run or 0, c + 1)
             run_of[n.output] += 1
             c, s = 0, log_delta - min(0, math.ceil(math.log2(n.attrs["bound"])))
-        elif n.op in LINEAR_OPS:
+        elif cost == Levels.RESCALE:
             n.attrs["rescale"] = True
             c += 1
-        elif n.op in LEVELLED_OPS and "refresh" in n.attrs:
+        elif cost == Levels.ATTR and "refresh" in n.attrs:
             top = g.meta["bootstrap_top"]
             out, boots = refresh_schedule(g, n, top - c, top)
             if boots:  # refreshed part way: a new run, its first entered with the input at the top
@@ -66,9 +67,9 @@ def run(graph: Graph, options) -> Graph:
                 c, s = top - out, log_delta
             else:
                 c += n.attrs["levels"]
-        elif n.op in LEVELLED_OPS:
+        elif cost == Levels.ATTR:
             c += n.attrs["levels"]
-        elif n.op == "add":
+        elif n.op in BINARY_OPS:  # a join: at the lower operand's level
             c, s = _add_levels(g, n, used, scale, run_of, refreshing)
         used[n.output], scale[n.output] = c, s
     # output_floor (place_bootstraps): the level where the parameters hold the outputs (0 unless q0 leaves
@@ -91,14 +92,14 @@ def run(graph: Graph, options) -> Graph:
 
 def refreshable(n) -> bool:
     """A node that can bootstrap part way (henn.chain_schedule): a chain of series, a max pool's tree."""
-    return (n.op == "poly" and n.attrs.get("form") == "chebyshev") or n.op == "maxpool"
+    return (n.op == Op.POLY and n.attrs.get("form") == "chebyshev") or n.op == Op.MAXPOOL
 
 
 def refresh_schedule(g: Graph, n, level: int, top: int) -> tuple[int, int]:
     """(output level, bootstraps per ciphertext) of a refreshing node entered at `level`."""
     depths = [chebyshev_depth(c) for c in chebyshev_series(n.attrs)]
     shape: dict[str, Any] = {"name": n.name}
-    if n.op == "poly":
+    if n.op == Op.POLY:
         shape["times_input"] = bool(n.attrs.get("times_input", False))
     elif isinstance(n.attrs.get("packing"), RotationMaxPlan):
         shape["tree"] = n.attrs["packing"].ops[:, :2]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from henn.ir.graph import Graph
-from henn.ir.ops import LINEAR_OPS
+from henn.ir.ops import LINEAR_OPS, Op
 from henn.passes.approximate_activations import trim
 
 EPS_DEG4 = 1e-6
@@ -23,7 +23,7 @@ EPS_DEFAULT = 1e-7
 
 
 def epsilon(graph: Graph) -> float:
-    degrees = [len(trim(n.attrs["coefficients"])) - 1 for n in graph.nodes if n.op == "poly"]
+    degrees = [len(trim(n.attrs["coefficients"])) - 1 for n in graph.nodes if n.op == Op.POLY]
     return EPS_DEG4 if degrees and max(degrees) >= 4 else EPS_DEFAULT
 
 
