@@ -8,7 +8,9 @@ function and of ModUpExact, in both branches of the key-switching decomposition,
 products), so that the bridge can install its AVX-512 kernels (go/ntt_ifma.go, go/extend_ifma.go,
 go/montgomery_ifma.go); and lattigo_patch/dft/shapes.go to its DFT package with a switch in
 NewMatrixFromLiteral, so that a bootstrapping evaluator whose DFT factors the bridge encodes as they run
-is built without encoding them all first.
+is built without encoding them all first; and lattigo_patch/sampling/drbg.go to its sampling package, so
+that key generation and encryption draw their randomness from AES-256-CTR seeded by crypto/rand (18x faster
+here) rather than from crypto/rand for every KiB.
 Everything else is Lattigo's code, unchanged (Apache-2.0: its LICENSE is copied with it).
 """
 
@@ -60,10 +62,15 @@ def patch_sources() -> list[Path]:
     return sorted(PATCH_DIR.rglob("*.go")) + [Path(__file__).resolve()]
 
 
+# this module as this process loaded it: a process started before an edit applies its own hooks, so it
+# stamps what it applied, and a newer process sees a different stamp and prepares again
+_THIS_MODULE = Path(__file__).resolve().read_bytes()
+
+
 def _fingerprint() -> str:
     digest = hashlib.sha256(VERSION.encode())
     for path in patch_sources():
-        digest.update(path.read_bytes())
+        digest.update(_THIS_MODULE if path == Path(__file__).resolve() else path.read_bytes())
     return digest.hexdigest()
 
 
@@ -127,11 +134,29 @@ _DFT_HOOKS = (
      "\t\t\t\tcontinue\n\t\t\t}\n"),
 )
 
+# sampling.ThreadSafePRNG (every Encryptor's and KeyGenerator's randomness) reads an AES-CTR generator seeded
+# from crypto/rand instead of crypto/rand itself (lattigo_patch/sampling/drbg.go); the original return stays,
+# unreachable
+_PRNG_HOOKS = (
+    ("type ThreadSafePRNG struct {\n", "\tdrbg\n"),
+    ("func (prng *ThreadSafePRNG) Read(sum []byte) (n int, err error) {\n", "\treturn prng.drbg.read(sum)\n"),
+)
+
+# the samplers' faster loops (lattigo_patch/samplers.go), same outputs
+_SAMPLER_HOOKS_UNIFORM = (
+    ("func (u *UniformSampler) Read(pol Poly) {\n", "\tif u.fastRead(pol) {\n\t\treturn\n\t}\n"),
+)
+_SAMPLER_HOOKS_GAUSSIAN = (
+    ("func (g *GaussianSampler) read(pol Poly, f func(a, b, c uint64) uint64) {\n",
+     "\tif g.fastRead(pol, f) {\n\t\treturn\n\t}\n"),
+)
+
 # the hooks of each patched file, by its path in the module
 _HOOKS = {"ring/ntt.go": _NTT_HOOKS, "ring/basis_extension.go": _EXTENSION_HOOKS, "ring/vec_ops.go": _VEC_HOOKS,
-          "circuits/ckks/dft/dft.go": _DFT_HOOKS}
+          "circuits/ckks/dft/dft.go": _DFT_HOOKS, "utils/sampling/prng.go": _PRNG_HOOKS,
+          "ring/sampler_uniform.go": _SAMPLER_HOOKS_UNIFORM, "ring/sampler_gaussian.go": _SAMPLER_HOOKS_GAUSSIAN}
 # the package each folder of lattigo_patch adds its files to
-_PATCH_PACKAGES = {".": "ring", "dft": "circuits/ckks/dft"}
+_PATCH_PACKAGES = {".": "ring", "dft": "circuits/ckks/dft", "sampling": "utils/sampling"}
 
 
 def _download(go: str) -> Path:

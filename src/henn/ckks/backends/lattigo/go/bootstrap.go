@@ -158,7 +158,7 @@ func (c *ctxObj) genBootstrapKeys(sk *skObj) (*btpKeyObj, error) {
 	if p.EphemeralSecretWeight != 0 {
 		keys.EvkDenseToSparse, keys.EvkSparseToDense = &rlwe.EvaluationKey{}, &rlwe.EvaluationKey{}
 	}
-	btp, err := c.wrapBootstrapKeys(p, keys)
+	btp, err := c.wrapBootstrapKeys(p, keys, dftGarbageRoomBeforeKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +225,8 @@ func (c *ctxObj) btpKeyLevels(p *bootstrapping.Parameters) btpKeyLevelSet {
 	return out
 }
 
-func (c *ctxObj) wrapBootstrapKeys(p *bootstrapping.Parameters, keys *bootstrapping.EvaluationKeys) (*btpKeyObj, error) {
+// wrapBootstrapKeys builds the evaluator on keys, its DFT generation allowed `room` bytes of garbage.
+func (c *ctxObj) wrapBootstrapKeys(p *bootstrapping.Parameters, keys *bootstrapping.EvaluationKeys, room int64) (*btpKeyObj, error) {
 	var eval *bootstrapping.Evaluator
 	build := func() (err error) {
 		eval, err = bootstrapping.NewEvaluator(*p, keys)
@@ -239,7 +240,7 @@ func (c *ctxObj) wrapBootstrapKeys(p *bootstrapping.Parameters, keys *bootstrapp
 	}
 	// each DFT factor is encoded where it runs: the evaluator needs the factors' shapes, the bridge their values
 	var generated [][]ltckks.Diagonals[*bignum.Complex]
-	err := withGarbageRoom(dftGarbageRoom, func() (err error) {
+	err := withGarbageRoom(room, func() (err error) {
 		generated, err = dft.WithShapesOnly(build)
 		return err
 	})

@@ -191,7 +191,7 @@ func TestStreamedDFTMatchesCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.btpStreamDFT = true
-	streamed, err := c.wrapBootstrapKeys(p, kept.keys)
+	streamed, err := c.wrapBootstrapKeys(p, kept.keys, dftGarbageRoom)
 	if err != nil {
 		t.Fatal(err)
 	}
