@@ -6,7 +6,7 @@ BRIDGE := src/henn/ckks/backends/lattigo/_bridge/libhennlattigo.so
 GO_DIR := src/henn/ckks/backends/lattigo/go
 GO_SRC := $(wildcard $(GO_DIR)/*.go $(GO_DIR)/*.h) $(GO_DIR)/go.mod
 
-.PHONY: setup bridge openfhe run test test-heavy check check-fast clean
+.PHONY: setup bridge openfhe run test test-heavy check check-fast docs clean
 
 $(BIN)/henn: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -66,5 +66,15 @@ check-fast: $(VENV)/.test-deps
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_size_budget.py
 
+# the user docs into site/: the generated pages current (CLI reference, layer tables, benchmark tables),
+# then mkdocs with --strict (a broken link or reference fails the build)
+$(VENV)/.docs-deps: $(BIN)/henn pyproject.toml
+	$(BIN)/pip install -q -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.docs-deps
+	$(BIN)/python docs/generate.py --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 clean:
-	rm -rf $(VENV) src/henn/ckks/backends/lattigo/_bridge build *.egg-info
+	rm -rf $(VENV) src/henn/ckks/backends/lattigo/_bridge build *.egg-info site
