@@ -70,7 +70,7 @@ def planned_depth(src, net, data) -> int:
 
     options = CompileOptions(mode=net.mode, calibration=data.calibration, activation_bits=net.options.get(
         "activation_bits"), activation_degree=net.options.get("activation_degree"))
-    return run_pipeline(load_model(src, net.shape), options, until="plan_levels").meta["depth"]
+    return run_pipeline(load_model(src, net.shape), options, until="plan_levels").meta.depth
 
 
 def _compile(henn, src, net, data, backend: str, max_log_n: int, max_depth: int, mode: str, extra: dict,

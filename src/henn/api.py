@@ -107,7 +107,7 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     cm.observed_preactivation = _observed_preactivation(model)
     if calibration is not None:
         cm.calibrate(calibration)
-    rule = cm.compiled.final.meta.get("activation_degrees")  # lower degrees that keep the predictions, by design
+    rule = cm.compiled.final.meta.activation_degrees  # lower degrees that keep the predictions, by design
     by_rule = lambda a: rule is not None and rule.kept and a["degree"] <= rule.degree
     for a in cm.approximations():  # composite signs meet the bits they were asked for by construction
         if a["bits"] is None and a["relative_error"] > TARGET and not by_rule(a):
@@ -199,7 +199,8 @@ class CompiledModel:
         mode = f"{self.mode} (complex)" if self.program.complex_packed else self.mode
         lines = [f"{mode} packing on {self.backend_name}: depth {self.depth}{boots}, {len(self.rotation_steps)} "
                  f"rotation keys, {self.params.describe()}{why}"]
-        rules = [self.compiled.final.meta.get(k) for k in ("activation_degrees", "activation_bits")]
+        meta = self.compiled.final.meta
+        rules = [meta.activation_degrees, meta.activation_bits]
         return "\n".join(lines + [r.describe() for r in rules if r] + self.describe_approximations())
 
     def describe_approximations(self) -> list[str]:

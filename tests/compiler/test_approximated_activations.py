@@ -113,7 +113,7 @@ def test_mlp_matches_torch_within_the_reported_error(kind, source, digits, tmp_p
         # the degree is the lowest that keeps the calibration predictions, one step up (henn.passes.smooth_degrees),
         # or the error target's where that is lower: smooth activations and Hardswish (degree 31, in the Chebyshev
         # basis) meet the target there; LeakyReLU's kink gets what degree 63 gives (0.6% of its output range here)
-        rule = cm.compiled.final.meta["activation_degrees"]
+        rule = cm.compiled.final.meta.activation_degrees
         target = approximation.choose(kind, NONPOLYNOMIAL[kind].function, *a["range"])
         assert target.relative_error <= (approximation.TARGET if kind != "leakyrelu" else 0.008)
         assert rule.kept and a["degree"] == min(rule.degree, target.degrees[0])
@@ -212,11 +212,11 @@ def test_the_degree_rule_needs_enough_images_and_yields_to_the_option(digits):
     assert len(cal) >= smooth_degrees.MIN_IMAGES
     model = _mlp("tanh")
     with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal) as cm:
-        rule, (a,) = cm.compiled.final.meta["activation_degrees"], cm.approximations()
+        rule, (a,) = cm.compiled.final.meta.activation_degrees, cm.approximations()
         assert rule.kept and a["degree"] <= rule.degree and "smooth activations up to degree" in cm.describe()
     with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal[:32]) as cm:
         (b,) = cm.approximations()
-        assert "activation_degrees" not in cm.compiled.final.meta and b["relative_error"] <= approximation.TARGET
+        assert cm.compiled.final.meta.activation_degrees is None and b["relative_error"] <= approximation.TARGET
     assert a["degree"] < b["degree"]  # the rule saves a level here (7 against 15)
     with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal, activation_degree=31) as cm:
-        assert cm.approximations()[0]["degree"] == 31 and "activation_degrees" not in cm.compiled.final.meta
+        assert cm.approximations()[0]["degree"] == 31 and cm.compiled.final.meta.activation_degrees is None

@@ -73,7 +73,7 @@ def test_relu_mlp_matches_torch(source, digits, tmp_path):
         budget = _budget(cm, model[3].weight.detach().numpy())
         text = cm.describe()
     assert a["kind"] == "relu (composite sign)" and len(a["degrees"]) >= 2
-    chosen = cm.compiled.final.meta["activation_bits"]  # no activation_bits: the precision rule's
+    chosen = cm.compiled.final.meta.activation_bits  # no activation_bits: the precision rule's
     assert a["bits"] == chosen.bits and f"sign precision {chosen.bits} bits" in text
     assert a["range"][0] == -a["range"][1] and a["relative_error"] <= 2 * 2.0 ** -a["bits"]
     assert cm.depth == 2 + a["levels"] and a["levels"] == sum(max(1, d.bit_length()) for d in a["degrees"]) + 1
@@ -111,14 +111,14 @@ def test_default_precision_is_the_fewest_bits_that_keep_the_predictions(digits):
     cal, test = digits
     model = _mlp()
     with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal) as cm:
-        chosen = cm.compiled.final.meta["activation_bits"]
+        chosen = cm.compiled.final.meta.activation_bits
         (a,) = cm.approximations()
         got = cm.run(test, encrypted=False)
     assert chosen.bits == chosen.kept_at + sign_bits.MARGIN and chosen.images == len(cal)
     assert a["bits"] == chosen.bits < 8
     with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal, activation_bits=8) as fixed:
         (a8,) = fixed.approximations()
-        assert "activation_bits" not in fixed.compiled.final.meta
+        assert fixed.compiled.final.meta.activation_bits is None
     assert a["levels"] < a8["levels"]
     want = _torch(model, test)
     assert (got.argmax(1) == want.argmax(1)).mean() >= 0.98

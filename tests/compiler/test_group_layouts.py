@@ -84,7 +84,7 @@ def _graph(layers, shape, mode="batch", depth=7):
 
 def test_group_choice_follows_the_memory_budget():
     cifar = _graph(cifar_layers("square", (8, 16, 8), 8), (3, 32, 32))
-    params = cifar.meta["params"]
+    params = cifar.meta.params
     peaks = {g: _total(cifar, g, params.n) for g in (1, 2, 4, 8, 16)}
     assert peaks[1] > peaks[2] > peaks[4] > peaks[8]  # fewer, fuller ciphertexts; fewer distinct diagonals
     assert batch_plaintext_bytes(cifar, 1, params.n) == 0  # G = 1: scalar weights, no plaintexts
@@ -97,7 +97,7 @@ def test_group_choice_follows_the_memory_budget():
 
 def test_group_choice_streams_weights_when_nothing_fits_with_them():
     cifar = _graph(cifar_layers("square", (8, 16, 8), 8), (3, 32, 32))
-    params = cifar.meta["params"]
+    params = cifar.meta.params
     groups = [1 << k for k in range(params.slots.bit_length()) if 1 << k <= params.slots]
     totals = {g: _total(cifar, g, params.n) for g in groups}
     budget = min(totals.values()) - 1  # no G fits with all its weight plaintexts

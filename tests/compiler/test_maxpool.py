@@ -93,7 +93,7 @@ def test_lenet_matches_torch(source, mode, digits, tmp_path):
     assert pool["levels"] == 2 * relu["levels"]  # 1 / R folded into the ReLU before it: a ReLU's levels per max
     assert cm.depth == 1 + relu["levels"] + pool["levels"] + 1
     width = pool["range"][1] - pool["range"][0]
-    assert pool["bits"] == relu["bits"] == cm.compiled.final.meta["activation_bits"].bits
+    assert pool["bits"] == relu["bits"] == cm.compiled.final.meta.activation_bits.bits
     assert pool["range"][0] <= 0.0 < pool["range"][1] and pool["max_error"] <= 2 * 2 * width * 2.0 ** -pool["bits"]
     assert f"layer {pool['layer']!r}: maxpool (composite max) over 2x2 windows, 2 max-levels" in text
     assert ("max_batch" if mode == "batch" else "mmax") in kinds

@@ -35,9 +35,9 @@ def test_degree_above_four_takes_the_general_form(rng):
 @pytest.mark.parametrize("act,depth", [("square", 5), ("swish-rg5-deg2", 5), ("swish-rg7-deg4", 7)])
 def test_mnist_depth_matches_paper_table5(act, depth):
     g = run_pipeline(load_model(build_cnn(mnist_layers(act), seed=0)), CompileOptions(mode="single"))
-    assert g.meta["depth"] == depth
-    assert g.meta["params"].log_n == 14 and g.meta["params"].max_level == depth
-    assert not g.meta["params"].insecure
+    assert g.meta.depth == depth
+    assert g.meta.params.log_n == 14 and g.meta.params.max_level == depth
+    assert not g.meta.params.insecure
     rescales = [n.attrs["rescale"] for n in g.nodes if n.op in ("conv2d", "linear")]
     assert rescales == [True, True, True]  # the last too: the response at level 0, the same depth
     assert g.values[g.output].level == 0
@@ -47,7 +47,7 @@ def test_mnist_depth_matches_paper_table5(act, depth):
 def test_cifar_depth_with_fused_head(act, depth):
     g = run_pipeline(load_model(build_cnn(cifar_layers(act, (2, 2, 2), 4), (3, 32, 32))),
                      CompileOptions(mode="batch"))
-    assert g.meta["depth"] == depth  # paper 000: 8 / 11 with an unfused 2048-256-10 head
+    assert g.meta.depth == depth  # paper 000: 8 / 11 with an unfused 2048-256-10 head
     assert sum(n.op == "linear" for n in g.nodes) == 1
     assert all(n.op != "avgpool" for n in g.nodes)
 
@@ -56,7 +56,7 @@ def test_threshold_eps_follows_the_paper(rng):
     for act, eps in (("square", EPS_DEFAULT), ("swish-rg7-deg4", EPS_DEG4)):
         model = build_cnn(mnist_layers(act), seed=0)
         g = run_pipeline(load_model(model), CompileOptions(mode="batch"), until="threshold_coeffs")
-        assert g.meta["threshold_eps"] == eps
+        assert g.meta.threshold_eps == eps
         for n in g.nodes:
             if n.op in ("conv2d", "linear"):
                 limit = eps * abs(n.attrs.get("folded_gain", 1.0))
@@ -76,7 +76,7 @@ def test_activation_output_affine_reaches_the_client(rng):
     model = build_cnn([("conv", 2, 3, 1, 0), ("poly", "swish-rg5-deg2"), ("avgpool", 2)], (1, 6, 6), seed=3)
     g0 = load_model(model)
     g = run_pipeline(g0, CompileOptions(mode="batch"))
-    assert g.meta["output_gain"] == pytest.approx(0.1 / 4)
+    assert g.meta.output_gain == pytest.approx(0.1 / 4)
     x = rng.uniform(0, 1, (2, 1, 6, 6))
     np.testing.assert_allclose(interpret.run(g, x), interpret.run(g0, x), rtol=1e-9)
 
@@ -116,12 +116,12 @@ def test_single_mode_keys_are_exactly_the_plan_steps():
         plan = n.attrs.get("packing")
         if plan is not None and plan.strategy != "taps":
             steps |= set(plan.split.baby) | set(plan.split.giant) | {plan.fold_stride << i for i in range(plan.fold)}
-    assert set(g.meta["rotation_steps"]) == steps - {0}
+    assert set(g.meta.rotation_steps) == steps - {0}
     conv2 = [n for n in g.nodes if n.op == "conv2d"][1]
     assert conv2.attrs["packing"].blocks == 2 and conv2.attrs["packing"].split.ndiag == 64  # 128 diagonals / 2
-    assert len(g.meta["rotation_steps"]) <= 32
+    assert len(g.meta.rotation_steps) <= 32
     batch = run_pipeline(load_model(build_cnn(mnist_layers("square"), seed=0)), CompileOptions(mode="batch"))
-    assert batch.meta["rotation_steps"] == ()
+    assert batch.meta.rotation_steps == ()
 
 
 def test_fused_head_keeps_the_folded_gain(rng):

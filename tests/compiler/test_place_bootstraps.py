@@ -113,7 +113,7 @@ def test_pass_inserts_bootstraps_and_keeps_the_function(mode):
         assert final.values[n.output].level == params.max_level
         assert n.attrs["bound"] > 0
     assert all(v.level >= 0 for v in final.values.values())
-    assert final.meta["depth"] <= params.max_level
+    assert final.meta.depth <= params.max_level
     np.testing.assert_allclose(interpret.run(final, x), interpret.run(g, x), rtol=1e-9, atol=1e-9)
 
 

@@ -11,6 +11,7 @@ from henn.compiler.complex_pack import pack_complex
 from henn.compiler.lower import lower
 from henn.program import Program
 from henn.frontend import load_model
+from henn.ir.meta import required
 from henn.ir.graph import Graph
 from henn.passes import CompileOptions, run_pipeline
 
@@ -54,7 +55,7 @@ def _compiler_for(graph: Graph, options: CompileOptions):
             lowered[key] = _compile(graph, dataclasses.replace(options, params=params))
         done = lowered[key]
         final = done.final.copy()
-        final.meta["params"] = params
+        final.meta = dataclasses.replace(final.meta, params=params)
         return dataclasses.replace(done, final=final, program=dataclasses.replace(done.program, params=params))
 
     return compile_with
@@ -63,8 +64,8 @@ def _compiler_for(graph: Graph, options: CompileOptions):
 def _compile(graph: Graph, options: CompileOptions) -> Compiled:
     checked = run_pipeline(graph, options, until="approximate_activations")
     final = run_pipeline(graph, options)
-    chosen = final.meta["params"]
-    if options.params is None and _multiplexed(final) and chosen.slots != final.meta["min_slots"]:
+    chosen = required(final.meta.params, "params")
+    if options.params is None and _multiplexed(final) and chosen.slots != final.meta.min_slots:
         # multiplexed layouts fill whole ciphertexts of the slot count choose_packing assumed (2^14); the depth
         # asked for a larger ring: plan them again for the ring select_params chose
         return _compile(graph, dataclasses.replace(options, params=chosen))

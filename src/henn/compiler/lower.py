@@ -21,6 +21,7 @@ import numpy as np
 
 from henn.activations import chebyshev_series
 from henn.ir.graph import Graph, Node
+from henn.ir.meta import required
 from henn.ir.ops import LINEAR_OPS, Op
 from henn.packing import bsgs, grouped, matrices, multi, single
 from henn.packing.layout import Layout
@@ -34,25 +35,25 @@ ACT_KEYS = ("form", "shift", "inner", "tcoef")
 
 def lower(g: Graph) -> Program:
     m = g.meta
-    if m["packing"] == "batch" and m.get("group", 1) > 1:
+    if m.packing == "batch" and (m.group or 1) > 1:
         steps, pack, elem = _grouped(g)
-    elif m["packing"] == "batch":
+    elif m.packing == "batch":
         steps, pack, elem = _batch(g), {"kind": "batch"}, None
     else:
         steps, pack, elem = _single(g)
     return Program(
-        mode=m["packing"],
-        params=m["params"],
-        depth=m["depth"],
+        mode=required(m.packing, "packing"),
+        params=required(m.params, "params"),
+        depth=required(m.depth, "depth"),
         input_shape=tuple(g.input_shape),
         output_shape=tuple(g.output_shape),
-        rotation_steps=tuple(m["rotation_steps"]),
-        relin=bool(m["relin"]),
+        rotation_steps=required(m.rotation_steps, "rotation_steps"),
+        relin=required(m.relin, "relin"),
         steps=steps,
         input_pack=pack,
         output_elem=elem,
-        output_gain=float(m.get("output_gain", 1.0)),
-        output_offset=m.get("output_offset"),
+        output_gain=1.0 if m.output_gain is None else m.output_gain,
+        output_offset=m.output_offset,
         final_level=_at(g, g.output),
     ).verify()
 
@@ -176,7 +177,7 @@ def _batch(g: Graph) -> list[Step]:
 
 
 def _grouped(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
-    group = g.meta["group"]
+    group = required(g.meta.group, "group")
     steps: list[Step] = []
     for n in g.nodes:
         plan = n.attrs.get("packing")
@@ -368,7 +369,7 @@ def _input_pack(g: Graph) -> dict:
     first = next((n for n in g.nodes if n.op == Op.CONV2D), None)
     if first is not None and isinstance(first.attrs.get("packing"), TapsPlan):
         index, _, _ = single.taps_tables(first, g.input_shape, g.values[first.output].meta["layout"])
-        blocks = first.attrs["packing"].blocks(g.meta["params"].slots)
+        blocks = first.attrs["packing"].blocks(required(g.meta.params, "params").slots)
         return {"kind": "taps", "period": lay.period * blocks, "index": single.blocked_taps(index, blocks)}
     if lay.spans_ciphertexts:
         return {"kind": "multi", "period": lay.period, "elem": lay.elem, "images": lay.images}
@@ -381,7 +382,7 @@ def _segment_step(g: Graph, seg: list[Node], main: Node, shape) -> Step:
     out = g.values[main.output].meta["layout"]
     if isinstance(plan, TapsPlan):
         _, weight, bias = single.taps_tables(main, shape, out)
-        blocks = plan.blocks(g.meta["params"].slots)
+        blocks = plan.blocks(required(g.meta.params, "params").slots)
         return Step(
             StepKind.TAPS,
             main.name,

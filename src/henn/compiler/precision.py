@@ -23,6 +23,7 @@ from henn.ckks.params import Parameters
 from henn.ckks.selection import MIN_SCALE_BITS, ChainPrimes, largest_scale, precision_literal
 from henn.errors import InputError, ParameterError, ScaleError
 from henn.ir import interpret
+from henn.ir.meta import required
 from henn.ir.graph import Graph
 from henn.program import Program
 from henn.runtime import Client, Server
@@ -132,7 +133,7 @@ def choose(
     exact_all = np.concatenate([interpret.run(checked, c).reshape(len(c), -1) for c in chunks])
     tol = tolerance(exact_all, bits)  # the gaps of every calibration image; the noise simulated on the first few
     images, exact = _loudest(every, exact_all)
-    depth, slots = planned.meta["depth"], planned.meta["min_slots"]
+    depth, slots = required(planned.meta.depth, "depth"), required(planned.meta.min_slots, "min_slots")
     cls = backends.backend_class(backend)
     ring = "conjugate_invariant" if cls.real_slot_ring and not standard_ring else "standard"
     # q0 holds the outputs' integer part with 5 bits to spare (biases and noise of the last levels); a

@@ -16,6 +16,7 @@ from henn.ckks.selection import select_parameters
 from henn.compiler.driver import Compiled, compile_graph
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph
+from henn.ir.meta import GraphMeta, required
 from henn.ir.ops import Op
 from henn.passes import CompileOptions, run_pipeline
 from henn.program import Program
@@ -73,7 +74,7 @@ def split(graph: Graph) -> tuple[list[Graph], list[ClientStage]]:
         out = nodes[-1].output
         values = {source: dataclasses.replace(graph.values[source])}
         values.update({n.output: dataclasses.replace(graph.values[n.output]) for n in nodes})
-        meta = dict(graph.meta) if k == len(segments) - 1 else {}
+        meta = graph.meta if k == len(segments) - 1 else GraphMeta()
         g = Graph(source, out, [dataclasses.replace(n) for n in nodes], values, meta).copy().verify()
         graphs.append(g)
         if k < len(stages):
@@ -100,8 +101,8 @@ def compile_segments(graph: Graph, options: CompileOptions) -> CompiledSegments:
     params = options.params
     if params is None:
         planned = [run_pipeline(g, options, until="place_bootstraps") for g in graphs]
-        depth = max(g.meta["depth"] for g in planned)
-        slots = max(g.meta["min_slots"] or 0 for g in planned) or None
+        depth = max(required(g.meta.depth, "depth") for g in planned)
+        slots = max(g.meta.min_slots or 0 for g in planned) or None
         selection = "library" if options.selection == "precision" else options.selection
         params = select_parameters(
             depth, backend=options.backend, mode=selection, slots=slots, log_scale=options.log_scale

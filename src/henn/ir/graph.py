@@ -3,7 +3,8 @@
 A `Graph` has one input value, one output value and a topologically ordered list of `Node`s.
 Every node produces exactly one value. Shapes exclude the batch axis. Passes annotate values with
 `level` / `log_scale` (plan_levels) and nodes with packing attributes (choose_packing); graph-wide
-facts (packing mode, depth, rotation steps, parameters) live in `Graph.meta`.
+facts (packing mode, depth, rotation steps, parameters) live in `Graph.meta`, a typed record
+(henn.ir.meta.GraphMeta) that passes replace rather than change.
 
 Passes are pure: they `copy()` the graph, change the copy and return it; `verify()` runs after each.
 """
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from henn.ir import ops
+from henn.ir.meta import GraphMeta
 from henn.ir.ops import IRError, Node, Value
 
 __all__ = ["Graph", "IRError", "Node", "Value"]
@@ -30,7 +32,7 @@ class Graph:
     output: str
     nodes: list[Node]
     values: dict[str, Value]
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: GraphMeta = field(default_factory=GraphMeta)
 
     # ---- navigation ----------------------------------------------------------------------
     def producer(self, value: str) -> Node | None:
@@ -129,7 +131,7 @@ class Graph:
                 + f" : {_fmt_value(self.values[n.output])}"
             )
         lines.append(f"output {self.output}")
-        for k, v in sorted(self.meta.items()):
+        for k, v in self.meta.facts():
             lines.append(f"meta {k} = {_fmt(v)}")
         return "\n".join(lines)
 

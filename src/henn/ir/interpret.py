@@ -32,8 +32,8 @@ def run(
             hook(node, inp, out)
         env[node.output] = out
     y = env[graph.output]
-    gain = graph.meta.get("output_gain")
-    offset = graph.meta.get("output_offset")
+    gain = graph.meta.output_gain
+    offset = graph.meta.output_offset
     if gain is not None:
         y = y * gain
     if offset is not None:

@@ -44,6 +44,7 @@ so are polynomials with NaN/infinite coefficients or a fitted range that is not 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -122,7 +123,7 @@ def fit_activations(g: Graph, options) -> dict[str, Approximation | dict]:
         degree = smooth_degrees.choose(
             g, images, lambda cap: _approximated(g, {**_capped(open_smooth, target, cap), **signs_default})
         )
-        g.meta["activation_degrees"] = degree
+        g.meta = dataclasses.replace(g.meta, activation_degrees=degree)
         fixed = _capped(open_smooth, target, degree.degree)
 
     def fits_at(default: float | None) -> dict[str, Approximation | dict]:
@@ -132,7 +133,7 @@ def fit_activations(g: Graph, options) -> dict[str, Approximation | dict]:
     if not any(bits(n.name) is None for n in signs + pools):
         return fits_at(None)
     chosen = sign_bits.choose(g, images, lambda b: _approximated(g, fits_at(b)))  # the precision rule
-    g.meta["activation_bits"] = chosen
+    g.meta = dataclasses.replace(g.meta, activation_bits=chosen)
     return fits_at(chosen.bits)
 
 

@@ -21,6 +21,7 @@ single  one image per ciphertext set (latency), or `images_per_set` images side 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -36,7 +37,7 @@ from henn.packing.plans import TapsPlan
 
 def run(graph: Graph, options) -> Graph:
     g = graph.copy()
-    g.meta["packing"] = options.mode
+    g.meta = dataclasses.replace(g.meta, packing=options.mode)
     graph_shaped = is_graph_shaped(g)
     multiplexed_only = graph_shaped or any(n.op == Op.CHANNEL_POLY for n in g.nodes)
     if options.mode == "batch":
@@ -45,7 +46,7 @@ def run(graph: Graph, options) -> Graph:
                 "networks with residual connections, shared values or per-channel polynomials (AESPA) compile "
                 "in mode='single' (one image over multiplexed ciphertexts), not in batch mode"
             )
-        g.meta["min_slots"] = 1
+        g.meta = dataclasses.replace(g.meta, min_slots=1)
         return g
     images = options.images_per_set
     if multiplexed_only or _needs_multi(g) or images > 1:
@@ -145,7 +146,7 @@ def _plan_multi(g: Graph, slots: int, images: int = 1) -> None:
             )
     for name, layout in layouts.items():
         g.values[name].meta["layout"] = layout
-    g.meta["min_slots"] = slots
+    g.meta = dataclasses.replace(g.meta, min_slots=slots)
 
 
 def _plan_unit(g: Graph, seg: list[Node], layout: Layout, base, slots: int) -> dict[str, Layout | None]:
@@ -256,7 +257,7 @@ def _plan_single(g: Graph, max_slots: int) -> None:
             g.values[n.output].meta["layout"] = out if after else (None if virtual else layout)
         max_period = max(max_period, out.period, main.attrs["packing"].period)
         layout, shape = out, g.shape(seg[-1].output)
-    g.meta["min_slots"] = max_period
+    g.meta = dataclasses.replace(g.meta, min_slots=max_period)
 
 
 def _next_conv(segs, i):

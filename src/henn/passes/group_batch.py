@@ -11,7 +11,9 @@ value a grouped layout (meta `layout`). Runs after select_params: G and B depend
 
 from __future__ import annotations
 
+import dataclasses
 from henn.errors import InputError, UnsupportedOperation
+from henn.ir.meta import required
 from henn.ir.graph import Graph
 from henn.ir.ops import LINEAR_OPS, Op
 from henn.packing import grouped
@@ -20,14 +22,14 @@ from henn.packing.memory import batch_plaintext_bytes, batch_stages, ciphertext_
 
 def run(graph: Graph, options) -> Graph:
     g = graph.copy()
-    if g.meta["packing"] != "batch":
+    if g.meta.packing != "batch":
         return g
-    params = g.meta["params"]
+    params = required(g.meta.params, "params")
     # complex packing (henn.compiler.complex_pack) puts one channel in a ciphertext: two images per slot
     group = options.batch_group or (1 if options.complex_packing else choose_group(g, params, options.memory_budget))
     if group & (group - 1) or not 1 <= group <= params.slots:
         raise InputError(f"batch_group {group} must be a power of two between 1 and the {params.slots} slots")
-    g.meta["group"] = group
+    g.meta = dataclasses.replace(g.meta, group=group)
     if group > 1:
         _plan(g, group, params.slots // group)
     return g

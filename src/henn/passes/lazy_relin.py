@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+from henn.ir.meta import required
 from henn.ir.graph import Graph
 from henn.ir.ops import COMPOSED_OPS, LINEAR_OPS, Node, Op
 from henn.kernels.activation import defers_relin
@@ -34,7 +35,7 @@ RELIN_TERMS = 800
 
 def run(graph: Graph, options=None) -> Graph:
     g = graph.copy()
-    if g.meta["packing"] != "batch" or g.meta.get("group", 1) != 1:
+    if g.meta.packing != "batch" or (g.meta.group or 1) != 1:
         return g
     for act in g.nodes:
         if act.op != Op.POLY or not act.attrs["levels"] or not defers_relin(act.attrs):
@@ -49,7 +50,7 @@ def run(graph: Graph, options=None) -> Graph:
 
 def _keep_unrescaled(g: Graph, act: Node, layer: Node) -> None:
     """The activation's product and the pools after it sit one level higher, at the product's scale."""
-    delta = float(g.meta["params"].log_scale)
+    delta = float(required(g.meta.params, "params").log_scale)
     node: Node | None = act
     while node is not None and node is not layer:
         value = g.values[node.output]

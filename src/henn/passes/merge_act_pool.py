@@ -18,6 +18,7 @@ pending map multiplies it back.
 
 from __future__ import annotations
 
+import dataclasses
 import numpy as np
 from numpy.polynomial import Polynomial
 
@@ -75,9 +76,9 @@ def run(graph: Graph, options=None) -> Graph:
             )
     if g.output in pending:
         gain, offset = pending[g.output]
-        g.meta["output_gain"] = float(gain)
+        g.meta = dataclasses.replace(g.meta, output_gain=float(gain))
         if offset is not None and np.any(offset):
-            g.meta["output_offset"] = offset
+            g.meta = dataclasses.replace(g.meta, output_offset=offset)
     return g
 
 

@@ -33,6 +33,7 @@ other images no precision.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -42,6 +43,7 @@ import numpy as np
 from henn.ckks import presets
 from henn.errors import InputError, ParameterError, UnsupportedOperation
 from henn.ir import interpret
+from henn.ir.meta import required
 from henn.ir.graph import Graph, Node
 from henn.ir.ops import LEVELLED_OPS, LINEAR_OPS, Op
 from henn.passes import plan_levels
@@ -58,7 +60,8 @@ def run(graph: Graph, options) -> Graph:
     if not options.bootstrap:
         return graph
     top = bootstrap_top(options)
-    if graph.meta["depth"] <= top and options.calibration is None:
+    depth = required(graph.meta.depth, "depth")
+    if depth <= top and options.calibration is None:
         return graph  # no bootstrap, and no images to size the outputs by: they end at level 0 as without
     g = graph.copy()
     live = live_values(g)
@@ -66,12 +69,12 @@ def run(graph: Graph, options) -> Graph:
     candidates = {v for refreshed in live[:-1] for v in refreshed if v in producer and producer[v].op in BOUNDARY_OPS}
     bounds = calibrate(g, options.calibration, [producer[v] for v in sorted(candidates | {g.output})])
     floor = output_floor(bootstrap_params(options), bounds[g.output])
-    if graph.meta["depth"] + floor <= top:
+    if depth + floor <= top:
         if not floor:
             return graph
-        g.meta["output_floor"] = floor
+        g.meta = dataclasses.replace(g.meta, output_floor=floor)
         return plan_levels.run(g, options)
-    g.meta["output_floor"] = floor
+    g.meta = dataclasses.replace(g.meta, output_floor=floor)
     deep = [n for n in g.nodes if plan_levels.refreshable(n) and node_levels(n) > top - 1]
     for n in deep:
         n.attrs["refresh"] = refresh_bounds(n)
@@ -82,7 +85,7 @@ def run(graph: Graph, options) -> Graph:
     for i in sorted(after, reverse=True):
         k -= len(live[i])
         _insert_after(g, i, live[i], bounds, k)
-    g.meta["bootstrap_top"] = top
+    g.meta = dataclasses.replace(g.meta, bootstrap_top=top)
     return plan_levels.run(g, options)
 
 
@@ -188,7 +191,7 @@ def refresh_bounds(n: Node) -> list[float]:
 
 def ciphertexts(g: Graph, n: Node) -> int:
     """Ciphertexts holding n's output: single packing from its layout, batch packing one per element."""
-    if g.meta.get("packing") == "batch":
+    if g.meta.packing == "batch":
         return math.prod(g.shape(n.output))
     layout = g.values[n.output].meta.get("layout")
     if layout is None:

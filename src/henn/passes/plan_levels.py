@@ -12,13 +12,14 @@ depth = levels consumed; the input is encrypted at level
 depth. Nominal log2 scales assume primes of exactly log_scale bits (the executor uses the real
 primes with the same rules).
 
-A bootstrap node (place_bootstraps) starts a new run of levels at meta["bootstrap_top"] (the
+A bootstrap node (place_bootstraps) starts a new run of levels at meta.bootstrap_top (the
 parameters' max_level) with scale Delta (Delta / bound for a bound below 1, rounded up to a power
 of two, as the evaluator does); its input needs level >= 1, so the first run needs depth = its levels + 1.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -28,6 +29,7 @@ from henn import chain_schedule
 from henn.activations import chebyshev_series
 from henn.ckks.selection import DEFAULT_LOG_SCALE
 from henn.errors import UnsupportedOperation
+from henn.ir.meta import required
 from henn.ir.graph import Graph
 from henn.ir.ops import BINARY_OPS, Levels, Op, spec
 from henn.kernels.chebyshev import chebyshev_depth
@@ -45,7 +47,7 @@ def run(graph: Graph, options) -> Graph:
     # across it keeps its level, so with one the input is encrypted at the top and every run's levels count
     # from there, which lets an addition join values of different runs
     refreshing = any("refresh" in n.attrs for n in g.nodes)
-    first_run = g.meta["bootstrap_top"] if refreshing else None
+    first_run = g.meta.bootstrap_top if refreshing else None
     for n in g.nodes:
         src = n.inputs[0]
         c, s = used[src], scale[src]
@@ -60,7 +62,7 @@ def run(graph: Graph, options) -> Graph:
             n.attrs["rescale"] = True
             c += 1
         elif cost == Levels.ATTR and "refresh" in n.attrs:
-            top = g.meta["bootstrap_top"]
+            top = required(g.meta.bootstrap_top, "bootstrap_top")
             out, boots = refresh_schedule(g, n, top - c, top)
             if boots:  # refreshed part way: a new run, its first entered with the input at the top
                 run_of[n.output] += 1
@@ -74,9 +76,9 @@ def run(graph: Graph, options) -> Graph:
         used[n.output], scale[n.output] = c, s
     # output_floor (place_bootstraps): the level where the parameters hold the outputs (0 unless q0 leaves
     # the scale no room, as OpenFHE's bootstrapping sets do)
-    needed = max(1, used[g.output] + g.meta.get("output_floor", 0))
+    needed = max(1, used[g.output] + (g.meta.output_floor or 0))
     depth = needed if first_run is None else first_run
-    top = g.meta.get("bootstrap_top", depth)
+    top = depth if g.meta.bootstrap_top is None else g.meta.bootstrap_top
     if first_run is not None and needed > top:
         raise UnsupportedOperation(
             f"the last run of layers needs {needed} levels after its bootstrap, the "
@@ -85,8 +87,8 @@ def run(graph: Graph, options) -> Graph:
     for name, v in g.values.items():
         v.level = (depth if run_of[name] == 0 else top) - used[name]
         v.log_scale = scale[name]
-    g.meta["depth"] = depth
-    g.meta["log_scale"] = log_delta
+    g.meta = dataclasses.replace(g.meta, depth=depth)
+    g.meta = dataclasses.replace(g.meta, log_scale=log_delta)
     return g
 
 

@@ -3,17 +3,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 from henn.ckks import presets
 from henn.ckks.selection import select_parameters
 from henn.errors import LevelError, ParameterError
+from henn.ir.meta import required
 from henn.ir.graph import Graph
 
 
 def run(graph: Graph, options) -> Graph:
     g = graph.copy()
-    depth, slots = g.meta["depth"], g.meta["min_slots"]
+    depth, slots = required(g.meta.depth, "depth"), required(g.meta.min_slots, "min_slots")
     params = options.params
-    if params is None and "bootstrap_top" in g.meta:  # place_bootstraps planned for the default bootstrapping set
+    if (
+        params is None and g.meta.bootstrap_top is not None
+    ):  # place_bootstraps planned for the default bootstrapping set
         params = presets.get(presets.DEFAULT_BOOTSTRAP)
     if params is None:
         params = select_parameters(
@@ -31,5 +35,5 @@ def run(graph: Graph, options) -> Graph:
                 f"single mode needs {slots} slots but the parameters give {params.slots}: use a "
                 "larger ring (log_n) or mode='batch'"
             )
-    g.meta["params"] = params
+    g.meta = dataclasses.replace(g.meta, params=params)
     return g

@@ -12,6 +12,7 @@ eps in their place would add other channels' values to each output and make spar
 
 from __future__ import annotations
 
+import dataclasses
 import numpy as np
 
 from henn.ir.graph import Graph
@@ -31,7 +32,7 @@ def run(graph: Graph, options=None) -> Graph:
     g = graph.copy()
     eps = getattr(options, "threshold_eps", None)
     eps = epsilon(g) if eps is None else float(eps)
-    g.meta["threshold_eps"] = eps
+    g.meta = dataclasses.replace(g.meta, threshold_eps=eps)
     if eps <= 0:
         return g
     for n in g.nodes:
