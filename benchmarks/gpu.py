@@ -15,7 +15,8 @@ Sections (each runs on its own; a failure is recorded with its traceback and the
 - bootstrap: the gpu backend's bootstrapping at boot-n16-gpu (N = 2^16, every slot; at --log-n below 16 the
   insecure_boot_gpu_n10 test ring): key generation, the bootstrap's time and its precision in bits against the
   plaintext, then a product of the result;
-- missing: what the engine does not do yet (ResNet-20).
+- resnet20: paper 002's ResNet-20 (AESPA) at boot-n16-gpu on --resnet-images CIFAR-10 test images (bootstraps
+  placed from 64 training images carried with them), logits against the plaintext model.
 Needs only numpy, torch and (on a GPU) Triton: it runs on the device machine from the carried tree.
 """
 
@@ -279,12 +280,53 @@ def section_mnist(images_file: Path | None, count: int, literal: ParametersLiter
     return out
 
 
+RESNET20_MODEL = REPO / "src" / "henn" / "zoo" / "resnet20_aespa.onnx"
+RESNET20_CALIBRATION = 64  # training images that set the bootstraps' ranges (as benchmarks/resnet20.py)
+
+
+def section_resnet20(images_file: Path, count: int) -> dict:
+    """Paper 002's ResNet-20 (AESPA) at boot-n16-gpu, `count` CIFAR-10 test images, against the plaintext
+    model; bootstraps placed from the calibration images carried with the test images."""
+    import henn
+
+    if not images_file.exists():
+        return {"skipped": f"no images file ({images_file}): export one with --export-images"}
+    data = np.load(images_file)
+    x, labels = data["images"][:count], data["labels"][:count]
+    start = time.perf_counter()
+    cm = henn.compile(str(RESNET20_MODEL), (3, 32, 32), backend="gpu", mode="single", bootstrap=True,
+                      calibration=data["calibration"], params=presets.get("boot-n16-gpu"))
+    out: dict = {"model": RESNET20_MODEL.name, "params": cm.params.describe(), "compile_s": time.perf_counter() - start,
+                 "bootstraps": cm.program.bootstraps, "rotation_keys": len(cm.rotation_steps)}
+    logits = cm.run(x)
+    reference = cm.reference(x)
+    out["timings"] = {k: v for k, v in cm.timings.items() if isinstance(v, (int, float, list, dict))}
+    out["images"] = int(len(x))
+    out["predictions_equal"] = int(np.sum(logits.argmax(1) == reference.argmax(1)))
+    out["correct"] = int(np.sum(logits.argmax(1) == labels))
+    out["max_logit_error"] = float(np.max(np.abs(logits - reference)))
+    if torch.cuda.is_available():
+        out["peak_device_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    cm.close()
+    return out
+
+
 def export_images(path: Path, data_dir: str, count: int) -> None:
-    from henn.datasets import load_mnist
+    """The MNIST test images at `path`, and beside it CIFAR-10 test images with ResNet-20's calibration
+    images (the device machine has no datasets)."""
+    from henn.datasets import load_cifar10, load_mnist
 
     images, labels = load_mnist(data_dir, "test")
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, images=images[:count], labels=labels[:count])
+    test, test_labels = load_cifar10(data_dir, "test")
+    train, _ = load_cifar10(data_dir, "train")
+    np.savez_compressed(cifar_file(path), images=test[:count], labels=test_labels[:count],
+                        calibration=train[:RESNET20_CALIBRATION].copy())
+
+
+def cifar_file(images: Path) -> Path:
+    return images.with_name("cifar_resnet20.npz")
 
 
 def run(args) -> dict:
@@ -295,13 +337,13 @@ def run(args) -> dict:
                     "python": platform.python_version(), "torch": torch.__version__,
                     "triton": getattr(ntt.triton_ntt.triton, "__version__", None), "cpu": platform.machine()},
         "command": " ".join(sys.argv),
-        "missing": ["ResNet-20 is not run here yet"],
     }
     sections = {"ntt": lambda: section_ntt(device, args.log_n, args.limbs),
                 "ops": lambda: section_ops(device, args.log_n, args.levels, not args.no_cpu_check),
                 "mnist": lambda: section_mnist(args.images, args.count),
                 "mnist_paper000": lambda: section_mnist(args.images, args.count, PAPER000_MNIST),
-                "bootstrap": lambda: section_bootstrap(device, args.log_n, args.bootstrap_reps)}
+                "bootstrap": lambda: section_bootstrap(device, args.log_n, args.bootstrap_reps),
+                "resnet20": lambda: section_resnet20(cifar_file(args.images), args.resnet_images)}
     for name in args.sections.split(","):
         start = time.perf_counter()
         try:
@@ -320,15 +362,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="JSON file to write (rewritten after every section)")
     ap.add_argument("--device", help="torch device (default: cuda when present, else cpu)")
-    ap.add_argument("--sections", default="ntt,ops,mnist,mnist_paper000,bootstrap")
+    ap.add_argument("--sections", default="ntt,ops,mnist,mnist_paper000,bootstrap,resnet20")
     ap.add_argument("--bootstrap-reps", type=int, default=3, help="timed bootstraps after the first")
     ap.add_argument("--log-n", type=int, default=16)
     ap.add_argument("--limbs", type=int, default=40, help="word primes of the NTT section")
     ap.add_argument("--levels", type=int, default=24, help="30-bit levels of the ops section's chain")
     ap.add_argument("--images", type=Path, default=REPO / ".devdata" / "mnist_test16.npz")
     ap.add_argument("--count", type=int, default=16, help="MNIST images to infer")
+    ap.add_argument("--resnet-images", type=int, default=1, help="CIFAR-10 test images through ResNet-20")
     ap.add_argument("--no-cpu-check", action="store_true", help="skip the bit-for-bit comparison with the CPU")
-    ap.add_argument("--export-images", type=Path, help="write the first 16 MNIST test images here and exit")
+    ap.add_argument("--export-images", type=Path,
+                    help="write the first 16 MNIST test images here (and CIFAR-10's beside them) and exit")
     ap.add_argument("--data-dir", help="datasets folder for --export-images (../shared/datasets)")
     args = ap.parse_args()
     if args.export_images:
