@@ -64,7 +64,8 @@ def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "s
     (B, C, H, W) like the training data, giving each activation its range (the model's .json
     metadata does so for zoo models; an activation without a fitted range, the square, needs it) and
     each bootstrap its range. bootstrap: place bootstraps where the model is deeper than the parameters
-    allow (params with bootstrap parameters, default preset boot-n16; backends: lattigo, plain).
+    allow (params with bootstrap parameters, default preset boot-n16, on gpu boot-n16-gpu; backends: lattigo,
+    openfhe with its own sets, gpu, plain).
     selection: how parameters are chosen when params is None: "precision" (the smallest 128-bit secure
     set, real-slot ring where the backend has it, whose noise-model error on the calibration images
     keeps their predictions; the default when calibration is given without bootstrap or log_scale),

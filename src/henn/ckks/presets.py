@@ -8,6 +8,9 @@ from henn.ckks.params import Parameters, ParametersLiteral, _build
 from henn.errors import ParameterError
 
 DEFAULT_BOOTSTRAP = "boot-n16"  # the bootstrapping set the compiler uses when none is given
+# backends whose bootstrapping needs another set: the gpu backend's word primes cannot make 40-bit levels at
+# N = 2^16 (boot-n16-gpu has 50-bit levels)
+_DEFAULT_BOOTSTRAP_BY_BACKEND = {"gpu": "boot-n16-gpu"}
 
 _PRESETS: dict[str, ParametersLiteral] = {
     # paper 000 Table 5 style: N = 2^14, 30-bit scale (secure: 60 + 7*30 + 60 = 330 <= 438)
@@ -59,6 +62,11 @@ _PRESETS: dict[str, ParametersLiteral] = {
     "insecure_boot_gpu_n10": ParametersLiteral(10, (60, 30, 30), (61, 61), 30, bootstrap=BootstrapLiteral(
         cts_log_scales=((60,),) * 3, stc_log_scales=((30,),) * 3, k=12, log_message_ratio=12, precision_bits=18.0)),
 }
+
+
+def default_bootstrap(backend: str) -> Parameters:
+    """The bootstrapping set the compiler uses for `backend` when none is given."""
+    return get(_DEFAULT_BOOTSTRAP_BY_BACKEND.get(backend, DEFAULT_BOOTSTRAP))
 
 
 def names() -> list[str]:

@@ -87,7 +87,7 @@ def _multi_slots(options) -> int:
     if options.params is not None:
         return options.params.slots
     if options.bootstrap:  # place_bootstraps and select_params take the default bootstrapping set
-        return presets.get(presets.DEFAULT_BOOTSTRAP).slots
+        return presets.default_bootstrap(options.backend).slots
     return multi.MULTI_SLOTS
 
 

@@ -90,7 +90,7 @@ def run(graph: Graph, options) -> Graph:
 
 
 def bootstrap_params(options):
-    return presets.get(presets.DEFAULT_BOOTSTRAP) if options.params is None else options.params
+    return presets.default_bootstrap(options.backend) if options.params is None else options.params
 
 
 def output_floor(params, peak: float) -> int:
@@ -115,7 +115,7 @@ def bootstrap_top(options) -> int:
     if params.bootstrap is None:
         raise ParameterError(
             "bootstrapping needs parameters with bootstrap parameters: leave params unset "
-            f"(preset {presets.DEFAULT_BOOTSTRAP!r}) or build them with ParametersLiteral(..., bootstrap=...)"
+            "(the backend's default bootstrapping preset) or build them with ParametersLiteral(..., bootstrap=...)"
         )
     if params.max_level < 2:
         raise ParameterError(

@@ -18,7 +18,7 @@ def run(graph: Graph, options) -> Graph:
     if (
         params is None and g.meta.bootstrap_top is not None
     ):  # place_bootstraps planned for the default bootstrapping set
-        params = presets.get(presets.DEFAULT_BOOTSTRAP)
+        params = presets.default_bootstrap(options.backend)
     if params is None:
         params = select_parameters(
             depth, backend=options.backend, mode=options.selection, slots=slots, log_scale=options.log_scale
