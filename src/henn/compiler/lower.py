@@ -22,7 +22,7 @@ import numpy as np
 from henn.activations import chebyshev_series
 from henn.ir.graph import Graph, Node
 from henn.ir.meta import required
-from henn.ir.ops import LINEAR_OPS, Op
+from henn.ir.ops import COMPOSED_OPS, LINEAR_OPS, Op
 from henn.packing import bsgs, grouped, matrices, multi, single
 from henn.packing.layout import Layout
 from henn.packing.plans import BsgsPlan, CiphertextPoolPlan, RotationPoolPlan, TapsPlan
@@ -163,7 +163,7 @@ def _batch(g: Graph) -> list[Step]:
                     bias=matrices.full_bias(n, shape),
                 )
             )
-        elif n.op in (Op.SUMPOOL, Op.RESHAPE):  # a reshape: each output ciphertext one input's (a permutation)
+        elif n.op in COMPOSED_OPS and n.op != Op.FLATTEN:  # sums of ciphertexts; a flatten keeps them as they are
             m = matrices.matrix(n, shape)
             steps.append(_csr(StepKind.SUM_BATCH, n.name, _level(g, n), m.indptr, m.indices))
         elif n.op == Op.MAXPOOL:
@@ -173,6 +173,8 @@ def _batch(g: Graph) -> list[Step]:
             steps += _act(g, n)
         elif n.op == Op.BOOTSTRAP:
             steps.append(_bootstrap(g, n))
+        elif n.op != Op.FLATTEN:
+            raise AssertionError(f"layer {n.name!r}: batch lowering has no step for {n.op} (a pass left it)")
     return steps
 
 

@@ -119,8 +119,9 @@ _ACCEPTS: dict[Attr, Callable[[object], bool]] = {
 class OpSpec:
     """One op: what it reads (inputs), needs (attrs: name -> type; params: array names), costs (levels),
     produces (shape: (node, input shapes) -> output shape) and means (doc); optional attributes (set by
-    passes) are typed where present. `composes`: a fixed linear map of the elements at no level cost,
-    which packing composes into the matrix of the Conv/Gemm that reads it (henn.packing.matrices)."""
+    passes) are typed where present. `composes`: a fixed 0/1 linear map of the elements (each output a sum
+    of inputs) at no level cost, which packing composes into the matrix of the Conv/Gemm that reads it
+    (henn.packing.matrices) and batch lowering evaluates as sums of ciphertexts."""
 
     inputs: int
     levels: Levels
