@@ -72,6 +72,9 @@ class Backend(ABC):
     max_special_primes: ClassVar[int] = 64
     # what the library made of the bootstrap parameters (primes, depth, keys), where it reports it
     bootstrap_info: dict | None = None
+    # the primes in use, set by _open (declared here: an empty tuple assigned in __init__ would narrow them)
+    q_primes: tuple[int, ...] = ()
+    p_primes: tuple[int, ...] = ()
 
     def __init__(self, params: Parameters):
         if not isinstance(params, Parameters):
@@ -84,8 +87,6 @@ class Backend(ABC):
                 f"the {self.name} backend has no real-slot (conjugate-invariant) ring; backends that have: "
                 f"{', '.join(with_capability('real_slot_ring'))}: use one of those, or ring='standard' parameters")
         self.params = params
-        self.q_primes: tuple[int, ...] = ()
-        self.p_primes: tuple[int, ...] = ()
         self._open(params)
         if len(self.q_primes) != len(params.log_q):
             raise AssertionError(f"{self.name} backend reported {len(self.q_primes)} primes")
@@ -185,7 +186,7 @@ class Backend(ABC):
         """Bytes of library metadata before the polynomials of a compact ciphertext payload."""
         return 0
     @abstractmethod
-    def _deserialize(self, kind: str, payload: bytes, meta: dict) -> Any: ...
+    def _deserialize(self, kind: str, payload: bytes | memoryview, meta: dict) -> Any: ...
 
     # Optional fast paths; the defaults are correct for every backend.
     def _rotate_hoisted(self, a: Any, steps: list[int], gk: Any) -> list[Any]:
@@ -427,10 +428,10 @@ class Backend(ABC):
             _check_room_to_serialize(obj)
         if obj.raw is not None or kind != "galois_keys":
             self.check_raw_kind(kind, obj.raw, "serialize")
-        elif obj.steps or obj.conjugate:
+        elif isinstance(obj, GaloisKeys) and (obj.steps or obj.conjugate):
             raise InputError("cannot serialize these GaloisKeys: they announce keys but hold none; make them with "
                              "generate_galois_keys()")
-        meta = {"backend": self.name, "params": self.actual_params.fingerprint()}
+        meta: dict[str, Any] = {"backend": self.name, "params": self.actual_params.fingerprint()}
         if isinstance(obj, (Ciphertext, Plaintext)):
             meta.update(level=obj.level, scale=obj.scale)
         if isinstance(obj, Ciphertext):
@@ -471,7 +472,7 @@ class Backend(ABC):
             raise SerializationError(f"{kind} header announces scale 2^{math.log2(meta['scale']):.1f}, beyond the "
                                      f"{self.log_q_at(meta['level']):.0f}-bit modulus at level {meta['level']}: "
                                      "the data is corrupted")
-        compact = {}
+        compact: dict[str, Any] = {}
         if meta.get("encoding") in self.wire_encodings:
             compact = {"prime_bits": [q.bit_length() for q in self.q_primes], "overhead": self._wire_overhead()}
         serialization.check_payload_size(kind, payload_size, meta, n=self.params.n, **self._payload_counts(kind),
@@ -488,11 +489,11 @@ class Backend(ABC):
             raw = None
         else:
             raw = self._deserialize(kind, payload, meta)
-        level, scale, key_id = meta.get("level"), meta.get("scale"), meta.get("key_id")
-        if kind == "ciphertext":
-            return Ciphertext(raw, level, scale, self.name, meta["degree"], key_id)
+        key_id = meta.get("key_id")
+        if kind == "ciphertext":  # check_header made sure each field of the kind is there
+            return Ciphertext(raw, meta["level"], meta["scale"], self.name, meta["degree"], key_id)
         if kind == "plaintext":
-            return Plaintext(raw, level, scale, self.name)
+            return Plaintext(raw, meta["level"], meta["scale"], self.name)
         if kind == "public_key":
             return PublicKey(raw, self.name, key_id)
         if kind == "relin_key":

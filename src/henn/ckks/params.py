@@ -15,6 +15,7 @@ import hashlib
 import math
 import operator
 from dataclasses import asdict, dataclass, field
+from typing import Any, NoReturn
 
 from henn.ckks import security
 from henn.ckks.bootstrap_params import BootstrapLiteral, BootstrapParameters
@@ -58,7 +59,7 @@ class ParametersLiteral:
         missing = {"log_n", "log_q"} - set(d)
         if missing:
             raise ParameterError(f"missing parameter fields {sorted(missing)}: log_n and log_q are required")
-        conv = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()}
+        conv: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()}
         if conv.get("bootstrap") is not None:
             conv["bootstrap"] = BootstrapLiteral.from_dict(conv["bootstrap"])
         return cls(**conv)
@@ -202,7 +203,7 @@ def largest_keyswitch_digit(log_q, special_primes: int) -> int:
 
 
 def _validate(lit: ParametersLiteral) -> None:
-    def fail(msg: str):
+    def fail(msg: str) -> NoReturn:
         raise ParameterError(f"invalid parameters: {msg}")
 
     if not isinstance(lit.log_n, int) or not 10 <= lit.log_n <= 17:
@@ -255,5 +256,5 @@ def _validate(lit: ParametersLiteral) -> None:
             if x.bit_length() != b or x % root != 1 or not (is_prime(x) or split_word_pair(x, root)):
                 fail(f"{what} prime {x} is not a {b}-bit prime (or a product of two word primes) = 1 mod "
                      f"{root_name(lit.ring)} ({root})")
-    if lit.q is not None and len(set(lit.q) | set(lit.p)) != len(lit.q) + len(lit.p):
+    if lit.q is not None and lit.p is not None and len(set(lit.q) | set(lit.p)) != len(lit.q) + len(lit.p):
         fail("primes in q and p must be distinct")

@@ -48,7 +48,7 @@ class SecretKey:
 
     raw: Any = field(repr=False)
     backend: str
-    key_id: str | None = None
+    key_id: str  # the key set's identity (Backend.generate_secret_key, import_secret_key)
 
     def __reduce__(self):
         raise TypeError("secret keys never leave the client: they cannot be pickled or serialized")

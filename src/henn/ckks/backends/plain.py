@@ -166,7 +166,9 @@ class PlainBackend(Backend):
         is about the parameters' stated precision (relative to the range): std = 2^-bits / 6."""
         if not self.noise:
             return a.copy()
-        std = divide * 2.0 ** -self.params.bootstrap.literal.precision_bits / 6
+        boot = self.params.bootstrap
+        assert boot is not None  # bootstrapping keys exist only under bootstrap parameters
+        std = divide * 2.0 ** -boot.literal.precision_bits / 6
         return a + self._rng.normal(0, std, a.shape) + 1j * self._rng.normal(0, std, a.shape)
 
     def _keyswitch(self, v):

@@ -192,7 +192,7 @@ class SealBackend(Backend):
         nq = len(params.log_q)
         self.q_primes, self.p_primes = primes[:nq], primes[nq:]
         # henn level == SEAL chain index; check that each level's chain is q0..q_level
-        self._pid: list[list[int]] = [None] * nq
+        pids: dict[int, list[int]] = {}  # SEAL's parms_id of each level
         data = context.first_context_data()
         while data is not None:
             level = data.chain_index()
@@ -200,10 +200,11 @@ class SealBackend(Backend):
             if not 0 <= level < nq or chain != self.q_primes[:level + 1]:
                 raise BackendError(f"SEAL modulus chain at index {level} is {chain}, not q0..q{level}: "
                                    "this seal-python build is incompatible; report it")
-            self._pid[level] = data.parms_id()
+            pids[level] = data.parms_id()
             data = data.next_context_data()
-        if any(p is None for p in self._pid):
+        if len(pids) != nq:  # each level in 0..nq-1 (checked above)
             raise BackendError("SEAL did not expand the modulus chain to every level; report it")
+        self._pid = [pids[lv] for lv in range(nq)]
         self._level_of = {tuple(pid): lv for lv, pid in enumerate(self._pid)}
         self._key_pid = tuple(context.key_context_data().parms_id())
         self._ctx = context

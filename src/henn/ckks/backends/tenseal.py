@@ -74,7 +74,7 @@ class _Plain:
 
     __slots__ = ("values", "level", "scale")
 
-    def __init__(self, values: np.ndarray, level: int, scale: float):
+    def __init__(self, values: np.ndarray, level: int | None, scale: float | None):  # None: decrypted values
         self.values, self.level, self.scale = values, level, scale
 
 

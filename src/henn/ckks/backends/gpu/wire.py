@@ -23,7 +23,9 @@ class GpuBackend(Protocol):
 
     chain: Any
     device: Any
-    conjugation_element: int
+
+    @property
+    def conjugation_element(self) -> int: ...
 
     def galois_element(self, step: int) -> int: ...
 

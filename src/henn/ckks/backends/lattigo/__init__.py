@@ -171,7 +171,7 @@ class LattigoBackend(Backend):
         """Derive Lattigo's bootstrapping parameters; check the exact modulus against the 128-bit bound."""
         text = json.dumps(params.bootstrap.to_bridge()).encode()
         out = c_void_p()
-        status, msg = self._bridge.call_status("henn_enable_bootstrapping", self._ctx.value, text, byref(out))
+        status, msg = self._bridge.call_status("henn_enable_bootstrapping", self._c(), text, byref(out))
         if status != bridge.OK:
             raise ParameterError(f"Lattigo cannot bootstrap with these parameters: {msg}; "
                                  f"{params.bootstrap.describe()}: change the bootstrap literal")
@@ -210,8 +210,8 @@ class LattigoBackend(Backend):
         return self._ctx.value
 
     def _new(self, fn: str, *args) -> bridge.Handle:
-        args = [a.value if isinstance(a, bridge.Handle) else a for a in args]
-        return self._bridge.new(fn, self._c(), *args)
+        raw = [a.value if isinstance(a, bridge.Handle) else a for a in args]
+        return self._bridge.new(fn, self._c(), *raw)
 
     def library_metadata(self, value) -> tuple[int, float, float, int]:
         """Lattigo's own (level, scale, log2 scale, degree) of a Ciphertext or Plaintext."""

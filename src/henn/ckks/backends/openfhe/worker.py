@@ -18,6 +18,7 @@ import math
 import os
 import struct
 import sys
+from typing import Any
 
 SITE, REQ_FD, REP_FD = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 sys.path.insert(0, SITE)
@@ -57,8 +58,8 @@ class BadData(Exception):
 
 class Worker:
     def __init__(self):
-        self.cc = None
-        self.objs = {}  # id -> [kind, object, extra]
+        self.cc: Any = None  # the openfhe.CryptoContext (an untyped module) once op_open made it
+        self.objs: dict[int, list[Any]] = {}  # id -> [kind, object, extra]
         self.next_id = 1
         self.active_rk = None  # handle whose relinearization key is in OpenFHE's global map
         self.active_gk = None  # (handle, tag) whose rotation keys are in the global map
@@ -183,9 +184,8 @@ class Worker:
         return self.put("sk", kp.secretKey, kp.publicKey), []
 
     def op_keygen_pk(self, m, b):
-        sk_entry = self.objs.get(m["sk"])
         self.get(m["sk"], "sk")
-        return self.put("pk", sk_entry[2]), []
+        return self.put("pk", self.objs[m["sk"]][2]), []
 
     def op_export_sk(self, m, b):
         self.get(m["sk"], "sk")
@@ -477,7 +477,7 @@ class Worker:
 
     def op_rotate_sum(self, m, b):
         """sum_i rotate(ct_i, step_i), the rotations of one ciphertext hoisted together."""
-        groups = {}
+        groups: dict[int, list[int]] = {}
         for h, step in m["parts"]:
             self.get(h, "ct")
             groups.setdefault(h, []).append(step)
