@@ -6,9 +6,10 @@ checksum checked by Go against the public sum database), copies it, adds
 lattigo_patch/accelerator.go to its ring package and calls to it (at the top of each exported NTT
 function and of ModUpExact, in both branches of the key-switching decomposition, in the lazy Montgomery
 products), so that the bridge can install its AVX-512 kernels (go/ntt_ifma.go, go/extend_ifma.go,
-go/montgomery_ifma.go); and lattigo_patch/dft/shapes.go to its DFT package with a switch in
-NewMatrixFromLiteral, so that a bootstrapping evaluator whose DFT factors the bridge encodes as they run
-is built without encoding them all first; and lattigo_patch/sampling/drbg.go to its sampling package, so
+go/montgomery_ifma.go); and lattigo_patch/dft/shapes.go to its DFT package with switches in
+NewMatrixFromLiteral and GenMatrices, so that a bootstrapping evaluator whose DFT factors the bridge encodes
+as they run is built without encoding them all first, their values generated in complex128
+(lattigo_patch/dft/diagonals128.go); and lattigo_patch/sampling/drbg.go to its sampling package, so
 that key generation and encryption draw their randomness from AES-256-CTR seeded by crypto/rand (18x faster
 here) rather than from crypto/rand for every KiB.
 Everything else is Lattigo's code, unchanged (Apache-2.0: its LICENSE is copied with it).
@@ -124,11 +125,15 @@ def _insert(source: str, name: str, hooks: tuple[tuple[str, str], ...]) -> str:
     return source
 
 
-# dft.NewMatrixFromLiteral: while dft.WithShapesOnly runs, the diagonals' values kept and each factor's shape
-# only (lattigo_patch/dft/shapes.go)
+# dft: while dft.WithShapesOnly runs, GenMatrices generates in complex128 where that gives its values
+# (lattigo_patch/dft/diagonals128.go), NewMatrixFromLiteral keeps the values (converted from big floats
+# otherwise) and makes each factor's shape only (lattigo_patch/dft/shapes.go)
 _DFT_HOOKS = (
+    ("func (d MatrixLiteral) GenMatrices(LogN int, prec uint) (plainVector []ltcommon.Diagonals[*bignum.Complex]) {\n",
+     "\tif shapesOnly.on {\n\t\tif indices, ok := d.generateShapesOnly(LogN, prec); ok {\n\t\t\treturn indices\n"
+     "\t\t}\n\t}\n"),
     ("\tpVecDFT := d.GenMatrices(params.LogN(), params.EncodingPrecision())\n",
-     "\tif shapesOnly.on {\n\t\tshapesOnly.generated = append(shapesOnly.generated, pVecDFT)\n\t}\n"),
+     "\tif shapesOnly.on {\n\t\tkeepGenerated(params.EncodingPrecision(), pVecDFT)\n\t}\n"),
     ("\t\t\t\tLogBabyStepGiantStepRatio: d.LogBSGSRatio,\n\t\t\t}\n",
      "\n\t\t\tif shapesOnly.on {\n\t\t\t\tmatrices = append(matrices, shapeOnly(ltparams))\n\t\t\t\tidx++\n"
      "\t\t\t\tcontinue\n\t\t\t}\n"),

@@ -13,7 +13,6 @@ import (
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 	"github.com/tuneinsight/lattigo/v6/utils"
-	"github.com/tuneinsight/lattigo/v6/utils/bignum"
 )
 
 // btpLiteral is henn's bootstrapping literal (henn.ckks.bootstrap_params.BootstrapParameters.to_bridge):
@@ -225,7 +224,8 @@ func (c *ctxObj) btpKeyLevels(p *bootstrapping.Parameters) btpKeyLevelSet {
 	return out
 }
 
-// wrapBootstrapKeys builds the evaluator on keys, its DFT generation allowed `room` bytes of garbage.
+// wrapBootstrapKeys builds the evaluator on keys. Lattigo's DFT generation in big floats, which only a
+// streamed DFT at an encoding precision above dft.Precision128 runs, is allowed `room` bytes of garbage.
 func (c *ctxObj) wrapBootstrapKeys(p *bootstrapping.Parameters, keys *bootstrapping.EvaluationKeys, room int64) (*btpKeyObj, error) {
 	var eval *bootstrapping.Evaluator
 	build := func() (err error) {
@@ -239,11 +239,17 @@ func (c *ctxObj) wrapBootstrapKeys(p *bootstrapping.Parameters, keys *bootstrapp
 		return &btpKeyObj{c: c, keys: keys, eval: eval}, nil
 	}
 	// each DFT factor is encoded where it runs: the evaluator needs the factors' shapes, the bridge their values
-	var generated [][]ltckks.Diagonals[*bignum.Complex]
-	err := withGarbageRoom(room, func() (err error) {
+	var generated [][]ltckks.Diagonals[complex128]
+	shapes := func() (err error) {
 		generated, err = dft.WithShapesOnly(build)
 		return err
-	})
+	}
+	var err error
+	if p.BootstrappingParameters.EncodingPrecision() > dft.Precision128 {
+		err = withGarbageRoom(room, shapes)
+	} else {
+		err = shapes()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot build the bootstrapping evaluator: %w", err)
 	}

@@ -5,16 +5,18 @@ import (
 	"runtime/debug"
 )
 
-// dftGarbageRoom: what the bootstrapping evaluator's DFT generation may allocate before a collection.
-// It builds the matrices in big-float arithmetic, gigabytes of short-lived objects over a small live
-// heap; at the low GOGC henn sets for evaluation (bridge.gc_percent_for) the collector then ran almost
-// without pause and took as long as the generation itself. With the keys read (a server) the room adds
-// to the peak, so it stays small.
+// dftGarbageRoom: what the bootstrapping evaluator's DFT generation may allocate before a collection, where
+// it runs in Lattigo's big-float arithmetic (a streamed DFT at an encoding precision above
+// dft.Precision128; at 53 bits henn generates the diagonals in complex128, 0.3 s and little garbage at
+// N = 2^16, and needs no room). Big floats make gigabytes of short-lived objects over a small live heap;
+// at the low GOGC henn sets for evaluation (bridge.gc_percent_for) the collector then ran almost without
+// pause and took as long as the generation itself. With the keys read (a server) the room adds to the
+// peak, so it stays small.
 const dftGarbageRoom = 1 << 30
 
 // dftGarbageRoomBeforeKeys: the room when the keys are made after the evaluator. The keys then take more
-// memory than this room (boot-n16: 7.1 GB) where the garbage was, so the peak stays; the build went
-// from 16.9 to 8.1 s at N = 2^16 (26.2 to 7.4 s of CPU), most of the difference collections.
+// memory than this room (boot-n16: 7.1 GB) where the garbage was, so the peak stays; the big-float build
+// went from 16.9 to 8.1 s at N = 2^16 (26.2 to 7.4 s of CPU), most of the difference collections.
 const dftGarbageRoomBeforeKeys = 4 << 30
 
 // withGarbageRoom runs f with the collector off until the Go runtime's memory grows `room` bytes past
