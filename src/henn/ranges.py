@@ -115,9 +115,10 @@ def check(graph: Graph, x: np.ndarray, intervals: dict[str, tuple[float, float] 
         return
 
     def hook(node, inp, out, first):
-        if node.op not in (Op.POLY, Op.MAXPOOL) or intervals.get(node.name) is None:
+        interval = intervals.get(node.name)
+        if node.op not in (Op.POLY, Op.MAXPOOL) or interval is None:
             return
-        mid, half = intervals[node.name]
+        mid, half = interval
         dev = np.abs(inp.reshape(len(inp), -1) - mid).max(axis=1)
         if not np.any(dev > half):
             return

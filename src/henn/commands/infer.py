@@ -151,10 +151,9 @@ def run(args) -> int:
     compile_s = time.perf_counter() - t0
     print(f"model     {Path(weights).name} ({args.mode} packing, {args.backend})")
     print(f"data      {len(images)} images: {source}")
-    if args.bootstrap:
-        print(f"calibrate {len(calibration)} images: {cal_source}; {cm.program.bootstraps} bootstraps placed")
-    elif calibration is not None:
-        print(f"calibrate {len(calibration)} images: {cal_source}")
+    if calibration is not None:  # always with --bootstrap
+        placed = f"; {cm.program.bootstraps} bootstraps placed" if args.bootstrap else ""
+        print(f"calibrate {len(calibration)} images: {cal_source}{placed}")
     group = f", {cm.program.group} channels x {cm.program.images_per_set} images per ciphertext" \
         if cm.program.group > 1 else ""
     if cm.program.complex_packed:

@@ -115,4 +115,5 @@ def segment_matrix(nodes, in_shape):
         if n.op in LINEAR_OPS:
             bias = full_bias(n, shape) if bias is None else bias + full_bias(n, shape)
         shape = infer_shape(n, [shape])
+    assert m is not None, "a segment has at least one op"
     return m.tocsr(), (np.zeros(m.shape[0]) if bias is None else bias), shape

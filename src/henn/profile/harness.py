@@ -148,6 +148,7 @@ def open_config(cfg: Config, settings: Settings):
     if cfg.preset:
         params = presets.get(cfg.preset)
     else:
+        assert cfg.depth is not None  # a configuration without a preset has a depth
         params = select_parameters(cfg.depth, backend=cfg.backend, mode=cfg.mode)
     be = backends.open_backend(cfg.backend, params, **settings.options.get(cfg.backend, {}))
     return be, be.actual_params

@@ -137,10 +137,11 @@ class RssSampler:
     def __exit__(self, *exc):
         end = time.monotonic()
         if self._proc is not None:
-            self._stop_process()
+            self._stop_process(self._proc)
         else:
             self._stop.set()
-            self._thread.join()
+            if self._thread is not None:
+                self._thread.join()
         self._samples.append((end, tree_rss(psutil.Process(), self._proc.pid if self._proc else None)))
         return False
 
@@ -148,29 +149,30 @@ class RssSampler:
     def _start_process(self) -> bool:
         cmd = [sys.executable, "-m", "henn.profile.memory", str(os.getpid()), repr(self.interval)]
         try:
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, text=True)
-            ready = self._proc.stdout.readline()  # the sampler says "ready" once psutil is loaded
+            self._proc = proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.DEVNULL, text=True)
+            assert proc.stdout is not None  # stdout=PIPE
+            ready = proc.stdout.readline()  # the sampler says "ready" once psutil is loaded
         except OSError as exc:
             log.warning("RSS sampling process failed to start (%s): sampling from a thread instead", exc)
             self._proc = None
             return False
         if ready.strip() != "ready":
             log.warning("RSS sampling process did not start: sampling from a thread instead")
-            self._proc.kill()
-            self._proc.wait()
+            proc.kill()
+            proc.wait()
             self._proc = None
             return False
         self._t0 = time.monotonic()  # time 0: the sampler runs, the workload starts now
-        self._samples.append((self._t0, tree_rss(psutil.Process(), self._proc.pid)))
+        self._samples.append((self._t0, tree_rss(psutil.Process(), proc.pid)))
         return True
 
-    def _stop_process(self) -> None:
+    def _stop_process(self, proc: subprocess.Popen) -> None:
         try:
-            out, _ = self._proc.communicate("stop\n", timeout=30)
+            out, _ = proc.communicate("stop\n", timeout=30)
         except subprocess.TimeoutExpired:
-            self._proc.kill()
-            out, _ = self._proc.communicate()
+            proc.kill()
+            out, _ = proc.communicate()
         for line in out.splitlines():
             parts = line.split()
             if len(parts) == 2:
@@ -196,7 +198,12 @@ def _sampler_main(pid: int, interval: float) -> int:
     """The sampling process: print samples "monotonic_time rss" until "stop" arrives on stdin."""
     target = psutil.Process(pid)
     stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+
+    def stop_on_input() -> None:
+        sys.stdin.readline()
+        stop.set()
+
+    threading.Thread(target=stop_on_input, daemon=True).start()
     lines = []
     sys.stdout.write("ready\n")
     sys.stdout.flush()

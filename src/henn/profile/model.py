@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -193,12 +194,13 @@ def run(be, rec: Recorder, settings: Settings, *, models: list[Path] | None = No
         if not paths:
             rec.fail("inference", f"no models: {ZOO}/mnist-cnn_*.onnx does not exist; export them with "
                                   "`henn train` or pass --models FILE.onnx")
-        image = mnist_image(settings.seed) if paths else None
-        mode = rec.cfg.mode if rec.cfg.mode in ("library", "fixed") else "library"
-        for path in paths:
-            for k in threads:  # the runtime's own thread option: paper 001 Figs. 26-30
-                rec.run("inference", lambda path=Path(path), k=k: _inference(path, be.name, mode, image, settings, k),
-                        threads=k, extra={"model": Path(path).name})
+        else:
+            image = mnist_image(settings.seed)
+            mode = rec.cfg.mode if rec.cfg.mode in ("library", "fixed") else "library"
+            for path in paths:
+                for k in threads:  # the runtime's own thread option: paper 001 Figs. 26-30
+                    rec.run("inference", partial(_inference, Path(path), be.name, mode, image, settings, k),
+                            threads=k, extra={"model": Path(path).name})
     if "thread_scaling" in parts:
         try:
             _thread_scaling(be, rec, settings, tuple(threads))

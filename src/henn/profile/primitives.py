@@ -23,6 +23,8 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -112,11 +114,15 @@ class _Fixture:
         return self.be.decrypt_decode(ct, self.sk)
 
 
+_Prepare = Callable[[_Fixture], Callable[[], object]]  # -> the timed call
+_Check = Callable[[_Fixture, str], tuple]  # (fixture, input kind) -> (expected, got)
+
+
 @dataclass(frozen=True)
 class _Op:
     name: str
-    prepare: Callable[[_Fixture], Callable[[], object]]      # -> the timed call
-    check: Callable[[_Fixture, str], tuple] | None = None     # (fixture, input kind) -> (expected, got)
+    prepare: _Prepare
+    check: _Check | None = None
     ops_per_call: int = 1
     warmup: int | None = None                                 # None: settings.warmup
     check_inputs: tuple[str, ...] = ("ones", "random")
@@ -160,7 +166,7 @@ def _keygen_bootstrap(fx: _Fixture):
     return call
 
 
-def _bootstrap(parallel: bool):
+def _bootstrap(parallel: bool) -> tuple[_Prepare, _Check]:
     def prepare(fx: _Fixture):
         ev, ct = fx.ev_boot, fx.ct_low()
         return lambda: ev.bootstrap(ct, parallel=parallel)
@@ -245,13 +251,14 @@ def _measure(op: _Op, fx: _Fixture, settings: Settings) -> dict:
         raise UnsupportedOperation(f"the {fx.be.name} backend rescales inside every multiplication: its "
                                    "multiply latencies include the rescale")
     call = op.prepare(fx)
-    kinds = op.check_inputs if op.check else ()
-    errors = [error_entry(kind, *op.check(fx, kind)) for kind in kinds]
+    check = op.check
+    kinds = op.check_inputs if check else ()
+    errors = [error_entry(kind, *check(fx, kind)) for kind in kinds] if check else []
     # the error checks ran the op already (untimed, on other inputs): they count as warm-up calls
     warmup = settings.warmup if op.warmup is None else op.warmup
     latency, memory = time_call(call, settings, warmup=max(0, warmup - len(kinds)), min_repeats=op.min_repeats)
     latency["warmup"] = max(warmup, len(kinds))
-    extra = {"ops_per_call": op.ops_per_call}
+    extra: dict[str, Any] = {"ops_per_call": op.ops_per_call}
     if fused and op.name.startswith("multiply"):
         extra["includes_rescale"] = True
     if op.name in ("rotate", "rotate_hoisted", "rotate_sum"):
@@ -285,7 +292,7 @@ def _level0(fx: _Fixture):
 
 def _sizes(fx: _Fixture) -> dict:
     be = fx.be
-    items = {
+    items: dict[str, Callable[[], bytes]] = {
         "ciphertext_bytes": lambda: be.serialize(fx.ct(0)),
         "ciphertext_level0_bytes": lambda: be.serialize(_level0(fx)),
         "plaintext_bytes": lambda: be.serialize(be.encode(fx.inputs["random"][0])),
@@ -316,10 +323,10 @@ def run(be, rec: Recorder, settings: Settings, ops: tuple[str, ...] | None = Non
         if op.name in ("keygen_sk_pk_relin", "keygen_bootstrap"):
             fx.drop("ev_rot")  # free the hoisted-rotation keys before the key-generation peaks
         if op.name == "bootstrap":  # thread scaling: the two EvalMod halves at once, then one thread
-            rec.run(op.name, lambda op=op: _measure(op, fx, settings), threads=2)
+            rec.run(op.name, partial(_measure, op, fx, settings), threads=2)
             op = _bootstrap_sequential()
-            rec.run(op.name, lambda op=op: _measure(op, fx, settings), threads=1)
+            rec.run(op.name, partial(_measure, op, fx, settings), threads=1)
             continue
-        rec.run(op.name, lambda op=op: _measure(op, fx, settings))
+        rec.run(op.name, partial(_measure, op, fx, settings))
     if "sizes" in wanted or ops is None:
         rec.run("sizes", lambda: _sizes(fx))

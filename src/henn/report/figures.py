@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import matplotlib
 
@@ -50,14 +50,14 @@ class _Colors:
     def style(self, rec: dict, key: str | None = None) -> dict:
         color = self.colors.setdefault(rec["backend"], self.cycle[len(self.colors) % len(self.cycle)])
         mark = self.series.setdefault(key or rec["backend"], len(self.series))
-        return {"color": color, "linestyle": _STYLES.get(rec.get("mode"), "-"),
+        return {"color": color, "linestyle": _STYLES.get(rec.get("mode") or "", "-"),
                 "marker": _MARKERS[mark % len(_MARKERS)], "markersize": 4}
 
 
 COLORS = _Colors()
 
 
-def line_panels(records: Iterable[dict], panels: list[str], *, panel_of: Callable[[dict], str],
+def line_panels(records: Iterable[dict], panels: Sequence[str], *, panel_of: Callable[[dict], str],
                 x_of: Callable[[dict], float | None], y_of: Callable[[dict], float | None],
                 series_of: Callable[[dict], str] = series_label, band_of=None, xlabel: str = "depth",
                 ylabel: str = "", logy: bool = True, logx: bool = False, title: str = "",

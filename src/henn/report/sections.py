@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from henn.report import figures
 from henn.report.document import Section, Table, compact_bits, fmt
@@ -52,7 +53,8 @@ def _configs(records):
 # ---- runs ---------------------------------------------------------------------------------------
 def runs_section(docs: list[tuple[str, dict]]) -> Section:
     sec = Section("Runs")
-    rows, backends = [], {}
+    rows: list[list[str]] = []
+    backends: dict[str, dict] = {}
     for path, doc in docs:
         run = doc["run"]
         m = run["machine"]
@@ -69,7 +71,7 @@ def runs_section(docs: list[tuple[str, dict]]) -> Section:
 
 
 def parameters_table(records) -> Table:
-    seen = {}
+    seen: dict[tuple[str, str, int], dict] = {}
     for r in records:
         if r.get("params") and r["status"] == "ok":
             seen.setdefault((r["backend"], r["mode"] or "", r["depth"] or 0), r["params"])
@@ -146,7 +148,7 @@ def _order(r):
 
 
 def _depth_table(title, recs, ops, value) -> Table:
-    by = defaultdict(dict)
+    by: defaultdict[int, dict[str, Any]] = defaultdict(dict)
     for r in recs:
         by[r["depth"]][r["op"]] = value(r)
     return Table(title, ["depth"] + list(ops),
@@ -264,7 +266,7 @@ def model_section(records) -> Section | None:
 
 def _speedups(ok) -> dict[str, dict[str, float]]:
     """label -> {"k thread(s)": speed-up over the smallest k} for thread scaling and inference records."""
-    groups = defaultdict(dict)
+    groups: defaultdict[str, dict[int, float]] = defaultdict(dict)
     for r in ok:
         if r["op"] in ("thread_scaling", "inference") and r["threads"] and r.get("latency"):
             what = r["extra"].get("model", "").removesuffix(".onnx") or "task batch"
