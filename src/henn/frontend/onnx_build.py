@@ -13,6 +13,7 @@ BatchNormalization kept, dynamic batch axis).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +68,7 @@ def build_cnn(layers, input_shape=(1, 28, 28), seed: int = 0, gain: float = 1.0)
             nodes.append(helper.make_node("BatchNormalization", [cur] + names, [out], name=name, epsilon=1e-5))
         elif kind == "poly":
             act = get_activation(spec[1])
-            attrs = {"coefficients": [float(c) for c in act.coefficients]}
+            attrs: dict[str, Any] = {"coefficients": [float(c) for c in act.coefficients]}
             if act.fitted_range is not None:
                 attrs["range"] = [float(r) for r in act.fitted_range]
             node = helper.make_node("Poly", [cur], [out], name=name, domain="henn", **attrs)

@@ -85,7 +85,7 @@ def _input_shape(inp, given) -> tuple[int, ...]:
         return given
     if declared is None or any(d is None or d <= 0 for d in declared):
         raise InputError(f"the model input {inp.name!r} has no fixed shape: pass input_shape=(C, H, W)")
-    return tuple(declared)
+    return tuple(d for d in declared if d is not None)  # none is (checked above)
 
 
 def _clean(name: str) -> str:
@@ -206,7 +206,7 @@ class _Builder:
     def _fold_constant(self, node, op, a, layer) -> None:
         from onnx import numpy_helper
 
-        c = [self.consts[i] if i else None for i in node.input]
+        c: list = [self.consts[i] if i else None for i in node.input]  # None: an omitted optional input
         if op in _SKIP + ("Cast",):
             out = c[0]
         elif op == "Transpose":
@@ -302,7 +302,7 @@ class _Builder:
     # ---- elementwise arithmetic: polynomials in one tensor (henn.frontend.elementwise) ----------
     def _elementwise(self, node, op: str, layer: str) -> None:
         tensors = [i for i in node.input if i not in self.consts]
-        roots = {i: self.exprs[i][0].root if i in self.exprs else self._src(i, layer) for i in tensors}
+        roots = {i: self._root(i, layer) for i in tensors}
         if op == "Add" and len(set(roots.values())) == 2:  # a residual connection
             self._emit(Op.ADD, layer, [self._src(i, layer) for i in node.input], node.output[0])
             return
@@ -324,6 +324,14 @@ class _Builder:
             result = {"Add": elementwise.add, "Sub": elementwise.sub, "Mul": elementwise.mul,
                       "Div": elementwise.divide}[op](a, b, layer)
         self.exprs[node.output[0]] = (result, layer)
+
+    def _root(self, name: str, layer: str) -> str:
+        """The value a tensor input stands on: its expression's root, or the value itself."""
+        if name not in self.exprs:
+            return self._src(name, layer)
+        root = self.exprs[name][0].root
+        assert root is not None  # an expression of constants only is folded as a constant
+        return root
 
     def _operand(self, name: str, layer: str, roots: dict[str, str]) -> Expr:
         if name in self.exprs:

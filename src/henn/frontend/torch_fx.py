@@ -88,8 +88,8 @@ class _Emitter:
         self.exprs: dict[str, tuple[Expr, str]] = {}  # elementwise results not emitted yet, and their layer
         self.padded: dict[str, tuple[str, conv.Pads]] = {}  # zero-padded values: (source, pads) for the next layer
         self.rescaled = pool.Rescaled()  # factors owed by average pools that exclude their padding
-        self.input = None
-        self.output = None
+        self.input: str | None = None
+        self.output: str | None = None
         self.shape0 = shape
 
     def _emit(self, op: Op, node, src, attrs=None, params=None) -> None:
@@ -458,6 +458,8 @@ class _Emitter:
     def finish(self) -> Graph:
         if self.output is None:
             raise UnsupportedOperation("the traced model has no output")
+        if self.input is None:
+            raise UnsupportedOperation("the traced model has no input")
         self.rescaled.check_output(self.output)
         return elementwise.fold_affine(Graph(self.input, self.output, self.nodes, self.values).verify())
 

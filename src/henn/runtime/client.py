@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from henn.ckks.values import Ciphertext, EvaluationKeys
+from henn.ckks.values import Ciphertext, EvaluationKeys, SecretKey
 from henn.program import Program
 from henn.errors import InputError
 from henn.runtime.inputs import check_images
@@ -20,8 +20,8 @@ class Client:
     def __init__(self, program: Program, backend, *, threads: int | None = None):
         self.program, self.backend = program, backend
         self.pool = Parallel.for_backend(backend, threads)
-        self._sk = None
-        self.keys: EvaluationKeys | None = None
+        self._sk: SecretKey | None = None
+        self.keys: EvaluationKeys | None = None  # set with _sk
         self.seconds = {"keygen": 0.0, "encode": 0.0, "encrypt": 0.0, "decrypt": 0.0}
 
     def generate_keys(self) -> EvaluationKeys:
@@ -35,9 +35,9 @@ class Client:
     def regenerate_keys(self) -> EvaluationKeys:
         """The evaluation keys of the secret key held (after release_keys(), or in a client opened from its
         key file): new keys for the same key set, as good as the first ones."""
-        self._need_keys()
+        sk, _ = self._need_keys()
         t0 = time.perf_counter()
-        self.keys = self._keys_of(self._sk)
+        self.keys = self._keys_of(sk)
         self.seconds["keygen"] = time.perf_counter() - t0
         return self.keys
 
@@ -55,8 +55,8 @@ class Client:
     def export_secret_key(self) -> tuple[bytes, str]:
         """(the secret key's library bytes, its key-set id): for a passphrase-protected key file only
         (henn.deploy.keyfile); nothing else ever writes or sends them."""
-        self._need_keys()
-        return self.backend.export_secret_key(self._sk), self._sk.key_id
+        sk, _ = self._need_keys()
+        return self.backend.export_secret_key(sk), sk.key_id
 
     def import_secret_key(self, data: bytes, key_id: str) -> None:
         """Hold the secret key of a key file (and a public key of it): encrypt and decrypt at once,
@@ -118,14 +118,14 @@ class Client:
 
     def encrypt(self, images: np.ndarray) -> list[Ciphertext]:
         """Ciphertexts of one set of images (B, *input_shape), checked as CompiledModel.run checks them."""
-        self._need_keys()
+        sk, keys = self._need_keys()
         vecs = self.pack(check_images(images, self.program.input_shape))
         be, level = self.backend, self.program.input_level
         t0 = time.perf_counter()
         pts = self.pool.map(lambda v: be.encode(v, level=level), vecs)
         t1 = time.perf_counter()
         # under the secret key where the backend can: half the work of a public-key encryption
-        key = self._sk if be.symmetric_encryption else self.keys.public
+        key = sk if be.symmetric_encryption else keys.public
         cts = self.pool.map(lambda pt: be.encrypt(pt, key), pts)
         t2 = time.perf_counter()
         self.seconds["encode"] += t1 - t0
@@ -134,14 +134,14 @@ class Client:
 
     def decrypt(self, cts: list[Ciphertext], n_images: int) -> np.ndarray:
         """Logits (n_images, *output_shape) of one ciphertext set."""
-        self._need_keys()
+        sk, _ = self._need_keys()
         per = self.program.images_per_set
         if isinstance(n_images, bool) or not isinstance(n_images, (int, np.integer)) or not 1 <= n_images <= per:
             raise InputError(f"a ciphertext set holds 1 to {per} images, got n_images={n_images!r}: give the number "
                              "of images that were encrypted together")
         t0 = time.perf_counter()
         p = self.program
-        vecs = self.pool.map(lambda ct: self.backend.decrypt_decode(ct, self._sk, as_complex=p.complex_packed), cts)
+        vecs = self.pool.map(lambda ct: self.backend.decrypt_decode(ct, sk, as_complex=p.complex_packed), cts)
         self.seconds["decrypt"] += time.perf_counter() - t0
         if p.input_pack["kind"] == "batch":
             out = np.stack(vecs, axis=1)
@@ -149,12 +149,13 @@ class Client:
                 out = np.concatenate([out.real, out.imag])
             out = out[:n_images]
         elif p.input_pack["kind"] == "grouped":
+            elem = _output_elem(p)
             virt = np.stack(vecs).reshape(-1, p.images_per_set)[:, :n_images]  # (K * G, images)
             out = np.zeros((n_images, p.n_outputs))
-            used = np.nonzero(p.output_elem >= 0)[0]
-            out[:, p.output_elem[used]] = virt[used].T
+            used = np.nonzero(elem >= 0)[0]
+            out[:, elem[used]] = virt[used].T
         else:  # single mode: output element b * n + o is logit o of image b
-            elem, flat = p.output_elem, np.concatenate(vecs)
+            elem, flat = _output_elem(p), np.concatenate(vecs)
             out = np.zeros(per * p.n_outputs)
             used = np.nonzero(elem >= 0)[0][::-1]
             out[elem[used]] = flat[used]
@@ -171,10 +172,18 @@ class Client:
         for k in ("encode", "encrypt", "decrypt"):
             self.seconds[k] = 0.0
 
-    def _need_keys(self) -> None:
-        if self._sk is None:
+    def _need_keys(self) -> tuple[SecretKey, EvaluationKeys]:
+        """The secret key and the evaluation keys held (or InputError)."""
+        if self._sk is None or self.keys is None:
             raise InputError("the client has no keys yet: call generate_keys() first")
+        return self._sk, self.keys
 
     @property
     def n_inputs(self) -> int:
         return math.prod(self.program.input_shape)
+
+
+def _output_elem(p: Program) -> np.ndarray:
+    """The logical output index of each output slot: every packing but batch has them."""
+    assert p.output_elem is not None
+    return p.output_elem
