@@ -6,9 +6,23 @@ from henn.ckks.evaluator import Evaluator
 from henn.ckks.params import Parameters, ParametersLiteral
 from henn.ckks.precision import precision_bits
 from henn.ckks.selection import select_parameters
-from henn.ckks.values import (Ciphertext, EvaluationKeys, GaloisKeys, Plaintext, PublicKey, RelinKey,
-                              SecretKey)
+from henn.ckks.values import Ciphertext, EvaluationKeys, GaloisKeys, Plaintext, PublicKey, RelinKey, SecretKey
 
-__all__ = ["Backend", "Ciphertext", "EvaluationKeys", "Evaluator", "GaloisKeys", "Parameters",
-           "ParametersLiteral", "Plaintext", "PublicKey", "RelinKey", "SecretKey", "available",
-           "backend_class", "open_backend", "precision_bits", "select_parameters"]
+__all__ = [
+    "Backend",
+    "Ciphertext",
+    "EvaluationKeys",
+    "Evaluator",
+    "GaloisKeys",
+    "Parameters",
+    "ParametersLiteral",
+    "Plaintext",
+    "PublicKey",
+    "RelinKey",
+    "SecretKey",
+    "available",
+    "backend_class",
+    "open_backend",
+    "precision_bits",
+    "select_parameters",
+]

@@ -78,8 +78,9 @@ class BootstrapLiteral:
             raise ParameterError(f"bootstrap parameters must be a mapping, got {type(d).__name__}")
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ParameterError(f"unknown bootstrap fields {sorted(unknown)}; "
-                                 f"known: {sorted(cls.__dataclass_fields__)}")
+            raise ParameterError(
+                f"unknown bootstrap fields {sorted(unknown)}; known: {sorted(cls.__dataclass_fields__)}"
+            )
         conv = dict(d)
         try:
             for k in ("cts_log_scales", "stc_log_scales"):
@@ -121,8 +122,7 @@ class BootstrapParameters:
     def evalmod_depth(self) -> int:
         """Levels of the modular reduction (Lattigo's mod1.ParametersLiteral.Depth, CosDiscrete)."""
         lit = self.literal
-        return (max(lit.mod1_degree, 2 * lit.k - 1).bit_length() + lit.double_angle
-                + lit.mod1_inv_degree.bit_length())
+        return max(lit.mod1_degree, 2 * lit.k - 1).bit_length() + lit.double_angle + lit.mod1_inv_degree.bit_length()
 
     @property
     def depth(self) -> int:
@@ -139,8 +139,9 @@ class BootstrapParameters:
     def log_p(self, residual_primes: int) -> tuple[int, ...]:
         if self.literal.log_p is not None:
             return self.literal.log_p
-        total = (residual_primes + len(self.literal.stc_log_scales) + self.evalmod_depth
-                 + len(self.literal.cts_log_scales))
+        total = (
+            residual_primes + len(self.literal.stc_log_scales) + self.evalmod_depth + len(self.literal.cts_log_scales)
+        )
         return (61,) * max(1, math.isqrt(total))
 
     def log_qp(self, residual_log_q: tuple[int, ...], log_scale: int) -> float:
@@ -151,9 +152,11 @@ class BootstrapParameters:
 
     def describe(self) -> str:
         lit = self.literal
-        return (f"bootstrap(slots=2^{self.log_slots}, depth={self.depth}: CtS {len(lit.cts_log_scales)}, EvalMod "
-                f"{self.evalmod_depth}, StC {len(lit.stc_log_scales)}; ephemeral H={lit.ephemeral_weight}, "
-                f"~{lit.precision_bits:g} bits)")
+        return (
+            f"bootstrap(slots=2^{self.log_slots}, depth={self.depth}: CtS {len(lit.cts_log_scales)}, EvalMod "
+            f"{self.evalmod_depth}, StC {len(lit.stc_log_scales)}; ephemeral H={lit.ephemeral_weight}, "
+            f"~{lit.precision_bits:g} bits)"
+        )
 
     def to_bridge(self) -> dict:
         """The literal in the form the Lattigo bridge reads (go/bootstrap.go: btpLiteral)."""

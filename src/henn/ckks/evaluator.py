@@ -33,8 +33,10 @@ class Evaluator:
         self.keys = keys
         ids = {k.key_id for k in keys.members()}
         if len(ids) > 1:
-            raise InputError("cannot evaluate with keys of several key sets (key_id differ): use the EvaluationKeys "
-                             "of one Client.generate_keys()/Backend.generate_keys() call")
+            raise InputError(
+                "cannot evaluate with keys of several key sets (key_id differ): use the EvaluationKeys "
+                "of one Client.generate_keys()/Backend.generate_keys() call"
+            )
         self.key_id = keys.key_id
 
     # ---- addition ------------------------------------------------------------------------
@@ -118,8 +120,13 @@ class Evaluator:
             self._same_level("dot_plain", first, p)
             self._same_scale("dot_plain", first, c.scale * p.scale / pts[0].scale)
             self._same_keys("dot_plain", first, c)
-        return Ciphertext(be._dot_plain([c.raw for c in cts], [p.raw for p in pts]), first.level, out_scale, be.name,
-                          key_id=first.key_id)
+        return Ciphertext(
+            be._dot_plain([c.raw for c in cts], [p.raw for p in pts]),
+            first.level,
+            out_scale,
+            be.name,
+            key_id=first.key_id,
+        )
 
     def linear_combinations(self, cts: list[Ciphertext], weights, *, scale: float | None = None) -> list[Ciphertext]:
         """[sum_i W[o, i] * cts[i] for each row o of W] (an (m, len(cts)) real matrix), NOT rescaled.
@@ -149,8 +156,10 @@ class Evaluator:
         a = self._ct(a, "multiply_integer")
         k = self._scalar("multiply_integer", c)
         if k.real != int(k.real) or k.imag != int(k.imag):
-            raise InputError(f"multiply_integer takes a Gaussian integer (a + bi, integers a, b), got {c!r}: "
-                             "use multiply(..., scale=...) for other constants")
+            raise InputError(
+                f"multiply_integer takes a Gaussian integer (a + bi, integers a, b), got {c!r}: "
+                "use multiply(..., scale=...) for other constants"
+            )
         self.backend.check_real("multiply_integer", k)
         if k.imag and not self.backend.exact_imaginary_unit:
             from henn.ckks.backends import with_capability
@@ -170,20 +179,29 @@ class Evaluator:
         a = self._ct(a, "relinearize")
         if a.degree == 1:
             return a
-        return Ciphertext(self.backend._relinearize(a.raw, self._relin_key("relinearize")), a.level, a.scale,
-                          self.backend.name, key_id=a.key_id)
+        return Ciphertext(
+            self.backend._relinearize(a.raw, self._relin_key("relinearize")),
+            a.level,
+            a.scale,
+            self.backend.name,
+            key_id=a.key_id,
+        )
 
     # ---- levels --------------------------------------------------------------------------
     def rescale(self, a: Ciphertext) -> Ciphertext:
         a = self._ct(a, "rescale")
         if a.level == 0:
-            raise LevelError("cannot rescale: the ciphertext is at level 0, its multiplicative depth is used up; "
-                             "choose parameters with more depth (e.g. select_parameters(depth=...)/--depth)")
+            raise LevelError(
+                "cannot rescale: the ciphertext is at level 0, its multiplicative depth is used up; "
+                "choose parameters with more depth (e.g. select_parameters(depth=...)/--depth)"
+            )
         q = self.backend.prime(a.level)
         new_scale = a.scale / q
         if new_scale < 2.0:
-            raise ScaleError(f"cannot rescale: scale 2^{math.log2(a.scale):.1f} divided by the {q.bit_length()}-bit "
-                             "prime leaves no precision; rescale only after a multiplication")
+            raise ScaleError(
+                f"cannot rescale: scale 2^{math.log2(a.scale):.1f} divided by the {q.bit_length()}-bit "
+                "prime leaves no precision; rescale only after a multiplication"
+            )
         return Ciphertext(self.backend._rescale(a.raw), a.level - 1, new_scale, self.backend.name, a.degree, a.key_id)
 
     def drop_level(self, a: Ciphertext, levels: int = 1) -> Ciphertext:
@@ -195,8 +213,14 @@ class Evaluator:
             raise LevelError(f"cannot drop {levels} levels from a ciphertext at level {a.level}")
         if levels == 0:
             return a
-        return Ciphertext(self.backend._drop_level(a.raw, int(levels)), a.level - int(levels), a.scale,
-                          self.backend.name, a.degree, a.key_id)
+        return Ciphertext(
+            self.backend._drop_level(a.raw, int(levels)),
+            a.level - int(levels),
+            a.scale,
+            self.backend.name,
+            a.degree,
+            a.key_id,
+        )
 
     def drop_to_level(self, a: Ciphertext, level: int) -> Ciphertext:
         return self.drop_level(a, a.level - level)
@@ -217,12 +241,16 @@ class Evaluator:
         if not be.bootstraps:
             raise be.cannot_bootstrap()
         if be.params.bootstrap is None:
-            raise UnsupportedOperation("cannot bootstrap: these parameters have no bootstrap parameters; compile "
-                                       "with bootstrapping (select parameters with bootstrap=True)")
+            raise UnsupportedOperation(
+                "cannot bootstrap: these parameters have no bootstrap parameters; compile "
+                "with bootstrapping (select parameters with bootstrap=True)"
+            )
         a = self._ct(a, "bootstrap", degree1=True)
         if a.level < 1:
-            raise LevelError("cannot bootstrap a ciphertext at level 0: bootstrapping needs one level to match the "
-                             "scale; bootstrap one layer earlier")
+            raise LevelError(
+                "cannot bootstrap a ciphertext at level 0: bootstrapping needs one level to match the "
+                "scale; bootstrap one layer earlier"
+            )
         number = isinstance(bound, (int, float, np.floating)) and not isinstance(bound, bool)
         if not (number and math.isfinite(bound) and bound > 0):
             raise InputError(f"cannot bootstrap: bound must be a positive finite number, got {bound!r}")
@@ -230,13 +258,17 @@ class Evaluator:
         bound = 2.0 ** math.ceil(math.log2(bound))
         keys = self.keys.bootstrap
         if keys is None:
-            raise MissingKeyError("cannot bootstrap: no bootstrapping keys; generate keys with bootstrap=True "
-                                  "(Client.generate_keys does when the program bootstraps)")
+            raise MissingKeyError(
+                "cannot bootstrap: no bootstrapping keys; generate keys with bootstrap=True "
+                "(Client.generate_keys does when the program bootstraps)"
+            )
         keys = be._own(keys, type(keys))
         out_scale = be.params.default_scale / bound
         if out_scale < 2.0:
-            raise ScaleError(f"cannot bootstrap with bound {bound:g}: the output scale 2^{math.log2(out_scale):.1f} "
-                             "would hold no precision; scale the values down before")
+            raise ScaleError(
+                f"cannot bootstrap with bound {bound:g}: the output scale 2^{math.log2(out_scale):.1f} "
+                "would hold no precision; scale the values down before"
+            )
         raw = be._bootstrap_ciphertext(a, bound, keys.raw, bool(parallel))
         out = Ciphertext(raw, be.max_level, out_scale, be.name, key_id=a.key_id)
         # back to the default scale by the integer `bound` (no level): a series evaluated at scale s squares
@@ -316,8 +348,9 @@ class Evaluator:
         for c in cts[1:]:
             c = self._ct(c, op)
             if c.degree != first.degree:
-                raise InputError(f"cannot {op}: ciphertexts of degrees {first.degree} and {c.degree}; relinearize "
-                                 "them all, or none")
+                raise InputError(
+                    f"cannot {op}: ciphertexts of degrees {first.degree} and {c.degree}; relinearize them all, or none"
+                )
             self._same_level(op, first, c)
             self._same_scale(op, first, c.scale)
             self._same_keys(op, first, c)
@@ -327,8 +360,9 @@ class Evaluator:
         a = self.backend._own(a, Ciphertext)
         check_same_key_set(op, a.key_id, self.key_id, "the evaluation keys")
         if degree1 and a.degree != 1:
-            raise InputError(f"cannot {op}: the ciphertext was not relinearized (degree {a.degree}); "
-                             "call relinearize() first")
+            raise InputError(
+                f"cannot {op}: the ciphertext was not relinearized (degree {a.degree}); call relinearize() first"
+            )
         return a
 
     @staticmethod
@@ -343,21 +377,27 @@ class Evaluator:
     def _same_level(op: str, a, b) -> None:
         if a.level != b.level:
             kind = "plaintext" if isinstance(b, Plaintext) else "ciphertext"
-            raise LevelError(f"cannot {op}: operands are at levels {a.level} and {b.level}; drop_level the higher "
-                             f"one first, or encode the {kind} at level {a.level}")
+            raise LevelError(
+                f"cannot {op}: operands are at levels {a.level} and {b.level}; drop_level the higher "
+                f"one first, or encode the {kind} at level {a.level}"
+            )
 
     @staticmethod
     def _same_scale(op: str, a: Ciphertext, scale: float) -> None:
         if abs(a.scale / scale - 1.0) > SCALE_RTOL:
-            raise ScaleError(f"cannot {op}: scales 2^{math.log2(a.scale):.4f} and 2^{math.log2(scale):.4f} differ; "
-                             f"encode the operand at scale={a.scale!r} or rescale so both match")
+            raise ScaleError(
+                f"cannot {op}: scales 2^{math.log2(a.scale):.4f} and 2^{math.log2(scale):.4f} differ; "
+                f"encode the operand at scale={a.scale!r} or rescale so both match"
+            )
 
     def _product_scale(self, op: str, a: Ciphertext, scale: float) -> float:
         out = a.scale * scale
         room = self.backend.log_q_at(a.level)
         if math.log2(out) >= room - 1:
-            raise ScaleError(f"cannot {op}: the product scale 2^{math.log2(out):.1f} exceeds the {room:.0f}-bit "
-                             f"modulus at level {a.level}; rescale before multiplying or use more levels")
+            raise ScaleError(
+                f"cannot {op}: the product scale 2^{math.log2(out):.1f} exceeds the {room:.0f}-bit "
+                f"modulus at level {a.level}; rescale before multiplying or use more levels"
+            )
         return out
 
     @staticmethod
@@ -376,9 +416,11 @@ class Evaluator:
         """The same bound as Backend.encode: |c| * scale must stay below the modulus at `level`."""
         room = self.backend.log_q_at(level) - 1
         if magnitude > 0 and math.log2(magnitude) + math.log2(scale) >= room:
-            raise InputError(f"cannot {op} by a constant of magnitude {magnitude:.3g}: at scale "
-                             f"2^{math.log2(scale):.1f} it would overflow the {room + 1:.0f}-bit modulus at level "
-                             f"{level}; scale the constant down or use a smaller scale")
+            raise InputError(
+                f"cannot {op} by a constant of magnitude {magnitude:.3g}: at scale "
+                f"2^{math.log2(scale):.1f} it would overflow the {room + 1:.0f}-bit modulus at level "
+                f"{level}; scale the constant down or use a smaller scale"
+            )
 
     def _relin_key(self, op: str):
         if self.keys.relin is None:
@@ -389,8 +431,10 @@ class Evaluator:
         gk = self.keys.galois
         if gk is None or s not in gk.steps:
             have = sorted(gk.steps) if gk else []
-            raise MissingKeyError(f"cannot {op} by {asked}: no Galois key for step {s} (keys exist for {have}); "
-                                  f"generate keys with rotations including {asked}")
+            raise MissingKeyError(
+                f"cannot {op} by {asked}: no Galois key for step {s} (keys exist for {have}); "
+                f"generate keys with rotations including {asked}"
+            )
         return gk.raw
 
 

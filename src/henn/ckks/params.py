@@ -54,8 +54,9 @@ class ParametersLiteral:
     def from_dict(cls, d: dict) -> ParametersLiteral:
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ParameterError(f"unknown parameter fields {sorted(unknown)}; known: "
-                                 f"{sorted(cls.__dataclass_fields__)}")
+            raise ParameterError(
+                f"unknown parameter fields {sorted(unknown)}; known: {sorted(cls.__dataclass_fields__)}"
+            )
         missing = {"log_n", "log_q"} - set(d)
         if missing:
             raise ParameterError(f"missing parameter fields {sorted(missing)}: log_n and log_q are required")
@@ -137,8 +138,17 @@ class Parameters:
         return security.is_secure(self.log_n, widest, self.secret)
 
     def literal(self) -> ParametersLiteral:
-        return ParametersLiteral(self.log_n, self.log_q, self.log_p, self.log_scale, self.q, self.p, self.secret,
-                                 None if self.bootstrap is None else self.bootstrap.literal, self.ring)
+        return ParametersLiteral(
+            self.log_n,
+            self.log_q,
+            self.log_p,
+            self.log_scale,
+            self.q,
+            self.p,
+            self.secret,
+            None if self.bootstrap is None else self.bootstrap.literal,
+            self.ring,
+        )
 
     def fingerprint(self) -> str:
         """Short stable id of the parameter set (used in serialized headers)."""
@@ -147,16 +157,29 @@ class Parameters:
     def describe(self) -> str:
         tag = " INSECURE" if self.insecure else ""
         ring = " ring=conjugate-invariant (real slots)" if self.real_slots else ""
-        boot = "" if self.bootstrap is None else \
-            f" {self.bootstrap.describe()} bootstrap logQP<={self.bootstrap_log_qp:.0f}"
-        return (f"N=2^{self.log_n} slots={self.slots} depth={self.depth} log_q={list(self.log_q)} "
-                f"log_p={list(self.log_p)} scale=2^{self.log_scale} logQP={self.log_qp:.1f}{ring}{boot}{tag}")
+        boot = (
+            ""
+            if self.bootstrap is None
+            else f" {self.bootstrap.describe()} bootstrap logQP<={self.bootstrap_log_qp:.0f}"
+        )
+        return (
+            f"N=2^{self.log_n} slots={self.slots} depth={self.depth} log_q={list(self.log_q)} "
+            f"log_p={list(self.log_p)} scale=2^{self.log_scale} logQP={self.log_qp:.1f}{ring}{boot}{tag}"
+        )
 
     def with_primes(self, q: tuple[int, ...], p: tuple[int, ...]) -> Parameters:
         """The same set with the primes a backend actually chose pinned."""
-        lit = ParametersLiteral(self.log_n, tuple(x.bit_length() for x in q), tuple(x.bit_length() for x in p),
-                                self.log_scale, tuple(q), tuple(p), self.secret,
-                                None if self.bootstrap is None else self.bootstrap.literal, self.ring)
+        lit = ParametersLiteral(
+            self.log_n,
+            tuple(x.bit_length() for x in q),
+            tuple(x.bit_length() for x in p),
+            self.log_scale,
+            tuple(q),
+            tuple(p),
+            self.secret,
+            None if self.bootstrap is None else self.bootstrap.literal,
+            self.ring,
+        )
         return _build(lit, self.name, self.insecure)
 
     # --- construction -------------------------------------------------------------------
@@ -181,10 +204,20 @@ _FACTORY = object()
 def _build(lit: ParametersLiteral, name: str, insecure: bool) -> Parameters:
     _validate(lit)
     boot = None if lit.bootstrap is None else BootstrapParameters.build(lit.bootstrap, lit.log_n, lit.log_scale)
-    params = Parameters(lit.log_n, tuple(lit.log_q), tuple(lit.log_p), lit.log_scale,
-                        None if lit.q is None else tuple(int(x) for x in lit.q),
-                        None if lit.p is None else tuple(int(x) for x in lit.p),
-                        lit.secret, name, insecure, boot, lit.ring, _FACTORY)
+    params = Parameters(
+        lit.log_n,
+        tuple(lit.log_q),
+        tuple(lit.log_p),
+        lit.log_scale,
+        None if lit.q is None else tuple(int(x) for x in lit.q),
+        None if lit.p is None else tuple(int(x) for x in lit.p),
+        lit.secret,
+        name,
+        insecure,
+        boot,
+        lit.ring,
+        _FACTORY,
+    )
     if not insecure and not params.security_ok:
         bound = security.MAX_LOG_QP_128.get(lit.log_n)
         widest = max(params.log_qp, params.bootstrap_log_qp or 0.0)
@@ -192,14 +225,15 @@ def _build(lit: ParametersLiteral, name: str, insecure: bool) -> Parameters:
         raise SecurityError(
             f"parameters give log2(QP) = {widest:.1f} {what}at N = 2^{lit.log_n}, above the 128-bit bound "
             f"of {bound} bits: raise log_n, shorten the modulus chain (less depth or smaller primes, fewer "
-            f"bootstrapping levels), or, for tests only, use an insecure_ preset")
+            f"bootstrapping levels), or, for tests only, use an insecure_ preset"
+        )
     return params
 
 
 def largest_keyswitch_digit(log_q, special_primes: int) -> int:
     """Bits of the largest key-switching digit: the chain cut into groups of `special_primes` primes."""
     k = special_primes
-    return max(sum(log_q[i:i + k]) for i in range(0, len(log_q), k))
+    return max(sum(log_q[i : i + k]) for i in range(0, len(log_q), k))
 
 
 def _validate(lit: ParametersLiteral) -> None:
@@ -229,16 +263,20 @@ def _validate(lit: ParametersLiteral) -> None:
     if not isinstance(lit.log_scale, int) or not 10 <= lit.log_scale <= MAX_PRIME_BITS:
         fail(f"log_scale = {lit.log_scale!r}; use an integer in 10..{MAX_PRIME_BITS}")
     if lit.log_scale >= lit.log_q[0]:
-        fail(f"log_scale = {lit.log_scale} must be below the first prime's {lit.log_q[0]} bits, "
-             "which hold the integer part of decrypted values")
+        fail(
+            f"log_scale = {lit.log_scale} must be below the first prime's {lit.log_q[0]} bits, "
+            "which hold the integer part of decrypted values"
+        )
     # key switching splits the chain into digits of len(log_p) primes (Lattigo's hybrid method; SEAL's
     # digits are single primes): P must exceed each, or the digits' error survives the division by P
     k = len(lit.log_p)
     digit = largest_keyswitch_digit(lit.log_q, k)
     if sum(lit.log_p) < digit:
-        fail(f"the special primes ({sum(lit.log_p)} bits in all) must be at least as large as the largest "
-             f"key-switching digit ({digit} bits: {k} ciphertext prime(s)) for key switching to keep precision; "
-             "use larger or more special primes")
+        fail(
+            f"the special primes ({sum(lit.log_p)} bits in all) must be at least as large as the largest "
+            f"key-switching digit ({digit} bits: {k} ciphertext prime(s)) for key switching to keep precision; "
+            "use larger or more special primes"
+        )
     if lit.secret not in SECRETS:
         fail(f"secret = {lit.secret!r}; supported: {SECRETS}")
     if (lit.q is None) != (lit.p is None):
@@ -254,7 +292,9 @@ def _validate(lit: ParametersLiteral) -> None:
             except TypeError:
                 fail(f"{what} prime {x!r} is not an integer")
             if x.bit_length() != b or x % root != 1 or not (is_prime(x) or split_word_pair(x, root)):
-                fail(f"{what} prime {x} is not a {b}-bit prime (or a product of two word primes) = 1 mod "
-                     f"{root_name(lit.ring)} ({root})")
+                fail(
+                    f"{what} prime {x} is not a {b}-bit prime (or a product of two word primes) = 1 mod "
+                    f"{root_name(lit.ring)} ({root})"
+                )
     if lit.q is not None and lit.p is not None and len(set(lit.q) | set(lit.p)) != len(lit.q) + len(lit.p):
         fail("primes in q and p must be distinct")

@@ -39,28 +39,54 @@ _PRESETS: dict[str, ParametersLiteral] = {
     "insecure_short_d2": ParametersLiteral(10, (50, 36, 36), (50,), 36),
     "insecure_short_d4_real": ParametersLiteral(11, (50,) + (36,) * 4, (50,), 36, ring="conjugate_invariant"),
     # bootstrapping in a small ring (the message ratio grows as N shrinks, as Lattigo's short examples do)
-    "insecure_boot_n12": ParametersLiteral(12, (60, 40, 40, 40), (61, 61), 40,
-                                           bootstrap=BootstrapLiteral(log_message_ratio=12, precision_bits=15.0)),
+    "insecure_boot_n12": ParametersLiteral(
+        12, (60, 40, 40, 40), (61, 61), 40, bootstrap=BootstrapLiteral(log_message_ratio=12, precision_bits=15.0)
+    ),
     # OpenFHE's bootstrapping at 128 bits (backends/openfhe): its modular reduction runs at the scaling primes'
     # scale, so 59-bit primes; N = 2^16 with 3 levels left and 2^6 slots (a vector repeating with that period)
     # at a level budget of 1 + 1: 47 keys of 84 MiB (3.9 GiB). Every slot would need ~90 keys of ~200 MiB (7 digits
     # under the 1772-bit bound): more memory than a 23 GiB machine shares (benchmarks/bootstrap_openfhe.py).
-    "boot-n16-openfhe": ParametersLiteral(16, (60,) + (59,) * 3, (60, 60), 59, bootstrap=BootstrapLiteral(
-        log_slots=6, cts_log_scales=((56,),), stc_log_scales=((39,),), log_p=(60,) * 7, precision_bits=12.0)),
+    "boot-n16-openfhe": ParametersLiteral(
+        16,
+        (60,) + (59,) * 3,
+        (60, 60),
+        59,
+        bootstrap=BootstrapLiteral(
+            log_slots=6, cts_log_scales=((56,),), stc_log_scales=((39,),), log_p=(60,) * 7, precision_bits=12.0
+        ),
+    ),
     # the same in a small ring, every slot: level budget 3 + 3 (cts_log_scales, stc_log_scales), one digit
     "insecure_boot_n12_openfhe": ParametersLiteral(
-        12, (60, 59, 59, 59), (60, 60), 59, bootstrap=BootstrapLiteral(
-            cts_log_scales=((56,),) * 3, stc_log_scales=((39,),) * 3, log_p=(60,) * 25, precision_bits=12.0)),
+        12,
+        (60, 59, 59, 59),
+        (60, 60),
+        59,
+        bootstrap=BootstrapLiteral(
+            cts_log_scales=((56,),) * 3, stc_log_scales=((39,),) * 3, log_p=(60,) * 25, precision_bits=12.0
+        ),
+    ),
     # the gpu backend's bootstrapping (backends/gpu/bootstrap.py, docs/gpu.md): 31-bit words, so every circuit modulus
     # is a 60-bit word pair and the residual levels 50-bit pairs (scale 2^50: a 2^30 output scale would hold ~14 bits
     # at N = 2^16); K = 12 lets EvalMod's degree-30 series reach 2^-41 (K = 16: 2^-30). 11 levels between
     # bootstraps; bootstrapping modulus 60 + 11*50 + 14*60 + 5*61 = 1755 bits <= 1772.
-    "boot-n16-gpu": ParametersLiteral(16, (60,) + (50,) * 11, (61,) * 11, 50, bootstrap=BootstrapLiteral(
-        cts_log_scales=((60,),) * 3, stc_log_scales=((60,),) * 3, k=12, log_message_ratio=8)),
+    "boot-n16-gpu": ParametersLiteral(
+        16,
+        (60,) + (50,) * 11,
+        (61,) * 11,
+        50,
+        bootstrap=BootstrapLiteral(cts_log_scales=((60,),) * 3, stc_log_scales=((60,),) * 3, k=12, log_message_ratio=8),
+    ),
     # the same circuit in a small ring with 30-bit levels, for the tests: message ratio 2^12 (a small ring's
     # coefficients are large, and sin(2 pi t) ~ 2 pi t loses (2 pi t)^2 / 6 of them)
-    "insecure_boot_gpu_n10": ParametersLiteral(10, (60, 30, 30), (61, 61), 30, bootstrap=BootstrapLiteral(
-        cts_log_scales=((60,),) * 3, stc_log_scales=((30,),) * 3, k=12, log_message_ratio=12, precision_bits=18.0)),
+    "insecure_boot_gpu_n10": ParametersLiteral(
+        10,
+        (60, 30, 30),
+        (61, 61),
+        30,
+        bootstrap=BootstrapLiteral(
+            cts_log_scales=((60,),) * 3, stc_log_scales=((30,),) * 3, k=12, log_message_ratio=12, precision_bits=18.0
+        ),
+    ),
 }
 
 

@@ -47,8 +47,9 @@ def root_name(ring: str) -> str:
     return "4N" if ring == "conjugate_invariant" else "2N"
 
 
-def ntt_primes(bits: Iterable[int], log_n: int, exclude: Iterable[int] = (), ring: str = "standard",
-               half_bit: bool = False) -> list[int]:
+def ntt_primes(
+    bits: Iterable[int], log_n: int, exclude: Iterable[int] = (), ring: str = "standard", half_bit: bool = False
+) -> list[int]:
     """One prime per requested bit size, each = 1 mod nth_root (2N or 4N), of exactly that many bits,
     distinct.
 
@@ -110,7 +111,7 @@ def _primes_below(limit: int, step: int) -> tuple[int, ...]:
     small[:2] = False
     for i in range(2, isqrt(root) + 1):
         if small[i]:
-            small[i * i::i] = False
+            small[i * i :: i] = False
     for p in map(int, np.flatnonzero(small)):
         if step % p == 0:
             continue  # 1 + k*step is never divisible by a divisor of step
@@ -118,5 +119,3 @@ def _primes_below(limit: int, step: int) -> tuple[int, ...]:
         first = k0 if 1 + k0 * step != p else k0 + p  # keep p itself
         alive[first::p] = False
     return tuple(1 + int(k) * step for k in np.flatnonzero(alive))
-
-

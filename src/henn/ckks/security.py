@@ -7,16 +7,7 @@ Entries for N = 2^16, 2^17 extend the standard as OpenFHE does.
 
 from __future__ import annotations
 
-MAX_LOG_QP_128: dict[int, int] = {
-    10: 27,
-    11: 54,
-    12: 109,
-    13: 218,
-    14: 438,
-    15: 881,
-    16: 1772,
-    17: 3544,
-}
+MAX_LOG_QP_128: dict[int, int] = {10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881, 16: 1772, 17: 3544}
 
 SECURITY_LEVEL_BITS = 128
 

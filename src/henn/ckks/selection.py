@@ -13,8 +13,15 @@ import dataclasses
 from collections.abc import Callable
 
 from henn.ckks import backends, security
-from henn.ckks.params import (MAX_PRIME_BITS, MAX_SPECIAL_PRIME_BITS, MIN_PRIME_BITS, RINGS, Parameters,
-                              ParametersLiteral, largest_keyswitch_digit)
+from henn.ckks.params import (
+    MAX_PRIME_BITS,
+    MAX_SPECIAL_PRIME_BITS,
+    MIN_PRIME_BITS,
+    RINGS,
+    Parameters,
+    ParametersLiteral,
+    largest_keyswitch_digit,
+)
 from henn.ckks.primes import ntt_primes
 from henn.errors import ParameterError, UnsupportedOperation
 
@@ -36,8 +43,9 @@ KEYSWITCH_MARGIN_BITS = 5
 FAST_SPECIAL_PRIME_BITS = 49
 
 
-def fixed_literal(depth: int, slots: int | None = None, log_scale: int | None = None,
-                  pin_primes: bool = True, ring: str = "standard") -> ParametersLiteral:
+def fixed_literal(
+    depth: int, slots: int | None = None, log_scale: int | None = None, pin_primes: bool = True, ring: str = "standard"
+) -> ParametersLiteral:
     """The smallest secure ring for `depth` rescales at `log_scale`-bit scale: q0 = scale + 20 bits
     (capped at 60), `depth` primes of the scale's size, one 60-bit special prime."""
     _check_request(depth, slots, log_scale, ring)
@@ -52,10 +60,12 @@ def fixed_literal(depth: int, slots: int | None = None, log_scale: int | None = 
     try:
         primes = ntt_primes(log_q + log_p, log_n, ring=ring)
     except ValueError as exc:  # e.g. too few small primes = 1 mod 2N for a large ring
-        raise ParameterError(f"no prime chain for depth {depth} at N = 2^{log_n}: {exc}; use a larger "
-                             "log_scale") from None
-    return ParametersLiteral(log_n, log_q, log_p, log_scale, tuple(primes[:len(log_q)]), tuple(primes[len(log_q):]),
-                             ring=ring)
+        raise ParameterError(
+            f"no prime chain for depth {depth} at N = 2^{log_n}: {exc}; use a larger log_scale"
+        ) from None
+    return ParametersLiteral(
+        log_n, log_q, log_p, log_scale, tuple(primes[: len(log_q)]), tuple(primes[len(log_q) :]), ring=ring
+    )
 
 
 def standard_slots(slots: int | None, ring: str) -> int | None:
@@ -67,8 +77,10 @@ def standard_slots(slots: int | None, ring: str) -> int | None:
 def smallest_secure_log_n(log_qp: float, slots: int | None, depth: int) -> int:
     log_n = security.min_log_n_for(log_qp)
     if log_n is None:
-        raise ParameterError(f"depth {depth} needs log2(QP) = {log_qp:.0f} bits, more than any 128-bit secure "
-                             f"ring up to N = 2^{max(security.MAX_LOG_QP_128)} allows: reduce depth or the scale")
+        raise ParameterError(
+            f"depth {depth} needs log2(QP) = {log_qp:.0f} bits, more than any 128-bit secure "
+            f"ring up to N = 2^{max(security.MAX_LOG_QP_128)} allows: reduce depth or the scale"
+        )
     while slots is not None and (1 << (log_n - 1)) < slots:
         log_n += 1
     if log_n not in security.MAX_LOG_QP_128:
@@ -76,8 +88,15 @@ def smallest_secure_log_n(log_qp: float, slots: int | None, depth: int) -> int:
     return log_n
 
 
-def select_parameters(depth: int, *, backend: str = "plain", mode: str = "library", slots: int | None = None,
-                      log_scale: int | None = None, ring: str = "standard") -> Parameters:
+def select_parameters(
+    depth: int,
+    *,
+    backend: str = "plain",
+    mode: str = "library",
+    slots: int | None = None,
+    log_scale: int | None = None,
+    ring: str = "standard",
+) -> Parameters:
     """128-bit secure parameters allowing `depth` rescales with at least `slots` slots on `ring`
     (the real-slot ring: the library's choice for half the slots, moved to that ring)."""
     if mode not in MODES:
@@ -85,8 +104,10 @@ def select_parameters(depth: int, *, backend: str = "plain", mode: str = "librar
     _check_request(depth, slots, log_scale, ring)
     cls = backends.backend_class(backend)
     if ring != "standard" and not cls.real_slot_ring:
-        raise UnsupportedOperation(f"the {backend} backend has no {ring} ring; backends that have: "
-                                   f"{', '.join(backends.with_capability('real_slot_ring'))}")
+        raise UnsupportedOperation(
+            f"the {backend} backend has no {ring} ring; backends that have: "
+            f"{', '.join(backends.with_capability('real_slot_ring'))}"
+        )
     if mode == "fixed":
         lit = fixed_literal(depth, slots, log_scale, ring=ring)
     else:
@@ -99,8 +120,10 @@ def select_parameters(depth: int, *, backend: str = "plain", mode: str = "librar
 
 def check_depth(depth: int) -> int:
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
-        raise ParameterError(f"depth must be an integer from 1 to {MAX_DEPTH} (the most levels any 128-bit secure "
-                             f"ring holds), got {depth!r}: lower the depth")
+        raise ParameterError(
+            f"depth must be an integer from 1 to {MAX_DEPTH} (the most levels any 128-bit secure "
+            f"ring holds), got {depth!r}: lower the depth"
+        )
     return depth
 
 
@@ -111,13 +134,20 @@ def _check_request(depth: int, slots: int | None, log_scale: int | None = None, 
     if log_scale is not None and (isinstance(log_scale, bool) or not isinstance(log_scale, (int, np.integer))):
         raise ParameterError(f"log_scale must be an integer number of bits (e.g. 40) or None, got {log_scale!r}")
     if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_SLOTS):
-        raise ParameterError(f"slots must be an integer from 1 to {MAX_SLOTS} (N = 2^{max(security.MAX_LOG_QP_128)}), "
-                             f"got {slots!r}")
+        raise ParameterError(
+            f"slots must be an integer from 1 to {MAX_SLOTS} (N = 2^{max(security.MAX_LOG_QP_128)}), got {slots!r}"
+        )
 
 
-def precision_literal(depth: int, log_n: int, log_scale: int, integer_bits: int, ring: str = "standard",
-                      special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64),
-                      primes: ChainPrimes = ntt_primes) -> ParametersLiteral | None:
+def precision_literal(
+    depth: int,
+    log_n: int,
+    log_scale: int,
+    integer_bits: int,
+    ring: str = "standard",
+    special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64),
+    primes: ChainPrimes = ntt_primes,
+) -> ParametersLiteral | None:
     """The chain for `depth` rescales at a `log_scale`-bit scale on ring 2^log_n, sized by precision
     rather than a fixed budget: q0 = scale + integer_bits (the integer part of the outputs), then the most
     special primes (up to half the chain and special = (bits, most): the library's, up to 61 bits for
@@ -149,10 +179,10 @@ def _special_primes(log_q: tuple[int, ...], room: int, special_bits: int, most: 
     """The most special primes (up to half the chain, `most`, `special_bits` each) within `room` bits whose
     product exceeds every key-switching digit by the margin; no larger than FAST_SPECIAL_PRIME_BITS when
     that count fits at that size."""
+
     def most_that_fit(cap: int) -> tuple[int, ...] | None:
         sizes = {k: min(cap, room // k) for k in range(1, min(-(-len(log_q) // 2), most) + 1)}
-        fits = [k for k, bits in sizes.items()
-                if k * bits >= largest_keyswitch_digit(log_q, k) + KEYSWITCH_MARGIN_BITS]
+        fits = [k for k, bits in sizes.items() if k * bits >= largest_keyswitch_digit(log_q, k) + KEYSWITCH_MARGIN_BITS]
         return (sizes[max(fits)],) * max(fits) if fits else None
 
     best = most_that_fit(special_bits)
@@ -160,9 +190,14 @@ def _special_primes(log_q: tuple[int, ...], room: int, special_bits: int, most: 
     return fast if best is not None and fast is not None and len(fast) == len(best) else best
 
 
-def largest_scale(depth: int, log_n: int, integer_bits: int, ring: str = "standard",
-                  special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64),
-                  primes: ChainPrimes = ntt_primes) -> int | None:
+def largest_scale(
+    depth: int,
+    log_n: int,
+    integer_bits: int,
+    ring: str = "standard",
+    special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64),
+    primes: ChainPrimes = ntt_primes,
+) -> int | None:
     """The largest scale (bits) whose precision_literal fits ring 2^log_n, or None."""
     for log_scale in range(MAX_PRIME_BITS - integer_bits, MIN_SCALE_BITS - 1, -1):
         if precision_literal(depth, log_n, log_scale, integer_bits, ring, special, primes) is not None:

@@ -53,15 +53,18 @@ def unpack(data: bytes, *, payload_view: bool = False) -> tuple[str, dict, bytes
         raise SerializationError(f"expected bytes, got {type(data).__name__}")
     view = memoryview(data).cast("B")  # slices below are views: a payload is copied once, at the end
     if len(view) < _HEADER.size:
-        raise SerializationError(f"data is {len(view)} bytes, shorter than the {_HEADER.size}-byte henn header: "
-                                 "it is truncated or not henn data")
+        raise SerializationError(
+            f"data is {len(view)} bytes, shorter than the {_HEADER.size}-byte henn header: "
+            "it is truncated or not henn data"
+        )
     kind_name, meta_len, payload_len = announced(view)
     crc = _HEADER.unpack_from(view)[-1]
     expected = _HEADER.size + meta_len + payload_len
     if len(view) != expected:
-        raise SerializationError(f"data is {len(view)} bytes but its header announces {expected}: "
-                                 "it was truncated or extended in transit")
-    body = view[_HEADER.size:]
+        raise SerializationError(
+            f"data is {len(view)} bytes but its header announces {expected}: it was truncated or extended in transit"
+        )
+    body = view[_HEADER.size :]
     if zlib.crc32(body, zlib.crc32(view[:_CRC_OFFSET])) != crc:
         raise SerializationError("checksum mismatch: the data is corrupted")
     payload = body[meta_len:]
@@ -78,8 +81,10 @@ def announced(head: bytes | memoryview) -> tuple[str, int, int]:
     if magic != MAGIC:
         raise SerializationError("not henn data (bad magic): serialize with Backend.serialize()")
     if version != FORMAT_VERSION:
-        raise SerializationError(f"henn format version {version} is not supported (this henn reads "
-                                 f"{FORMAT_VERSION}): re-serialize with this version")
+        raise SerializationError(
+            f"henn format version {version} is not supported (this henn reads "
+            f"{FORMAT_VERSION}): re-serialize with this version"
+        )
     if kind not in _KIND_NAMES:
         raise SerializationError(f"unknown object kind {kind} in header: data is corrupted")
     if meta_len > MAX_META:
@@ -92,8 +97,9 @@ def parse_meta(meta_b: bytes) -> dict:
     try:
         meta = json.loads(meta_b, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
-        raise SerializationError("header metadata is not valid JSON (or holds NaN/Infinity or nests too deeply): "
-                                 "data is corrupted") from None
+        raise SerializationError(
+            "header metadata is not valid JSON (or holds NaN/Infinity or nests too deeply): data is corrupted"
+        ) from None
     if not isinstance(meta, dict):
         raise SerializationError("header metadata is not a JSON object: data is corrupted")
     return meta
@@ -105,20 +111,23 @@ def _refuse_constant(name: str):
 
 # ---- the meta fields of each kind --------------------------------------------------------------
 _COMMON = ("backend", "params")
-FIELDS = {"ciphertext": _COMMON + ("level", "scale", "degree", "key_id"),
-          "plaintext": _COMMON + ("level", "scale"),
-          "public_key": _COMMON + ("key_id",),
-          "relin_key": _COMMON + ("key_id",),
-          "galois_keys": _COMMON + ("steps", "conjugate", "key_id"),
-          "bootstrap_keys": _COMMON + ("key_id",)}
+FIELDS = {
+    "ciphertext": _COMMON + ("level", "scale", "degree", "key_id"),
+    "plaintext": _COMMON + ("level", "scale"),
+    "public_key": _COMMON + ("key_id",),
+    "relin_key": _COMMON + ("key_id",),
+    "galois_keys": _COMMON + ("steps", "conjugate", "key_id"),
+    "bootstrap_keys": _COMMON + ("key_id",),
+}
 MAX_DEGREE = 2  # a product that was not relinearized
 ENCODINGS = ("packed", "seeded")  # compact ciphertext payloads (module docstring); absent: the library's bytes
 SEED_BYTES = 32
 
 
 def _bad(kind: str, msg: str):
-    raise SerializationError(f"malformed {kind} header: {msg}; the data is corrupted or forged: serialize it "
-                             "again with Backend.serialize()")
+    raise SerializationError(
+        f"malformed {kind} header: {msg}; the data is corrupted or forged: serialize it again with Backend.serialize()"
+    )
 
 
 def _int(kind: str, meta: dict, name: str, lo: int, hi: int) -> int:
@@ -157,8 +166,12 @@ def check_meta(kind: str, meta: dict, *, max_level: int, slots: int) -> dict:
         _bad(kind, f"key_id = {meta['key_id']!r} is not 32 hex digits")
     if kind == "galois_keys":
         steps = meta["steps"]
-        if not isinstance(steps, list) or len(steps) >= slots or \
-                any(type(s) is not int or not 0 < s < slots for s in steps) or steps != sorted(set(steps)):
+        if (
+            not isinstance(steps, list)
+            or len(steps) >= slots
+            or any(type(s) is not int or not 0 < s < slots for s in steps)
+            or steps != sorted(set(steps))
+        ):
             _bad(kind, f"steps must be a sorted list of distinct integers in 1..{slots - 1}")
         if type(meta["conjugate"]) is not bool:
             _bad(kind, f"conjugate = {meta['conjugate']!r} is not true or false")
@@ -172,6 +185,7 @@ def max_payload(kind: str, meta: dict, *, n: int, q_count: int, p_count: int, ke
     keys over Q*P with at most q_count decomposition rows), plus generous room for the library's
     own headers and indexes. Every backend's format fits (checked by the hostile-serialization tests).
     Bootstrapping keys: `keys` switching keys over the bootstrapping modulus (q_count, p_count its)."""
+
     def polys(count: int, limbs: int) -> int:
         return count * (limbs * (8 * n + 64) + 256)
 
@@ -202,22 +216,38 @@ def compact_payload_size(meta: dict, *, n: int, prime_bits: list[int], overhead:
     return overhead + (meta["degree"] + 1) * limbs
 
 
-def check_payload_size(kind: str, size: int, meta: dict, *, n: int, q_count: int, p_count: int,
-                       keys: int = 0, prime_bits: list[int] | None = None, overhead: int = 0) -> None:
+def check_payload_size(
+    kind: str,
+    size: int,
+    meta: dict,
+    *,
+    n: int,
+    q_count: int,
+    p_count: int,
+    keys: int = 0,
+    prime_bits: list[int] | None = None,
+    overhead: int = 0,
+) -> None:
     """Refuse a payload larger than `kind` can be at these parameters; a compact ciphertext (meta
     "encoding", with the `prime_bits` and metadata `overhead` of the backend that reads it) must have
     exactly its size."""
     if meta.get("encoding") is not None:
         if prime_bits is None:
-            raise SerializationError(f"ciphertext header announces the {meta['encoding']!r} encoding, which this "
-                                     "backend does not read: serialize it with the backend that reads it")
+            raise SerializationError(
+                f"ciphertext header announces the {meta['encoding']!r} encoding, which this "
+                "backend does not read: serialize it with the backend that reads it"
+            )
         exact = compact_payload_size(meta, n=n, prime_bits=prime_bits, overhead=overhead)
         if size != exact:
-            raise SerializationError(f"{meta['encoding']} ciphertext payload of {size} bytes, its header (level "
-                                     f"{meta['level']}, degree {meta['degree']}) implies {exact}: the data is "
-                                     "truncated, corrupted or forged")
+            raise SerializationError(
+                f"{meta['encoding']} ciphertext payload of {size} bytes, its header (level "
+                f"{meta['level']}, degree {meta['degree']}) implies {exact}: the data is "
+                "truncated, corrupted or forged"
+            )
         return
     bound = max_payload(kind, meta, n=n, q_count=q_count, p_count=p_count, keys=keys)
     if size > bound:
-        raise SerializationError(f"{kind} payload of {size} bytes exceeds the {bound} bytes these parameters and "
-                                 "its header allow: the data is corrupted or forged")
+        raise SerializationError(
+            f"{kind} payload of {size} bytes exceeds the {bound} bytes these parameters and "
+            "its header allow: the data is corrupted or forged"
+        )

@@ -116,6 +116,8 @@ class EvaluationKeys:
 def check_same_key_set(op: str, key_id: str | None, other: str | None, what: str) -> None:
     """Refuse a ciphertext of key set `key_id` meeting `what` of key set `other` (unknown ids pass)."""
     if key_id is not None and other is not None and key_id != other:
-        raise InputError(f"cannot {op}: the ciphertext was encrypted under key set {key_id[:8]}, {what} belongs to key "
-                         f"set {other[:8]}; values of different clients' keys cannot be combined: encrypt with the "
-                         "public key of the keys in use")
+        raise InputError(
+            f"cannot {op}: the ciphertext was encrypted under key set {key_id[:8]}, {what} belongs to key "
+            f"set {other[:8]}; values of different clients' keys cannot be combined: encrypt with the "
+            "public key of the keys in use"
+        )

@@ -20,8 +20,17 @@ from henn.errors import ParameterError, SerializationError
 
 _NPY_HEADER_MAX = 1024  # bytes of .npy header a (slots,) complex128 vector needs, with room
 # what NumPy's .npy reader raises on forged headers (literal parsing, tokenizing, sizes)
-_NPY_ERRORS = (ValueError, SyntaxError, TypeError, OverflowError, MemoryError, RecursionError, EOFError, OSError,
-               tokenize.TokenError)
+_NPY_ERRORS = (
+    ValueError,
+    SyntaxError,
+    TypeError,
+    OverflowError,
+    MemoryError,
+    RecursionError,
+    EOFError,
+    OSError,
+    tokenize.TokenError,
+)
 
 
 _PLAIN_SECRET = b"henn-plain-secret-key"  # the plain backend has no key material: a marker stands for it
@@ -63,7 +72,7 @@ class PlainBackend(Backend):
                 primes = ntt_primes(params.log_q + params.log_p, params.log_n, ring=params.ring)
             except ValueError as exc:  # too few primes of a size = 1 mod 2N (4N)
                 raise ParameterError(f"no prime chain for {params.describe()}: {exc}; use larger primes") from None
-            self.q_primes, self.p_primes = tuple(primes[:len(params.log_q)]), tuple(primes[len(params.log_q):])
+            self.q_primes, self.p_primes = tuple(primes[: len(params.log_q)]), tuple(primes[len(params.log_q) :])
 
     # ---- noise model: errors of the slot values, in absolute terms -----------------------
     def _noisy(self, v: np.ndarray, scale: float, sigma_coeff: float) -> np.ndarray:
@@ -168,7 +177,7 @@ class PlainBackend(Backend):
             return a.copy()
         boot = self.params.bootstrap
         assert boot is not None  # bootstrapping keys exist only under bootstrap parameters
-        std = divide * 2.0 ** -boot.literal.precision_bits / 6
+        std = divide * 2.0**-boot.literal.precision_bits / 6
         return a + self._rng.normal(0, std, a.shape) + 1j * self._rng.normal(0, std, a.shape)
 
     def _keyswitch(self, v):
@@ -212,8 +221,9 @@ class PlainBackend(Backend):
             d = None
         steps, conjugate = sorted(meta.get("steps", ())), meta.get("conjugate", False)
         if d != {"kind": kind, "steps": steps, "conjugate": conjugate}:
-            raise SerializationError(f"plain {kind} payload does not hold the key its header announces: the data "
-                                     "is corrupted")
+            raise SerializationError(
+                f"plain {kind} payload does not hold the key its header announces: the data is corrupted"
+            )
         return _Key(kind, steps, conjugate)
 
     def _load_vector(self, kind, payload):
@@ -225,15 +235,21 @@ class PlainBackend(Backend):
             read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
             shape, fortran, dtype = read(fp, max_header_size=_NPY_HEADER_MAX)
         except _NPY_ERRORS as exc:
-            raise SerializationError(f"plain {kind} payload is not a readable .npy array ({type(exc).__name__}: "
-                                     f"{exc}): the data is corrupted") from None
+            raise SerializationError(
+                f"plain {kind} payload is not a readable .npy array ({type(exc).__name__}: "
+                f"{exc}): the data is corrupted"
+            ) from None
         if shape != (self.slots,) or fortran or dtype != np.dtype("<c16"):
-            raise SerializationError(f"plain {kind} payload holds a {dtype} array of shape {shape}, expected "
-                                     f"complex128 of shape ({self.slots},): the data is corrupted")
-        body = payload[fp.tell():]
+            raise SerializationError(
+                f"plain {kind} payload holds a {dtype} array of shape {shape}, expected "
+                f"complex128 of shape ({self.slots},): the data is corrupted"
+            )
+        body = payload[fp.tell() :]
         if len(body) != self.slots * 16:
-            raise SerializationError(f"plain {kind} payload has {len(body)} data bytes, its .npy header announces "
-                                     f"{self.slots * 16}: the data is corrupted")
+            raise SerializationError(
+                f"plain {kind} payload has {len(body)} data bytes, its .npy header announces "
+                f"{self.slots * 16}: the data is corrupted"
+            )
         return np.frombuffer(body, dtype=np.complex128).copy()
 
 

@@ -104,17 +104,21 @@ def _check_seal_header(kind: str, payload: bytes) -> None:
     uncompressed data of exactly the payload's length, so that SEAL neither decompresses nor
     reads past what was received."""
     if len(payload) < _SEAL_HEADER.size:
-        raise SerializationError(f"{kind} payload of {len(payload)} bytes is shorter than SEAL's header: the data "
-                                 "is corrupted")
+        raise SerializationError(
+            f"{kind} payload of {len(payload)} bytes is shorter than SEAL's header: the data is corrupted"
+        )
     magic, header_size, _, _, compression, _, size = _SEAL_HEADER.unpack_from(payload)
     if magic != _SEAL_MAGIC or header_size != _SEAL_HEADER.size:
         raise SerializationError(f"{kind} payload does not start with SEAL's header: the data is corrupted")
     if compression != 0:
-        raise SerializationError(f"{kind} payload is compressed (SEAL mode {compression}); henn writes and reads "
-                                 "uncompressed SEAL data only: serialize it with Backend.serialize()")
+        raise SerializationError(
+            f"{kind} payload is compressed (SEAL mode {compression}); henn writes and reads "
+            "uncompressed SEAL data only: serialize it with Backend.serialize()"
+        )
     if size != len(payload):
-        raise SerializationError(f"{kind} payload is {len(payload)} bytes but SEAL's header announces {size}: the "
-                                 "data is corrupted")
+        raise SerializationError(
+            f"{kind} payload is {len(payload)} bytes but SEAL's header announces {size}: the data is corrupted"
+        )
 
 
 class SealBackend(Backend):
@@ -157,23 +161,31 @@ class SealBackend(Backend):
         while log_n <= SEAL_MAX_LOG_N and seal.CoeffModulus.MaxBitCount(1 << log_n, seal.sec_level_type.tc128) < total:
             log_n += 1
         if log_n > SEAL_MAX_LOG_N:
-            raise ParameterError(f"depth {depth} at a {log_scale}-bit scale needs {total} modulus bits, more than "
-                                 f"SEAL admits at 128-bit security up to N = 2^{SEAL_MAX_LOG_N} "
-                                 f"({seal.CoeffModulus.MaxBitCount(1 << SEAL_MAX_LOG_N)} bits): reduce depth, the "
-                                 "scale, or the slot count")
+            raise ParameterError(
+                f"depth {depth} at a {log_scale}-bit scale needs {total} modulus bits, more than "
+                f"SEAL admits at 128-bit security up to N = 2^{SEAL_MAX_LOG_N} "
+                f"({seal.CoeffModulus.MaxBitCount(1 << SEAL_MAX_LOG_N)} bits): reduce depth, the "
+                "scale, or the slot count"
+            )
         if not security.is_secure(log_n, total):
-            raise ParameterError(f"SEAL's recommendation N = 2^{log_n}, {total} bits fails henn's 128-bit table; "
-                                 "report this: the two security tables disagree")
+            raise ParameterError(
+                f"SEAL's recommendation N = 2^{log_n}, {total} bits fails henn's 128-bit table; "
+                "report this: the two security tables disagree"
+            )
         return ParametersLiteral(log_n, log_q, (60,), log_scale)
 
     def _open(self, params) -> None:
         _require_seal()
         if len(params.log_p) != 1 or params.log_p[0] > MAX_PRIME_BITS:
-            raise ParameterError(f"SEAL supports one special prime of at most {MAX_PRIME_BITS} bits, got "
-                                 f"log_p={list(params.log_p)}: use log_p=(60,)")
+            raise ParameterError(
+                f"SEAL supports one special prime of at most {MAX_PRIME_BITS} bits, got "
+                f"log_p={list(params.log_p)}: use log_p=(60,)"
+            )
         if params.log_n > SEAL_MAX_LOG_N and not params.insecure:
-            raise ParameterError(f"SEAL's 128-bit security tables stop at N = 2^{SEAL_MAX_LOG_N}; N = 2^{params.log_n} "
-                                 f"is refused: use log_n <= {SEAL_MAX_LOG_N} with the seal backend, or another backend")
+            raise ParameterError(
+                f"SEAL's 128-bit security tables stop at N = 2^{SEAL_MAX_LOG_N}; N = 2^{params.log_n} "
+                f"is refused: use log_n <= {SEAL_MAX_LOG_N} with the seal backend, or another backend"
+            )
         n = params.n
         parms = seal.EncryptionParameters(seal.scheme_type.ckks)
         parms.set_poly_modulus_degree(n)
@@ -182,12 +194,16 @@ class SealBackend(Backend):
             sec = seal.sec_level_type.none if params.insecure else seal.sec_level_type.tc128
             context = seal.SEALContext(parms, True, sec)
         except (ValueError, RuntimeError) as exc:
-            raise ParameterError(f"SEAL rejected the parameters ({exc}): check the prime sizes against N = "
-                                 f"2^{params.log_n}, or let SEAL choose the primes (q=None)") from None
+            raise ParameterError(
+                f"SEAL rejected the parameters ({exc}): check the prime sizes against N = "
+                f"2^{params.log_n}, or let SEAL choose the primes (q=None)"
+            ) from None
         if not context.parameters_set():
-            raise ParameterError(f"SEAL rejected the parameters: {context.parameter_error_message()} "
-                                 f"({context.parameter_error_name()}); {params.describe()}; choose other "
-                                 "parameters (e.g. select_parameters(depth, backend='seal'))")
+            raise ParameterError(
+                f"SEAL rejected the parameters: {context.parameter_error_message()} "
+                f"({context.parameter_error_name()}); {params.describe()}; choose other "
+                "parameters (e.g. select_parameters(depth, backend='seal'))"
+            )
         primes = tuple(m.value() for m in context.key_context_data().parms().coeff_modulus())
         nq = len(params.log_q)
         self.q_primes, self.p_primes = primes[:nq], primes[nq:]
@@ -197,9 +213,11 @@ class SealBackend(Backend):
         while data is not None:
             level = data.chain_index()
             chain = tuple(m.value() for m in data.parms().coeff_modulus())
-            if not 0 <= level < nq or chain != self.q_primes[:level + 1]:
-                raise BackendError(f"SEAL modulus chain at index {level} is {chain}, not q0..q{level}: "
-                                   "this seal-python build is incompatible; report it")
+            if not 0 <= level < nq or chain != self.q_primes[: level + 1]:
+                raise BackendError(
+                    f"SEAL modulus chain at index {level} is {chain}, not q0..q{level}: "
+                    "this seal-python build is incompatible; report it"
+                )
             pids[level] = data.parms_id()
             data = data.next_context_data()
         if len(pids) != nq:  # each level in 0..nq-1 (checked above)
@@ -256,11 +274,13 @@ class SealBackend(Backend):
             op(ct, *args)
         except RuntimeError as exc:
             if "transparent" not in str(exc) or not ct.is_transparent():
-                raise BackendError(f"SEAL failed in {op.__name__}: {exc}; henn checks should have prevented "
-                                   "this, please report it") from None
+                raise BackendError(
+                    f"SEAL failed in {op.__name__}: {exc}; henn checks should have prevented this, please report it"
+                ) from None
         except ValueError as exc:
-            raise BackendError(f"SEAL rejected {op.__name__}: {exc}; henn checks should have prevented this, "
-                               "please report it") from None
+            raise BackendError(
+                f"SEAL rejected {op.__name__}: {exc}; henn checks should have prevented this, please report it"
+            ) from None
         return ct
 
     def _apply(self, op, a, *args):
@@ -284,8 +304,10 @@ class SealBackend(Backend):
             os.write(fd, data)
             sk.load(self._ctx, f"/proc/self/fd/{fd}")
         except (RuntimeError, ValueError, OSError) as exc:
-            raise SerializationError(f"SEAL cannot read the secret key ({type(exc).__name__}): the key file is "
-                                     "damaged or of other parameters") from None
+            raise SerializationError(
+                f"SEAL cannot read the secret key ({type(exc).__name__}): the key file is "
+                "damaged or of other parameters"
+            ) from None
         finally:
             os.close(fd)
         return _SecretKeyRaw(seal.KeyGenerator(self._ctx, sk))
@@ -303,8 +325,9 @@ class SealBackend(Backend):
         try:
             pt = self._encoder.encode_complex(np.ascontiguousarray(values, np.complex128), float(scale))
         except ValueError as exc:
-            raise InputError(f"SEAL cannot encode at scale 2^{math.log2(scale):.1f}: {exc}; use a smaller scale "
-                             "or smaller values") from None
+            raise InputError(
+                f"SEAL cannot encode at scale 2^{math.log2(scale):.1f}: {exc}; use a smaller scale or smaller values"
+            ) from None
         return self._to_level(pt, level)
 
     def _encode_constant(self, c: complex, level: int, scale: float):
@@ -314,8 +337,9 @@ class SealBackend(Backend):
             else:
                 pt = self._encoder.encode_complex(complex(c), float(scale))
         except ValueError as exc:
-            raise InputError(f"SEAL cannot encode {c} at scale 2^{math.log2(scale):.1f}: {exc}; use a smaller "
-                             "scale or constant") from None
+            raise InputError(
+                f"SEAL cannot encode {c} at scale 2^{math.log2(scale):.1f}: {exc}; use a smaller scale or constant"
+            ) from None
         return self._to_level(pt, level)
 
     def _decode(self, pt, level, scale):
@@ -385,8 +409,12 @@ class SealBackend(Backend):
             return frozenset({"secret_key"})
         if isinstance(raw, _PublicKeyRaw):
             return frozenset({"public_key"} if isinstance(raw.key, seal.PublicKey) else ())
-        for cls, kind in ((seal.Ciphertext, "ciphertext"), (seal.Plaintext, "plaintext"),
-                          (seal.RelinKeys, "relin_key"), (seal.GaloisKeys, "galois_keys")):
+        for cls, kind in (
+            (seal.Ciphertext, "ciphertext"),
+            (seal.Plaintext, "plaintext"),
+            (seal.RelinKeys, "relin_key"),
+            (seal.GaloisKeys, "galois_keys"),
+        ):
             if isinstance(raw, cls):
                 return frozenset({kind})
         return frozenset()
@@ -417,13 +445,16 @@ class SealBackend(Backend):
             else:
                 obj = self._ctx.from_galois_str(payload)
         except Exception as exc:  # noqa: BLE001 - SEAL signals bad data with assorted C++ exceptions
-            raise SerializationError(f"SEAL could not load the {kind} payload ({exc}): the data is corrupted or "
-                                     "was made by another SEAL version or parameters") from None
+            raise SerializationError(
+                f"SEAL could not load the {kind} payload ({exc}): the data is corrupted or "
+                "was made by another SEAL version or parameters"
+            ) from None
         if kind in ("ciphertext", "plaintext"):
             return self._check_loaded_value(kind, obj, meta)
         if tuple(obj.parms_id()) != self._key_pid:
-            raise SerializationError(f"{kind} payload belongs to other parameters: serialize it with a backend "
-                                     "opened on the same parameters")
+            raise SerializationError(
+                f"{kind} payload belongs to other parameters: serialize it with a backend opened on the same parameters"
+            )
         if kind == "public_key":
             return _PublicKeyRaw(obj)
         if kind == "relin_key" and not obj.has_key(2):
@@ -432,25 +463,32 @@ class SealBackend(Backend):
             want = sorted(meta["steps"]) + ([0] if meta["conjugate"] else [])
             missing = [s for s in want if not obj.has_key(galois_element(s, self.params.n))]
             if missing:
-                raise SerializationError(f"galois_keys payload lacks the keys of steps {missing} (0 = conjugation) "
-                                         "that its header announces: the data is corrupted")
+                raise SerializationError(
+                    f"galois_keys payload lacks the keys of steps {missing} (0 = conjugation) "
+                    "that its header announces: the data is corrupted"
+                )
         return obj
 
     def _check_loaded_value(self, kind, obj, meta):
         level = self._level_of.get(tuple(obj.parms_id()))
         if level is None or level != meta["level"]:
-            raise SerializationError(f"{kind} payload sits at SEAL chain index {level}, header says level "
-                                     f"{meta['level']}: the data is corrupted")
+            raise SerializationError(
+                f"{kind} payload sits at SEAL chain index {level}, header says level "
+                f"{meta['level']}: the data is corrupted"
+            )
         if not obj.is_ntt_form():
             raise SerializationError(f"{kind} payload is not in NTT form as CKKS requires: the data is corrupted")
         if kind == "ciphertext":
             if obj.contains_seed() or obj.size() != meta["degree"] + 1:
-                raise SerializationError(f"ciphertext payload has {obj.size()} parts, header says degree "
-                                         f"{meta['degree']}: the data is corrupted")
+                raise SerializationError(
+                    f"ciphertext payload has {obj.size()} parts, header says degree "
+                    f"{meta['degree']}: the data is corrupted"
+                )
         scale = meta["scale"]
         if abs(obj.scale() / scale - 1.0) > _SCALE_RTOL:
-            raise SerializationError(f"{kind} payload has scale {obj.scale()!r}, header says {scale!r}: the data "
-                                     "is corrupted")
+            raise SerializationError(
+                f"{kind} payload has scale {obj.scale()!r}, header says {scale!r}: the data is corrupted"
+            )
         obj.scale(scale)
         return obj
 

@@ -83,9 +83,11 @@ def _call(op: str, fn, *args):
     try:
         return fn(*args)
     except (ValueError, RuntimeError, TypeError) as exc:
-        raise BackendError(f"TenSEAL failed in {op}: {exc}. Its automatic rescaling resets the scale to the "
-                           "nominal 2^log_scale and cannot follow every scale henn plans (e.g. polynomial "
-                           "evaluation with adjusted scales); use fewer levels per step or another backend") from None
+        raise BackendError(
+            f"TenSEAL failed in {op}: {exc}. Its automatic rescaling resets the scale to the "
+            "nominal 2^log_scale and cannot follow every scale henn plans (e.g. polynomial "
+            "evaluation with adjusted scales); use fewer levels per step or another backend"
+        ) from None
 
 
 def _unsupported(what: str, why: str):
@@ -96,9 +98,9 @@ class TensealBackend(Backend):
     name = "tenseal"
     special_prime_bits, max_special_primes = MAX_PRIME_BITS, 1  # one special prime of <= 60 bits
     # what the profiler must know to report this library fairly (see the module docstring)
-    deferred_encoding = True   # no separate encode step
-    fused_rescale = True       # products come back rescaled: `rescale` costs nothing, multiply includes it
-    lazy_drop_level = True     # drop_level does nothing until operands meet
+    deferred_encoding = True  # no separate encode step
+    fused_rescale = True  # products come back rescaled: `rescale` costs nothing, multiply includes it
+    lazy_drop_level = True  # drop_level does nothing until operands meet
     symmetric_encryption = False  # its vectors encrypt under the context's public key only
 
     def __init__(self, params, *, n_threads: int | None = None):
@@ -139,29 +141,40 @@ class TensealBackend(Backend):
         while log_n <= TENSEAL_MAX_LOG_N and sealapi.CoeffModulus.MaxBitCount(1 << log_n, tc128) < total:
             log_n += 1
         if log_n > TENSEAL_MAX_LOG_N or not security.is_secure(log_n, total):
-            raise ParameterError(f"depth {depth} at a {log_scale}-bit scale needs {total} modulus bits, more than "
-                                 f"TenSEAL (SEAL) admits up to N = 2^{TENSEAL_MAX_LOG_N}: reduce depth or the scale")
+            raise ParameterError(
+                f"depth {depth} at a {log_scale}-bit scale needs {total} modulus bits, more than "
+                f"TenSEAL (SEAL) admits up to N = 2^{TENSEAL_MAX_LOG_N}: reduce depth or the scale"
+            )
         return ParametersLiteral(log_n, log_q, (MAX_PRIME_BITS,), log_scale)
 
     def _open(self, params) -> None:
         self.version()
         if params.insecure:
-            _unsupported("open insecure parameters", "TenSEAL always applies SEAL's 128-bit security check; use "
-                         "secure parameters (select_parameters) with this backend")
+            _unsupported(
+                "open insecure parameters",
+                "TenSEAL always applies SEAL's 128-bit security check; use "
+                "secure parameters (select_parameters) with this backend",
+            )
         if len(params.log_p) != 1 or params.log_p[0] > MAX_PRIME_BITS:
-            raise ParameterError(f"TenSEAL supports one special prime of at most {MAX_PRIME_BITS} bits, got "
-                                 f"log_p={list(params.log_p)}: use log_p=(60,)")
+            raise ParameterError(
+                f"TenSEAL supports one special prime of at most {MAX_PRIME_BITS} bits, got "
+                f"log_p={list(params.log_p)}: use log_p=(60,)"
+            )
         sizes = list(params.log_q) + list(params.log_p)
         try:
             primes = tuple(m.value() for m in sealapi.CoeffModulus.Create(params.n, sizes))
         except (ValueError, RuntimeError) as exc:
-            raise ParameterError(f"SEAL (in TenSEAL) rejected the prime sizes {sizes} at N = 2^{params.log_n}: "
-                                 f"{exc}") from None
+            raise ParameterError(
+                f"SEAL (in TenSEAL) rejected the prime sizes {sizes} at N = 2^{params.log_n}: {exc}"
+            ) from None
         nq = len(params.log_q)
-        if (params.q is not None and tuple(params.q) != primes[:nq]) or \
-                (params.p is not None and tuple(params.p) != primes[nq:]):
-            _unsupported("use pinned primes (mode=fixed)", "TenSEAL accepts prime sizes only and lets SEAL choose "
-                         "the primes; profile it with mode=library")
+        if (params.q is not None and tuple(params.q) != primes[:nq]) or (
+            params.p is not None and tuple(params.p) != primes[nq:]
+        ):
+            _unsupported(
+                "use pinned primes (mode=fixed)",
+                "TenSEAL accepts prime sizes only and lets SEAL choose the primes; profile it with mode=library",
+            )
         self.q_primes, self.p_primes = primes[:nq], primes[nq:]
         self._sizes = sizes
         self._new_context()  # fails early, here, if TenSEAL refuses the parameters
@@ -169,11 +182,13 @@ class TensealBackend(Backend):
     def _new_context(self) -> _Context:
         p = self.params
         try:
-            data = ts._ts_cpp.TenSEALContext.new(ts.SCHEME_TYPE.CKKS.value, p.n, 0, self._sizes,
-                                                 ts.ENCRYPTION_TYPE.ASYMMETRIC.value, self.n_threads)
+            data = ts._ts_cpp.TenSEALContext.new(
+                ts.SCHEME_TYPE.CKKS.value, p.n, 0, self._sizes, ts.ENCRYPTION_TYPE.ASYMMETRIC.value, self.n_threads
+            )
         except (ValueError, RuntimeError) as exc:
-            raise ParameterError(f"TenSEAL refused {p.describe()}: {exc}; use select_parameters(depth, "
-                                 "backend='tenseal')") from None
+            raise ParameterError(
+                f"TenSEAL refused {p.describe()}: {exc}; use select_parameters(depth, backend='tenseal')"
+            ) from None
         data.global_scale = float(p.default_scale)
         data.auto_relin = data.auto_rescale = data.auto_mod_switch = True
         self._last = _Context(data)
@@ -192,8 +207,11 @@ class TensealBackend(Backend):
         return sk
 
     def _gen_galois_keys(self, sk, steps, conjugate):
-        _unsupported("generate Galois keys for chosen steps", "TenSEAL only makes its own fixed power-of-two set "
-                     "and its CKKSVector API has no rotation; use the seal or lattigo backend for rotations")
+        _unsupported(
+            "generate Galois keys for chosen steps",
+            "TenSEAL only makes its own fixed power-of-two set "
+            "and its CKKSVector API has no rotation; use the seal or lattigo backend for rotations",
+        )
 
     # ---- encoding, encryption ------------------------------------------------------------
     def _encode(self, values, level, scale):
@@ -211,8 +229,10 @@ class TensealBackend(Backend):
 
     def _decrypt(self, ct, sk):
         if ct.ctx is not sk:
-            raise InputError("this ciphertext was encrypted under the keys of another generate_keys call: decrypt "
-                             "it with that call's secret key (TenSEAL keeps keys per context)")
+            raise InputError(
+                "this ciphertext was encrypted under the keys of another generate_keys call: decrypt "
+                "it with that call's secret key (TenSEAL keeps keys per context)"
+            )
         values = _call("decrypt", ct.vec.decrypt, sk.data.secret_key())
         return _Plain(np.asarray(values, dtype=np.float64), None, None)
 
@@ -222,8 +242,10 @@ class TensealBackend(Backend):
         if a.ctx is not b.ctx:
             raise InputError(f"cannot {op}: the operands were encrypted under different generate_keys calls")
         if a.pending != b.pending:
-            _unsupported(f"{op} a product that was not rescaled with another value",
-                         "TenSEAL rescales every product at once: rescale it first")
+            _unsupported(
+                f"{op} a product that was not rescaled with another value",
+                "TenSEAL rescales every product at once: rescale it first",
+            )
 
     def _add(self, a, b):
         self._same("add", a, b)
@@ -249,8 +271,11 @@ class TensealBackend(Backend):
         if rk is None:
             _unsupported(f"{op} without relinearization", "TenSEAL relinearizes every product (auto_relin)")
         if a.pending:
-            _unsupported(f"{op} a product before rescaling it", "TenSEAL rescales every product at once; henn's "
-                         "lazy rescaling cannot be expressed: rescale after each multiplication")
+            _unsupported(
+                f"{op} a product before rescaling it",
+                "TenSEAL rescales every product at once; henn's "
+                "lazy rescaling cannot be expressed: rescale after each multiplication",
+            )
         if rk is not a.ctx:
             raise InputError(f"cannot {op}: the relinearization key belongs to another generate_keys call")
 
@@ -317,12 +342,14 @@ class TensealBackend(Backend):
                     raise SerializationError("no keys yet: generate or load keys before loading ciphertexts")
                 (pending,) = struct.unpack_from("<B", payload)
                 if pending > 1:
-                    raise SerializationError(f"tenseal ciphertext announces {pending} pending rescales (at most 1): "
-                                             "the data is corrupted")
+                    raise SerializationError(
+                        f"tenseal ciphertext announces {pending} pending rescales (at most 1): the data is corrupted"
+                    )
                 vec = ts._ts_cpp.CKKSVector(self._last.data, bytes(payload[1:]))
                 if vec.size() != self.slots:
-                    raise SerializationError(f"tenseal ciphertext holds {vec.size()} values, not {self.slots}: the "
-                                             "data is corrupted")
+                    raise SerializationError(
+                        f"tenseal ciphertext holds {vec.size()} values, not {self.slots}: the data is corrupted"
+                    )
                 return _Ct(vec, self._last, pending)
             if kind in ("public_key", "relin_key"):
                 ctx = _Context(ts._ts_cpp.TenSEALContext.deserialize(bytes(payload), self.n_threads))

@@ -22,8 +22,15 @@ from henn.ckks import security
 from henn.ckks.backend import Backend
 from henn.ckks.backends.gpu import encoding, moduli
 from henn.ckks.backends.gpu.sampling import Sampler
-from henn.ckks.backends.gpu.values import (RawBootstrapKeys, RawCiphertext, RawGaloisKeys, RawPlaintext,
-                                           RawPublicKey, RawSecretKey, RawSwitchKey)
+from henn.ckks.backends.gpu.values import (
+    RawBootstrapKeys,
+    RawCiphertext,
+    RawGaloisKeys,
+    RawPlaintext,
+    RawPublicKey,
+    RawSecretKey,
+    RawSwitchKey,
+)
 from henn.ckks.params import MAX_SPECIAL_PRIME_BITS, ParametersLiteral
 from henn.ckks.selection import check_depth, smallest_secure_log_n
 from henn.errors import BackendError, InputError, ParameterError, UnsupportedOperation
@@ -50,8 +57,9 @@ class GpuBackend(Backend):
         try:
             self.device = torch.device(wanted)
         except (RuntimeError, TypeError):
-            raise InputError(f"unknown torch device {wanted!r}: give 'cuda', 'cuda:N' or 'cpu' (device= or "
-                             "HENN_GPU_DEVICE)") from None
+            raise InputError(
+                f"unknown torch device {wanted!r}: give 'cuda', 'cuda:N' or 'cpu' (device= or HENN_GPU_DEVICE)"
+            ) from None
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise BackendError(f"device {wanted!r} asked for, but torch sees no CUDA GPU here: use device='cpu'")
         if self.device.type == "cpu" and torch.get_num_threads() > 1:
@@ -78,8 +86,9 @@ class GpuBackend(Backend):
         check_depth(depth)
         log_scale = DEFAULT_LOG_SCALE if log_scale is None else int(log_scale)
         if not 20 <= log_scale <= moduli.MAX_MODULUS_BITS - 20:
-            raise ParameterError(f"log_scale {log_scale} out of range 20..{moduli.MAX_MODULUS_BITS - 20} for the gpu "
-                                 "backend")
+            raise ParameterError(
+                f"log_scale {log_scale} out of range 20..{moduli.MAX_MODULUS_BITS - 20} for the gpu backend"
+            )
         log_q = (log_scale + 20,) + (log_scale,) * depth
         log_n = smallest_secure_log_n(sum(log_q) + MAX_SPECIAL_PRIME_BITS, slots, depth)
         budget = security.max_log_qp(log_n) - sum(log_q)
@@ -88,8 +97,9 @@ class GpuBackend(Backend):
         try:
             cls.chain_primes(lit.log_q + lit.log_p, log_n)
         except ValueError as exc:
-            raise ParameterError(f"the gpu backend cannot make this chain: {exc}; use log_scale <= 31 or >= "
-                                 f"{2 * (log_n + 1) + 4}") from None
+            raise ParameterError(
+                f"the gpu backend cannot make this chain: {exc}; use log_scale <= 31 or >= {2 * (log_n + 1) + 4}"
+            ) from None
         return lit
 
     @classmethod
@@ -107,13 +117,15 @@ class GpuBackend(Backend):
                 p_mod = [moduli.split_modulus(p, log_n) for p in params.p]
             else:
                 both = moduli.chain_moduli(list(params.log_q) + list(params.log_p), log_n)
-                q_mod, p_mod = both[:len(params.log_q)], both[len(params.log_q):]
+                q_mod, p_mod = both[: len(params.log_q)], both[len(params.log_q) :]
             words = [w for m in q_mod + p_mod for w in m]
             if len(set(words)) != len(words):
                 raise ValueError("two chain moduli share a word prime")
         except ValueError as exc:
-            raise ParameterError(f"the gpu backend computes in 31-bit words and cannot use this chain: {exc}; "
-                                 "choose parameters for it (select_parameters(depth, backend='gpu'))") from None
+            raise ParameterError(
+                f"the gpu backend computes in 31-bit words and cannot use this chain: {exc}; "
+                "choose parameters for it (select_parameters(depth, backend='gpu'))"
+            ) from None
         from henn.ckks.backends.gpu.chain import Chain
         from henn.ckks.backends.gpu.encoding import Embedding
 
@@ -290,8 +302,9 @@ class GpuBackend(Backend):
         """The residues of round(c * scale) per word ([rows, 1]): a real constant is the constant
         polynomial, the same value at every NTT point."""
         big = int(round(c.real * scale))
-        return torch.tensor([big % q for q in self.chain.words[:rows]], dtype=torch.int64,
-                            device=self.device).unsqueeze(1)
+        return torch.tensor(
+            [big % q for q in self.chain.words[:rows]], dtype=torch.int64, device=self.device
+        ).unsqueeze(1)
 
     def _add_scalar(self, a, c, level, scale):
         if complex(c).imag != 0:
@@ -305,8 +318,7 @@ class GpuBackend(Backend):
         if complex(c).imag != 0:
             return super()._mul_scalar(a, c, level, scale)
         rows = a.data.shape[1]
-        return RawCiphertext(self.chain.mul(a.data, self._constant(complex(c), rows, scale), self._q(rows)[1]),
-                             a.level)
+        return RawCiphertext(self.chain.mul(a.data, self._constant(complex(c), rows, scale), self._q(rows)[1]), a.level)
 
     def _sum_of_products(self, cts, factors, level: int) -> RawCiphertext:
         """sum_i ct_i * f_i (f_i [R, N] or [R, 1] residues) a chunk of terms at a time: one product, one
@@ -315,8 +327,8 @@ class GpuBackend(Backend):
         q64 = self._q(rows)[1]
         acc = None
         for i in range(0, len(cts), _CHUNK):
-            stacked = torch.stack([c.data for c in cts[i:i + _CHUNK]]).to(torch.int64)  # [k, 2, R, N]
-            f = torch.stack(factors[i:i + _CHUNK]).to(torch.int64).unsqueeze(1)
+            stacked = torch.stack([c.data for c in cts[i : i + _CHUNK]]).to(torch.int64)  # [k, 2, R, N]
+            f = torch.stack(factors[i : i + _CHUNK]).to(torch.int64).unsqueeze(1)
             part = (stacked * f % q64).sum(dim=0)  # at most _CHUNK terms below 2^31: no overflow
             acc = part if acc is None else (acc + part) % q64
         return RawCiphertext((acc % q64).to(torch.int32), level)
@@ -370,7 +382,7 @@ class GpuBackend(Backend):
 
     def _drop_level(self, a, levels):
         level = a.level - levels
-        return RawCiphertext(a.data[:, :self._rows(level)].contiguous(), level)
+        return RawCiphertext(a.data[:, : self._rows(level)].contiguous(), level)
 
     def _automorphism(self, a, galois: int, gk: RawGaloisKeys):
         return self._rotate_hoisted_elements(a, [galois], gk)[0]
@@ -406,9 +418,15 @@ class GpuBackend(Backend):
 
     # ---- serialization ------------------------------------------------------------------------
     def _raw_kinds(self, raw):
-        kinds = {RawSecretKey: "secret_key", RawCiphertext: "ciphertext", RawPlaintext: "plaintext",
-                 RawPublicKey: "public_key", RawSwitchKey: "relin_key", RawGaloisKeys: "galois_keys",
-                 RawBootstrapKeys: "bootstrap_keys"}
+        kinds = {
+            RawSecretKey: "secret_key",
+            RawCiphertext: "ciphertext",
+            RawPlaintext: "plaintext",
+            RawPublicKey: "public_key",
+            RawSwitchKey: "relin_key",
+            RawGaloisKeys: "galois_keys",
+            RawBootstrapKeys: "bootstrap_keys",
+        }
         kind = kinds.get(type(raw))
         return frozenset({kind} if kind else ())
 
@@ -445,16 +463,18 @@ class _SwitchedSum:
             c0, c1, switched = a.data[0], a.data[1], None
         else:
             c1 = None
-            c0, switched = be._switched_automorphism(a, chain.mod_up(a.data[1], a.level), be.galois_element(step),
-                                                     self._gk)
+            c0, switched = be._switched_automorphism(
+                a, chain.mod_up(a.data[1], a.level), be.galois_element(step), self._gk
+            )
         with self._lock:
             self._level = a.level
             self._c0 = c0 if self._c0 is None else chain.add(self._c0, c0, q32)
             if c1 is not None:
                 self._c1 = c1 if self._c1 is None else chain.add(self._c1, c1, q32)
             if switched is not None:
-                self._switched = switched if self._switched is None else chain.add(self._switched, switched,
-                                                                                   chain.qp_q32(a.level))
+                self._switched = (
+                    switched if self._switched is None else chain.add(self._switched, switched, chain.qp_q32(a.level))
+                )
 
     def result(self) -> RawCiphertext:
         chain = self._be.chain

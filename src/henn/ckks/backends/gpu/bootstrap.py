@@ -64,8 +64,8 @@ class Bootstrapper:
         if self.evalmod.depth != boot.evalmod_depth:
             raise AssertionError(f"EvalMod takes {self.evalmod.depth} levels, henn counts {boot.evalmod_depth}")
         self.q0 = float(outer.q_primes[0])
-        self.delta0 = self.q0 / 2.0 ** lit.log_message_ratio
-        self.raise_scale = 2.0 ** lit.evalmod_log_scale
+        self.delta0 = self.q0 / 2.0**lit.log_message_ratio
+        self.raise_scale = 2.0**lit.evalmod_log_scale
         self.m = boot.slots
         self.period = self.m if self.m == params.slots else 2 * self.m
         self._build_transforms()
@@ -86,26 +86,39 @@ class Bootstrapper:
         for level in range(lv.residual + 1, lv.residual + len(stc) + 1):
             bits = math.log2(self.inner.prime(level) * ratio)
             if bits < MIN_PLAINTEXT_BITS:
-                raise ParameterError(f"SlotsToCoeffs would encode its plaintexts at 2^{bits:.0f}: give it larger "
-                                     "moduli (stc_log_scales) or more levels")
+                raise ParameterError(
+                    f"SlotsToCoeffs would encode its plaintexts at 2^{bits:.0f}: give it larger "
+                    "moduli (stc_log_scales) or more levels"
+                )
         self.stc = dft.transforms(stc, slots, self.period, [ratio] * len(stc))
         self.steps = sorted({s for t in self.cts + self.stc for s in t.rotations()} | set(self.trace_steps))
 
     def info(self) -> dict:
         inner = self.inner
-        return {"q": list(inner.q_primes), "p": list(inner.p_primes), "log_qp": inner.params.log_qp,
-                "depth": self.boot.depth, "output_level": self.levels.residual, "log_slots": self.boot.log_slots,
-                "galois_keys": len(self.steps) + 1, "rotations": list(self.steps),
-                "ephemeral_weight": self.boot.literal.ephemeral_weight,
-                "evalmod_fit_bits": -math.log2(self.evalmod.fit_error())}
+        return {
+            "q": list(inner.q_primes),
+            "p": list(inner.p_primes),
+            "log_qp": inner.params.log_qp,
+            "depth": self.boot.depth,
+            "output_level": self.levels.residual,
+            "log_slots": self.boot.log_slots,
+            "galois_keys": len(self.steps) + 1,
+            "rotations": list(self.steps),
+            "ephemeral_weight": self.boot.literal.ephemeral_weight,
+            "evalmod_fit_bits": -math.log2(self.evalmod.fit_error()),
+        }
 
     # ---- keys ---------------------------------------------------------------------------------
     def keys(self, sk: RawSecretKey) -> tuple[RawBootstrapKeys, int]:
         inner = self.inner
         s = inner._secret_from(sk.signed.cpu().numpy())
         sparse = inner._secret_from(inner._sampler.sparse_ternary(inner.params.n, self.boot.literal.ephemeral_weight))
-        keys = RawBootstrapKeys(inner._gen_relin_key(s), inner._gen_galois_keys(s, self.steps, True),
-                                inner._switch_key(sparse, s.data), inner._switch_key(s, sparse.data))
+        keys = RawBootstrapKeys(
+            inner._gen_relin_key(s),
+            inner._gen_galois_keys(s, self.steps, True),
+            inner._switch_key(sparse, s.data),
+            inner._switch_key(s, sparse.data),
+        )
         size = sum(k.data.numel() * 4 for k in (keys.relin, keys.to_sparse, keys.from_sparse))
         size += sum(k.data.numel() * 4 for k in keys.galois.keys.values())
         return keys, size
@@ -113,9 +126,12 @@ class Bootstrapper:
     # ---- the circuit ----------------------------------------------------------------------------
     def run(self, ct: Ciphertext, divide: float, keys: RawBootstrapKeys) -> RawCiphertext:
         inner, key_id = self.inner, ct.key_id
-        ev = inner.evaluator(EvaluationKeys(relin=RelinKey(keys.relin, inner.name, key_id),
-                                            galois=GaloisKeys(keys.galois, inner.name, frozenset(self.steps), True,
-                                                              key_id)))
+        ev = inner.evaluator(
+            EvaluationKeys(
+                relin=RelinKey(keys.relin, inner.name, key_id),
+                galois=GaloisKeys(keys.galois, inner.name, frozenset(self.steps), True, key_id),
+            )
+        )
         low = self._scale_down(ev, Ciphertext(ct.raw, ct.level, ct.scale, inner.name, key_id=key_id), divide)
         top = Ciphertext(self._mod_raise(low, keys), self.levels.top, self.raise_scale, inner.name, key_id=key_id)
         parts = [self.evalmod.evaluate(ev, c) for c in self._coeffs_to_slots(ev, top)]
@@ -126,8 +142,10 @@ class Bootstrapper:
         ct = ev.drop_to_level(ct, 1)
         factor = round(self.delta0 * self.inner.prime(1) / (ct.scale * divide))
         if factor < 1 << MIN_PLAINTEXT_BITS:
-            raise InputError(f"cannot bootstrap a ciphertext at scale 2^{math.log2(ct.scale):.1f} with bound "
-                             f"{divide:g}: the modular reduction's scale would hold less than 20 bits of it")
+            raise InputError(
+                f"cannot bootstrap a ciphertext at scale 2^{math.log2(ct.scale):.1f} with bound "
+                f"{divide:g}: the modular reduction's scale would hold less than 20 bits of it"
+            )
         raw = self.inner._mul_scalar(ct.raw, complex(factor), 1, 1.0)
         return self.inner._rescale(raw)
 
@@ -178,17 +196,28 @@ def _inner_backend(outer) -> Any:
     try:
         made = moduli.chain_moduli(circuit + special, params.log_n, exclude=used)
     except ValueError as exc:
-        raise ParameterError(f"the gpu backend cannot make the bootstrapping circuit's moduli {circuit} and "
-                             f"special moduli {special}: {exc}; choose sizes of at most 31 or 46..62 bits") from None
-    q = tuple(outer.q_primes) + tuple(math.prod(w) for w in made[:len(circuit)])
-    p = tuple(math.prod(w) for w in made[len(circuit):])
+        raise ParameterError(
+            f"the gpu backend cannot make the bootstrapping circuit's moduli {circuit} and "
+            f"special moduli {special}: {exc}; choose sizes of at most 31 or 46..62 bits"
+        ) from None
+    q = tuple(outer.q_primes) + tuple(math.prod(w) for w in made[: len(circuit)])
+    p = tuple(math.prod(w) for w in made[len(circuit) :])
     log_qp = sum(math.log2(x) for x in q + p)
     if not params.insecure and not security.is_secure(params.log_n, log_qp, params.secret):
-        raise SecurityError(f"the bootstrapping modulus is {log_qp:.1f} bits at N = 2^{params.log_n}, above the "
-                            f"128-bit bound of {security.max_log_qp(params.log_n)}: fewer bootstrapping or residual "
-                            "levels, or fewer special moduli (bootstrap log_p)")
-    lit = ParametersLiteral(params.log_n, tuple(x.bit_length() for x in q), tuple(x.bit_length() for x in p),
-                            params.log_scale, q, p, params.secret)
+        raise SecurityError(
+            f"the bootstrapping modulus is {log_qp:.1f} bits at N = 2^{params.log_n}, above the "
+            f"128-bit bound of {security.max_log_qp(params.log_n)}: fewer bootstrapping or residual "
+            "levels, or fewer special moduli (bootstrap log_p)"
+        )
+    lit = ParametersLiteral(
+        params.log_n,
+        tuple(x.bit_length() for x in q),
+        tuple(x.bit_length() for x in p),
+        params.log_scale,
+        q,
+        p,
+        params.secret,
+    )
     inner_params = _build(lit, f"{params.name or 'gpu'}/bootstrapping", insecure=params.insecure)
     seed = None if outer._sampler._rng is None else int(outer._sampler.words(2).view(np.uint64)[0])
     return type(outer)(inner_params, device=str(outer.device), seed=seed)

@@ -17,8 +17,9 @@ from henn.ckks.backends.gpu import ntt, triton_ntt, triton_rns
 
 
 class Chain:
-    def __init__(self, q_moduli: list[tuple[int, ...]], p_moduli: list[tuple[int, ...]], log_n: int,
-                 device: torch.device):
+    def __init__(
+        self, q_moduli: list[tuple[int, ...]], p_moduli: list[tuple[int, ...]], log_n: int, device: torch.device
+    ):
         self.log_n, self.n, self.device = log_n, 1 << log_n, device
         self.q_moduli, self.p_moduli = q_moduli, p_moduli
         self.q_words = [p for m in q_moduli for p in m]
@@ -26,7 +27,7 @@ class Chain:
         self.words = self.q_words + self.p_words
         self.level_words = list(np.cumsum([len(m) for m in q_moduli]))  # rows of a value at level l
         self.tables = ntt.NttTables.build(self.words, log_n, device)
-        self.q64 = self.tables.q                      # [W, 1] int64
+        self.q64 = self.tables.q  # [W, 1] int64
         self.q32 = self.q64.to(torch.int32)
         self.p_product = math.prod(self.p_words)
         self.p_index = tuple(range(len(self.q_words), len(self.words)))  # rows of the P words
@@ -82,8 +83,9 @@ class Chain:
         return self.forward((x.unsqueeze(0) % q).to(torch.int32), index)
 
     # ---- basis conversion ---------------------------------------------------------------
-    def convert(self, x: torch.Tensor, source: tuple[int, ...], target: tuple[int, ...],
-                exact: bool = False) -> torch.Tensor:
+    def convert(
+        self, x: torch.Tensor, source: tuple[int, ...], target: tuple[int, ...], exact: bool = False
+    ) -> torch.Tensor:
         """Base conversion of coefficient residues x ([..., S, N] over rows `source`) to rows `target`:
         sum_i y_i (Q/q_i) mod p with y_i = [x_i (Q/q_i)^-1]_{q_i}. Fast (ModUp): the value plus u*Q for some
         0 <= u < S, which a key switch cancels. Exact (ModDown): u is the rounded sum of y_i / q_i (in
@@ -95,35 +97,44 @@ class Chain:
         y = x.to(torch.int64) * inv_hat % q_src
         acc = torch.zeros((*x.shape[:-2], len(target), x.shape[-1]), dtype=torch.int64, device=self.device)
         for i in range(len(source)):
-            acc = (acc + y[..., i:i + 1, :] * hat[i]) % p  # each term < 2^62, the sum < 2^63
+            acc = (acc + y[..., i : i + 1, :] * hat[i]) % p  # each term < 2^62, the sum < 2^63
         if exact:
             overflow = torch.floor((y.to(torch.float64) / q_src.to(torch.float64)).sum(dim=-2, keepdim=True) + 0.5)
             acc = (acc - overflow.to(torch.int64) * product_mod % p) % p
         return acc.to(torch.int32)
 
     @lru_cache(maxsize=256)  # noqa: B019 - one Chain per backend, a handful of (source, target) pairs
-    def _conversion(self, source: tuple[int, ...], target: tuple[int, ...]
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _conversion(
+        self, source: tuple[int, ...], target: tuple[int, ...]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         words = [self.words[i] for i in source]
         product = math.prod(words)
         inv_hat = [pow(product // q % q, -1, q) for q in words]
         hat = [[product // q % self.words[t] for t in target] for q in words]
         product_mod = [product % self.words[t] for t in target]
-        return (torch.tensor(inv_hat, dtype=torch.int64, device=self.device).unsqueeze(1),
-                torch.tensor(hat, dtype=torch.int64, device=self.device).unsqueeze(2),
-                torch.tensor(product_mod, dtype=torch.int64, device=self.device).unsqueeze(1),
-                self.q64[list(source)], self.q64[list(target)])
+        return (
+            torch.tensor(inv_hat, dtype=torch.int64, device=self.device).unsqueeze(1),
+            torch.tensor(hat, dtype=torch.int64, device=self.device).unsqueeze(2),
+            torch.tensor(product_mod, dtype=torch.int64, device=self.device).unsqueeze(1),
+            self.q64[list(source)],
+            self.q64[list(target)],
+        )
 
     @lru_cache(maxsize=256)  # noqa: B019 - as _conversion
     def _triton_conversion(self, source: tuple[int, ...], target: tuple[int, ...]) -> dict[str, torch.Tensor]:
         """_conversion's constants as int32 words with their Shoup quotients, flattened for the kernel."""
         inv_hat, hat, product_mod, q_src, p = self._conversion(source, target)
         hat2 = hat.squeeze(2)  # [S, T]
-        return {"q": q_src.reshape(-1).to(torch.int32), "p": p.reshape(-1).to(torch.int32),
-                "inv": inv_hat.reshape(-1).to(torch.int32), "inv_s": ntt.shoup(inv_hat, q_src).reshape(-1),
-                "hat": hat2.reshape(-1).to(torch.int32).contiguous(),
-                "hat_s": ntt.shoup(hat2, p.reshape(1, -1)).reshape(-1).contiguous(),
-                "qmod": product_mod.reshape(-1).to(torch.int32), "qmod_s": ntt.shoup(product_mod, p).reshape(-1)}
+        return {
+            "q": q_src.reshape(-1).to(torch.int32),
+            "p": p.reshape(-1).to(torch.int32),
+            "inv": inv_hat.reshape(-1).to(torch.int32),
+            "inv_s": ntt.shoup(inv_hat, q_src).reshape(-1),
+            "hat": hat2.reshape(-1).to(torch.int32).contiguous(),
+            "hat_s": ntt.shoup(hat2, p.reshape(1, -1)).reshape(-1).contiguous(),
+            "qmod": product_mod.reshape(-1).to(torch.int32),
+            "qmod_s": ntt.shoup(product_mod, p).reshape(-1),
+        }
 
     # ---- rescaling ----------------------------------------------------------------------
     def drop_top_word(self, data: torch.Tensor) -> torch.Tensor:
@@ -132,7 +143,7 @@ class Chain:
         rows = data.shape[-2]
         top = rows - 1
         q = self.words[top]
-        last = self.inverse(data[..., top:top + 1, :].contiguous(), slice(top, top + 1)).to(torch.int64)
+        last = self.inverse(data[..., top : top + 1, :].contiguous(), slice(top, top + 1)).to(torch.int64)
         last = torch.where(last > q // 2, last - q, last)  # centered
         keep = slice(0, top)
         lifted = self.forward((last % self.q64[keep]).to(torch.int32), keep)
@@ -142,8 +153,9 @@ class Chain:
     @lru_cache(maxsize=128)  # noqa: B019 - per row
     def _top_inverse(self, top: int) -> torch.Tensor:
         q = self.words[top]
-        return torch.tensor([pow(q, -1, p) for p in self.words[:top]], dtype=torch.int64,
-                            device=self.device).unsqueeze(1)
+        return torch.tensor([pow(q, -1, p) for p in self.words[:top]], dtype=torch.int64, device=self.device).unsqueeze(
+            1
+        )
 
     # ---- key switching ------------------------------------------------------------------
     def mod_up(self, c: torch.Tensor, level: int) -> list[torch.Tensor]:
@@ -187,8 +199,9 @@ class Chain:
 
     @lru_cache(maxsize=64)  # noqa: B019 - per level
     def _p_inverse(self, rows: int) -> torch.Tensor:
-        return torch.tensor([pow(self.p_product % q, -1, q) for q in self.q_words[:rows]], dtype=torch.int64,
-                            device=self.device).unsqueeze(1)
+        return torch.tensor(
+            [pow(self.p_product % q, -1, q) for q in self.q_words[:rows]], dtype=torch.int64, device=self.device
+        ).unsqueeze(1)
 
     def gadget(self, rows_of_digit: tuple[int, ...]) -> torch.Tensor:
         """P mod q for the digit's Q words, 0 elsewhere ([W, 1] int64): P * g_j of the switching key."""

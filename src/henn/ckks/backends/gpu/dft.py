@@ -80,7 +80,7 @@ def _grouped(stages: list[Factor], levels: int, period: int) -> list[Factor]:
     out, at = [], 0
     for size in sizes:
         f = stages[at]
-        for s in stages[at + 1:at + size]:
+        for s in stages[at + 1 : at + size]:
             f = product(s, f, period)
         out.append(f)
         at += size
@@ -157,7 +157,8 @@ class DiagonalTransform(LinearTransform):
         return per_backend[level]
 
 
-def transforms(factors: Sequence[Factor], slots: int, period: int, ratios: Sequence[float] | None = None
-               ) -> list[DiagonalTransform]:
+def transforms(
+    factors: Sequence[Factor], slots: int, period: int, ratios: Sequence[float] | None = None
+) -> list[DiagonalTransform]:
     ratios = [1.0] * len(factors) if ratios is None else list(ratios)
     return [DiagonalTransform(f, slots, period, r) for f, r in zip(factors, ratios)]

@@ -44,7 +44,7 @@ class EvalMod:
 
     @property
     def eps(self) -> float:
-        return _MARGIN * 2.0 ** -self.log_message_ratio
+        return _MARGIN * 2.0**-self.log_message_ratio
 
     @property
     def depth(self) -> int:
@@ -55,7 +55,7 @@ class EvalMod:
 
     def _fit(self) -> np.ndarray:
         t = self._points(_POINTS)
-        target = np.cos(2 * math.pi * (t - 0.25) / 2.0 ** self.double_angle)
+        target = np.cos(2 * math.pi * (t - 0.25) / 2.0**self.double_angle)
         coeffs, *_ = np.linalg.lstsq(cheb.chebvander(t / self.interval, self.degree), target, rcond=None)
         return coeffs
 

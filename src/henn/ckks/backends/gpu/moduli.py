@@ -17,8 +17,9 @@ from henn.ckks.primes import WORD_BITS, nth_root, split_word_pair, word_primes
 MAX_MODULUS_BITS = 2 * WORD_BITS  # a chain modulus is one prime or a pair
 
 
-def chain_moduli(sizes: Iterable[int], log_n: int, ring: str = "standard", exclude: Iterable[int] = ()
-                 ) -> list[tuple[int, ...]]:
+def chain_moduli(
+    sizes: Iterable[int], log_n: int, ring: str = "standard", exclude: Iterable[int] = ()
+) -> list[tuple[int, ...]]:
     """The word primes of each chain modulus of the given bit sizes: one prime (the largest below 2^b) for
     b <= 31, else the pair with the largest product below 2^b; all distinct. ValueError when the ring has
     too few such primes."""
@@ -53,7 +54,7 @@ def _pair(pool: list[int], used: set[int], bits: int) -> tuple[int, ...] | None:
     free = [p for p in pool if p not in used]
     best: tuple[int, int] | None = None
     mid = bisect.bisect_right(free, isqrt(top - 1))
-    for small in free[max(0, mid - 2048):mid]:
+    for small in free[max(0, mid - 2048) : mid]:
         j = bisect.bisect_left(free, -(-top // small)) - 1  # largest partner with small * large < 2^bits
         if j < 0 or free[j] <= small:
             continue
@@ -68,6 +69,8 @@ def split_modulus(modulus: int, log_n: int, ring: str = "standard") -> tuple[int
     60-bit prime of another library's chain)."""
     words = split_word_pair(modulus, nth_root(log_n, ring))
     if words is None:
-        raise ValueError(f"modulus {modulus} is not a prime or a product of two primes below 2^{WORD_BITS} = 1 mod "
-                         f"{nth_root(log_n, ring)}")
+        raise ValueError(
+            f"modulus {modulus} is not a prime or a product of two primes below 2^{WORD_BITS} = 1 mod "
+            f"{nth_root(log_n, ring)}"
+        )
     return words

@@ -40,7 +40,7 @@ def forward_reference(x: torch.Tensor, t: NttTables) -> torch.Tensor:
     while m < n:
         half >>= 1
         v = a.view(a.shape[0], a.shape[1], m, 2, half)
-        w = t.psi[:, m:2 * m].to(torch.int64).view(1, -1, m, 1)
+        w = t.psi[:, m : 2 * m].to(torch.int64).view(1, -1, m, 1)
         u, prod = v[:, :, :, 0, :], v[:, :, :, 1, :] * w % q
         a = torch.stack(((u + prod) % q, (u - prod) % q), dim=3).view(a.shape)
         m <<= 1
@@ -56,7 +56,7 @@ def inverse_reference(x: torch.Tensor, t: NttTables) -> torch.Tensor:
     while m > 1:
         h = m >> 1
         v = a.view(a.shape[0], a.shape[1], h, 2, half)
-        w = t.ipsi[:, h:2 * h].to(torch.int64).view(1, -1, h, 1)
+        w = t.ipsi[:, h : 2 * h].to(torch.int64).view(1, -1, h, 1)
         u, s = v[:, :, :, 0, :], v[:, :, :, 1, :]
         a = torch.stack(((u + s) % q, (u - s) * w % q), dim=3).view(a.shape)
         half <<= 1

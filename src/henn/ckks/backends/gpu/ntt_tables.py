@@ -47,12 +47,12 @@ def shoup(w: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 class NttTables:
     """Per-prime tables, one row per prime of the basis (device tensors)."""
 
-    q: torch.Tensor          # [L, 1] int64
-    psi: torch.Tensor        # [L, N] int32: psi^bitrev(i)
+    q: torch.Tensor  # [L, 1] int64
+    psi: torch.Tensor  # [L, N] int32: psi^bitrev(i)
     psi_shoup: torch.Tensor  # [L, N] int32 (uint32 pattern)
-    ipsi: torch.Tensor       # [L, N] int32: psi^-bitrev(i)
+    ipsi: torch.Tensor  # [L, N] int32: psi^-bitrev(i)
     ipsi_shoup: torch.Tensor
-    n_inv: torch.Tensor      # [L, 1] int64: N^-1 mod q
+    n_inv: torch.Tensor  # [L, 1] int64: N^-1 mod q
     n_inv_shoup: torch.Tensor  # [L, 1] int32
 
     @classmethod
@@ -71,5 +71,9 @@ class NttTables:
         return cls(qt, as32[0], shoup(as32[0], qt), as32[1], shoup(as32[1], qt), ninv, shoup(ninv, qt))
 
     def rows(self, index: torch.Tensor | slice | list[int]) -> NttTables:
-        return NttTables(*(t[index] for t in (self.q, self.psi, self.psi_shoup, self.ipsi, self.ipsi_shoup,
-                                               self.n_inv, self.n_inv_shoup)))
+        return NttTables(
+            *(
+                t[index]
+                for t in (self.q, self.psi, self.psi_shoup, self.ipsi, self.ipsi_shoup, self.n_inv, self.n_inv_shoup)
+            )
+        )

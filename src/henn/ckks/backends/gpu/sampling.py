@@ -41,6 +41,7 @@ class Sampler:
 
     def ternary(self, n: int) -> np.ndarray:
         """n values uniform in {-1, 0, 1} (int64)."""
+
         def draw(k: int) -> np.ndarray:
             b = self.words(k // 4 + 16).view(np.uint8)
             return b[b < 255].astype(np.int64) % 3 - 1  # 255 = 3 * 85: unbiased mod 3
@@ -70,6 +71,7 @@ class Sampler:
 
     def gaussian(self, n: int) -> np.ndarray:
         """n integers from the rounded Gaussian of sigma 3.2, |e| <= 6 sigma (int64)."""
+
         def draw(k: int) -> np.ndarray:
             count = k // 2 + 8
             u = self._unit(2 * count)

@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover - platform without Triton
 if TYPE_CHECKING:
     from henn.ckks.backends.gpu.ntt_tables import NttTables
 
+
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -98,8 +99,7 @@ if triton is not None:
         return ptr, tl.load(ptr).to(tl.uint32, bitcast=True), q, limb.to(tl.int64) * n, B, limb
 
     @triton.jit
-    def _forward_pass(a_ptr, t_ptr, ts_ptr, q_ptr, limbs, n, m0, S, R: tl.constexpr, K: tl.constexpr,
-                      C: tl.constexpr):
+    def _forward_pass(a_ptr, t_ptr, ts_ptr, q_ptr, limbs, n, m0, S, R: tl.constexpr, K: tl.constexpr, C: tl.constexpr):
         """Cooley-Tukey stages m0, 2 m0, .., 2^(K-1) m0 on one tile (stage j: groups of 2H = R / 2^j rows)."""
         ptr, x, q, table, B, _ = _load_tile(a_ptr, q_ptr, limbs, n, S, R, C)
         for j in tl.static_range(K):
@@ -107,8 +107,22 @@ if triton is not None:
         tl.store(ptr, x.to(tl.int32, bitcast=True))
 
     @triton.jit
-    def _inverse_pass(a_ptr, t_ptr, ts_ptr, q_ptr, c_ptr, cs_ptr, limbs, n, m0, S, R: tl.constexpr,
-                      K: tl.constexpr, C: tl.constexpr, SCALE: tl.constexpr):
+    def _inverse_pass(
+        a_ptr,
+        t_ptr,
+        ts_ptr,
+        q_ptr,
+        c_ptr,
+        cs_ptr,
+        limbs,
+        n,
+        m0,
+        S,
+        R: tl.constexpr,
+        K: tl.constexpr,
+        C: tl.constexpr,
+        SCALE: tl.constexpr,
+    ):
         """Gentleman-Sande stages 2^(K-1) m0 .. m0 on one tile; times c (1/N) when SCALE."""
         ptr, x, q, table, B, limb = _load_tile(a_ptr, q_ptr, limbs, n, S, R, C)
         for jj in tl.static_range(K):
@@ -148,8 +162,11 @@ def signatures() -> dict:
     tile = {"R": 256, "K": 8, "C": TILE // 256}
     return {
         "forward_pass": (_forward_pass, {**common, **sizes, **shape}, tile),
-        "inverse_pass": (_inverse_pass, {**common, "c_ptr": "*i32", "cs_ptr": "*i32", **sizes, **shape,
-                                         "SCALE": "constexpr"}, {**tile, "SCALE": True}),
+        "inverse_pass": (
+            _inverse_pass,
+            {**common, "c_ptr": "*i32", "cs_ptr": "*i32", **sizes, **shape, "SCALE": "constexpr"},
+            {**tile, "SCALE": True},
+        ),
     }
 
 
@@ -170,8 +187,9 @@ def forward(x: torch.Tensor, t: NttTables) -> torch.Tensor:
     a = x.reshape(-1, n).clone()  # a new contiguous tensor the kernels transform in place
     q32 = t.q.reshape(-1).to(torch.int32)
     for m0, s, r, k, c, blocks, groups in _launches(n, inverse=False):
-        _forward_pass[(a.shape[0], blocks, groups)](a, t.psi, t.psi_shoup, q32, t.q.shape[0], n, m0, s, R=r, K=k,
-                                                    C=c, num_warps=WARPS)
+        _forward_pass[(a.shape[0], blocks, groups)](
+            a, t.psi, t.psi_shoup, q32, t.q.shape[0], n, m0, s, R=r, K=k, C=c, num_warps=WARPS
+        )
     return a.view(x.shape)
 
 
@@ -181,7 +199,21 @@ def inverse(x: torch.Tensor, t: NttTables) -> torch.Tensor:
     q32 = t.q.reshape(-1).to(torch.int32)
     n_inv = t.n_inv.reshape(-1).to(torch.int32)
     for m0, s, r, k, c, blocks, groups in _launches(n, inverse=True):
-        _inverse_pass[(a.shape[0], blocks, groups)](a, t.ipsi, t.ipsi_shoup, q32, n_inv, t.n_inv_shoup.reshape(-1),
-                                                    t.q.shape[0], n, m0, s, R=r, K=k, C=c, SCALE=m0 == 1,
-                                                    num_warps=WARPS)
+        _inverse_pass[(a.shape[0], blocks, groups)](
+            a,
+            t.ipsi,
+            t.ipsi_shoup,
+            q32,
+            n_inv,
+            t.n_inv_shoup.reshape(-1),
+            t.q.shape[0],
+            n,
+            m0,
+            s,
+            R=r,
+            K=k,
+            C=c,
+            SCALE=m0 == 1,
+            num_warps=WARPS,
+        )
     return a.view(x.shape)

@@ -21,8 +21,23 @@ if triton is not None:
     from henn.ckks.backends.gpu.triton_ntt import _add_mod, _mul_shoup, _sub_mod
 
     @triton.jit
-    def _convert(x_ptr, out_ptr, q_ptr, inv_ptr, inv_s_ptr, hat_ptr, hat_s_ptr, p_ptr, qmod_ptr, qmod_s_ptr,
-                 sources, targets, n, EXACT: tl.constexpr, BLOCK: tl.constexpr):
+    def _convert(
+        x_ptr,
+        out_ptr,
+        q_ptr,
+        inv_ptr,
+        inv_s_ptr,
+        hat_ptr,
+        hat_s_ptr,
+        p_ptr,
+        qmod_ptr,
+        qmod_s_ptr,
+        sources,
+        targets,
+        n,
+        EXACT: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
         """One target row t per program row: x [batch, sources, n], out [batch, targets, n]."""
         t = tl.program_id(0) % targets
         batch = tl.program_id(0) // targets
@@ -80,9 +95,23 @@ def convert(x: torch.Tensor, tables: dict, targets: int, exact: bool) -> torch.T
     flat = x.reshape(-1, sources, n).contiguous()
     out = torch.empty((flat.shape[0], targets, n), dtype=torch.int32, device=x.device)
     grid = (flat.shape[0] * targets, triton.cdiv(n, BLOCK))
-    _convert[grid](flat, out, tables["q"], tables["inv"], tables["inv_s"], tables["hat"], tables["hat_s"],
-                   tables["p"], tables["qmod"], tables["qmod_s"], sources, targets, n, EXACT=exact,
-                   BLOCK=min(BLOCK, n))
+    _convert[grid](
+        flat,
+        out,
+        tables["q"],
+        tables["inv"],
+        tables["inv_s"],
+        tables["hat"],
+        tables["hat_s"],
+        tables["p"],
+        tables["qmod"],
+        tables["qmod_s"],
+        sources,
+        targets,
+        n,
+        EXACT=exact,
+        BLOCK=min(BLOCK, n),
+    )
     return out.reshape(*x.shape[:-2], targets, n)
 
 
@@ -91,19 +120,49 @@ def key_product(digits: torch.Tensor, key: torch.Tensor, index: torch.Tensor, q3
     j, rows, n = digits.shape
     out = torch.empty((2, rows, n), dtype=torch.int32, device=digits.device)
     grid = (rows, triton.cdiv(n, BLOCK))
-    _key_product[grid](digits.contiguous(), key, out, q32, index.to(torch.int32), j, rows, key.shape[2], n,
-                       BLOCK=min(BLOCK, n))
+    _key_product[grid](
+        digits.contiguous(), key, out, q32, index.to(torch.int32), j, rows, key.shape[2], n, BLOCK=min(BLOCK, n)
+    )
     return out
 
 
 def signatures() -> dict:
     """name -> (kernel, argument types, constexprs) for an ahead-of-time compile (see triton_ntt)."""
-    ptrs = {k: "*i32" for k in ("x_ptr", "out_ptr", "q_ptr", "inv_ptr", "inv_s_ptr", "hat_ptr", "hat_s_ptr", "p_ptr",
-                                "qmod_ptr", "qmod_s_ptr")}
+    ptrs = {
+        k: "*i32"
+        for k in (
+            "x_ptr",
+            "out_ptr",
+            "q_ptr",
+            "inv_ptr",
+            "inv_s_ptr",
+            "hat_ptr",
+            "hat_s_ptr",
+            "p_ptr",
+            "qmod_ptr",
+            "qmod_s_ptr",
+        )
+    }
     return {
-        "convert_exact": (_convert, {**ptrs, "sources": "i32", "targets": "i32", "n": "i32", "EXACT": "constexpr",
-                                     "BLOCK": "constexpr"}, {"EXACT": True, "BLOCK": BLOCK}),
-        "key_product": (_key_product, {"d_ptr": "*i32", "k_ptr": "*i32", "out_ptr": "*i32", "q_ptr": "*i32",
-                                       "index_ptr": "*i32", "digits": "i32", "rows": "i32", "words": "i32",
-                                       "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": BLOCK}),
+        "convert_exact": (
+            _convert,
+            {**ptrs, "sources": "i32", "targets": "i32", "n": "i32", "EXACT": "constexpr", "BLOCK": "constexpr"},
+            {"EXACT": True, "BLOCK": BLOCK},
+        ),
+        "key_product": (
+            _key_product,
+            {
+                "d_ptr": "*i32",
+                "k_ptr": "*i32",
+                "out_ptr": "*i32",
+                "q_ptr": "*i32",
+                "index_ptr": "*i32",
+                "digits": "i32",
+                "rows": "i32",
+                "words": "i32",
+                "n": "i32",
+                "BLOCK": "constexpr",
+            },
+            {"BLOCK": BLOCK},
+        ),
     }

@@ -56,8 +56,11 @@ from henn.errors import BackendError, ParameterError, SecurityError, Serializati
 log = logging.getLogger(__name__)
 
 DEFAULT_LOG_SCALE = 45  # Lattigo's example parameters (schemes/ckks/example_parameters.go)
-_KIND_NAMES = {**{v: k for k, v in serialization.KINDS.items()}, 6: "secret_key",
-               7: "bootstrap_keys"}  # go/exports_kind.go
+_KIND_NAMES = {
+    **{v: k for k, v in serialization.KINDS.items()},
+    6: "secret_key",
+    7: "bootstrap_keys",
+}  # go/exports_kind.go
 _SCALE_RTOL = 1e-9
 _ENCODING_CODES = {"full": 0, "packed": 1, "seeded": 2}  # go/wire.go
 _ENCODING_NAMES = {v: k for k, v in _ENCODING_CODES.items()}
@@ -147,8 +150,10 @@ class LattigoBackend(Backend):
         path = _build().ensure_built()
         self._bridge = bridge.load(path)
         if path.stat().st_mtime > self._bridge.loaded_mtime:
-            log.warning("the Lattigo bridge was rebuilt after this process loaded it; the old one stays in use "
-                        "until the process restarts (a Go runtime cannot be loaded twice)")
+            log.warning(
+                "the Lattigo bridge was rebuilt after this process loaded it; the old one stays in use "
+                "until the process restarts (a Go runtime cannot be loaded twice)"
+            )
         q, p = params.q, params.p  # Parameters pins both or neither
         nq, np_ = len(params.log_q), len(params.log_p)
         log_q, _ = _int64s(params.log_q)
@@ -156,11 +161,26 @@ class LattigoBackend(Backend):
         pin_q = None if q is None else (c_uint64 * nq)(*q)
         pin_p = None if q is None else (c_uint64 * np_)(*p)
         q_out, p_out, out = (c_uint64 * nq)(), (c_uint64 * np_)(), bridge.H()
-        status, msg = self._bridge.call_status("henn_context_new", params.log_n, params.log_scale, log_q, nq, log_p,
-                                               np_, pin_q, pin_p, int(params.real_slots), byref(out), q_out, p_out)
+        status, msg = self._bridge.call_status(
+            "henn_context_new",
+            params.log_n,
+            params.log_scale,
+            log_q,
+            nq,
+            log_p,
+            np_,
+            pin_q,
+            pin_p,
+            int(params.real_slots),
+            byref(out),
+            q_out,
+            p_out,
+        )
         if status != bridge.OK:
-            raise ParameterError(f"Lattigo cannot use these parameters: {msg}; {params.describe()}; choose other "
-                                 "parameters (e.g. select_parameters(depth, backend='lattigo'))")
+            raise ParameterError(
+                f"Lattigo cannot use these parameters: {msg}; {params.describe()}; choose other "
+                "parameters (e.g. select_parameters(depth, backend='lattigo'))"
+            )
         self._ctx: bridge.Handle | None = bridge.Handle(self._bridge, out.value)
         self.q_primes, self.p_primes = tuple(q_out), tuple(p_out)
         if params.bootstrap is not None:
@@ -173,19 +193,29 @@ class LattigoBackend(Backend):
         out = c_void_p()
         status, msg = self._bridge.call_status("henn_enable_bootstrapping", self._c(), text, byref(out))
         if status != bridge.OK:
-            raise ParameterError(f"Lattigo cannot bootstrap with these parameters: {msg}; "
-                                 f"{params.bootstrap.describe()}: change the bootstrap literal")
+            raise ParameterError(
+                f"Lattigo cannot bootstrap with these parameters: {msg}; "
+                f"{params.bootstrap.describe()}: change the bootstrap literal"
+            )
         info = json.loads(self._bridge.take_string(out))
         bound = security.MAX_LOG_QP_128.get(params.log_n)
         if not params.insecure and not security.is_secure(params.log_n, info["log_qp"], params.secret):
-            raise SecurityError(f"the bootstrapping modulus is {info['log_qp']:.1f} bits at N = 2^{params.log_n}, "
-                                f"above the 128-bit bound of {bound}: fewer bootstrapping or residual levels, or "
-                                "fewer special primes (bootstrap log_p)")
+            raise SecurityError(
+                f"the bootstrapping modulus is {info['log_qp']:.1f} bits at N = 2^{params.log_n}, "
+                f"above the 128-bit bound of {bound}: fewer bootstrapping or residual levels, or "
+                "fewer special primes (bootstrap log_p)"
+            )
         if info["depth"] != params.bootstrap.depth:
-            raise BackendError(f"Lattigo's bootstrapping circuit has depth {info['depth']}, henn expected "
-                               f"{params.bootstrap.depth}: the bridge and henn.ckks.bootstrap_params disagree")
-        log.debug("bootstrapping enabled: logQP %.1f, depth %d, %d Galois keys", info["log_qp"], info["depth"],
-                  info["galois_keys"])
+            raise BackendError(
+                f"Lattigo's bootstrapping circuit has depth {info['depth']}, henn expected "
+                f"{params.bootstrap.depth}: the bridge and henn.ckks.bootstrap_params disagree"
+            )
+        log.debug(
+            "bootstrapping enabled: logQP %.1f, depth %d, %d Galois keys",
+            info["log_qp"],
+            info["depth"],
+            info["galois_keys"],
+        )
         return info
 
     def close(self) -> None:
@@ -205,8 +235,10 @@ class LattigoBackend(Backend):
     # ---- helpers -------------------------------------------------------------------------------
     def _c(self) -> int:
         if self._ctx is None:
-            raise BackendError("this Lattigo backend is closed: open a new one (values and keys of the closed "
-                               "one can be moved over with serialize/deserialize only before closing)")
+            raise BackendError(
+                "this Lattigo backend is closed: open a new one (values and keys of the closed "
+                "one can be moved over with serialize/deserialize only before closing)"
+            )
         return self._ctx.value
 
     def _new(self, fn: str, *args) -> bridge.Handle:
@@ -336,15 +368,17 @@ class LattigoBackend(Backend):
 
     def _dot_plain(self, cts, pts):
         n = len(cts)
-        return self._new("henn_dot_plain", (bridge.H * n)(*[c.value for c in cts]),
-                         (bridge.H * n)(*[p.value for p in pts]), n)
+        return self._new(
+            "henn_dot_plain", (bridge.H * n)(*[c.value for c in cts]), (bridge.H * n)(*[p.value for p in pts]), n
+        )
 
     def _linear_combinations(self, cts, weight_matrix, level, scale):
         hs, w = self._lc_args(cts, weight_matrix)
         m = w.shape[0]
         outs = (bridge.H * max(1, m))()
-        self._bridge.call("henn_linear_combinations", self._c(), hs, len(cts), _doubles(w), m, int(level),
-                          float(scale), outs)
+        self._bridge.call(
+            "henn_linear_combinations", self._c(), hs, len(cts), _doubles(w), m, int(level), float(scale), outs
+        )
         return [bridge.Handle(self._bridge, outs[i]) for i in range(m)]
 
     @staticmethod
@@ -369,8 +403,15 @@ class LattigoBackend(Backend):
 
     def _serialize_ciphertext(self, raw, encoding):
         ptr, n, used = c_void_p(), c_size_t(), c_int()
-        self._bridge.call("henn_marshal_ciphertext", self._c(), raw.value, _ENCODING_CODES[encoding], byref(ptr),
-                          byref(n), byref(used))
+        self._bridge.call(
+            "henn_marshal_ciphertext",
+            self._c(),
+            raw.value,
+            _ENCODING_CODES[encoding],
+            byref(ptr),
+            byref(n),
+            byref(used),
+        )
         return self._bridge.take_bytes(ptr, n.value), _ENCODING_NAMES[used.value]
 
     def _wire_overhead(self):
@@ -382,16 +423,20 @@ class LattigoBackend(Backend):
         level = meta["level"] if kind in ("ciphertext", "plaintext") else 0
         degree = meta["degree"] if kind == "ciphertext" else 0
         encoding = meta.get("encoding")  # a compact payload's size was checked exactly by check_header
-        fn, code = ("henn_unmarshal_ciphertext", _ENCODING_CODES[encoding]) if encoding else \
-            ("henn_unmarshal", serialization.KINDS[kind])
+        fn, code = (
+            ("henn_unmarshal_ciphertext", _ENCODING_CODES[encoding])
+            if encoding
+            else ("henn_unmarshal", serialization.KINDS[kind])
+        )
         buf = np.frombuffer(payload, dtype=np.uint8)  # the payload in place (payload_views): Go copies nothing
         raw = self._new(fn, code, buf.ctypes.data, len(buf), level, degree)
         if kind in ("ciphertext", "plaintext"):
             got = self._metadata(raw)[1]
             want = meta["scale"]
             if not (math.isfinite(got) and abs(got / want - 1.0) <= _SCALE_RTOL):
-                raise SerializationError(f"{kind} payload has scale {got!r}, its header says {want!r}: the data "
-                                         "is corrupted")
+                raise SerializationError(
+                    f"{kind} payload has scale {got!r}, its header says {want!r}: the data is corrupted"
+                )
         if kind == "galois_keys":
             self._check_galois(raw, sorted(meta["steps"]), meta["conjugate"])
         return raw
@@ -400,13 +445,16 @@ class LattigoBackend(Backend):
         arr, n = _int64s(steps)
         missing, count = (c_int64 * (n + 1))(), c_int()
         try:
-            self._bridge.call("henn_galois_missing", self._c(), raw.value, arr, n, int(conjugate), missing,
-                              byref(count))
+            self._bridge.call(
+                "henn_galois_missing", self._c(), raw.value, arr, n, int(conjugate), missing, byref(count)
+            )
         except BackendError as exc:
             raise SerializationError(f"galois_keys header is inconsistent ({exc}): the data is corrupted") from None
         if count.value:
-            raise SerializationError(f"galois_keys payload lacks the keys of steps {list(missing[:count.value])} "
-                                     "(0 = conjugation) that its header announces: the data is corrupted")
+            raise SerializationError(
+                f"galois_keys payload lacks the keys of steps {list(missing[: count.value])} "
+                "(0 = conjugation) that its header announces: the data is corrupted"
+            )
 
 
 BACKEND = LattigoBackend

@@ -44,8 +44,7 @@ SIGNATURES: dict[str, tuple] = {
     "henn_selftest_panic": (),
     "henn_set_memory_policy": (c_int, c_int64),
     "henn_return_memory": (),
-    "henn_context_new": (c_int, c_int, INT64S, c_int, INT64S, c_int, UINT64S, UINT64S, c_int, OUT_H, UINT64S,
-                         UINT64S),
+    "henn_context_new": (c_int, c_int, INT64S, c_int, INT64S, c_int, UINT64S, UINT64S, c_int, OUT_H, UINT64S, UINT64S),
     "henn_keygen_secret": (H, OUT_H),
     "henn_secret_export": (H, H, POINTER(c_void_p), POINTER(c_size_t)),
     "henn_secret_import": (H, c_char_p, c_size_t, OUT_H),
@@ -135,16 +134,20 @@ class Bridge:
         try:
             self.lib = ctypes.CDLL(str(path))
         except OSError as exc:
-            raise BackendError(f"cannot load the Lattigo bridge {path} ({exc}): rebuild it with "
-                               "`python -m henn.ckks.backends.lattigo.build --force`") from None
+            raise BackendError(
+                f"cannot load the Lattigo bridge {path} ({exc}): rebuild it with "
+                "`python -m henn.ckks.backends.lattigo.build --force`"
+            ) from None
         self.path = path
         self.loaded_mtime = path.stat().st_mtime
         for name, argtypes in SIGNATURES.items():
             try:
                 fn = getattr(self.lib, name)
             except AttributeError:
-                raise BackendError(f"the Lattigo bridge {path} lacks {name}: it is out of date; rebuild it with "
-                                   "`python -m henn.ckks.backends.lattigo.build --force`") from None
+                raise BackendError(
+                    f"the Lattigo bridge {path} lacks {name}: it is out of date; rebuild it with "
+                    "`python -m henn.ckks.backends.lattigo.build --force`"
+                ) from None
             fn.argtypes, fn.restype = [*argtypes, ERR], c_int
         self.lib.henn_free.argtypes, self.lib.henn_free.restype = [c_void_p], None
         gc, limit = _memory_policy()
@@ -196,15 +199,16 @@ class Bridge:
     def _error(name: str, status: int, msg: str) -> Exception:
         op = name.removeprefix("henn_")
         if status == BAD_DATA:
-            return SerializationError(f"Lattigo could not load the data: {msg}; the payload is corrupted or comes "
-                                      "from other parameters")
+            return SerializationError(
+                f"Lattigo could not load the data: {msg}; the payload is corrupted or comes from other parameters"
+            )
         if status == BAD_HANDLE:
-            return BackendError(f"lattigo {op}: {msg}; use values and keys only while the backend that made them "
-                                "is open")
+            return BackendError(
+                f"lattigo {op}: {msg}; use values and keys only while the backend that made them is open"
+            )
         if status == PANIC:
             return BackendError(f"lattigo {op}: {msg}; henn's checks should have prevented this, please report it")
-        return BackendError(f"lattigo {op} failed: {msg}; henn's checks should have prevented this, please "
-                            "report it")
+        return BackendError(f"lattigo {op} failed: {msg}; henn's checks should have prevented this, please report it")
 
 
 def _release(bridge: Bridge, value: int) -> None:

@@ -37,8 +37,10 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 GO_DIR = PACKAGE_DIR / "go"
 LIBRARY = PACKAGE_DIR / "_bridge" / "libhennlattigo.so"
 PACKAGED = LIBRARY.with_name("PACKAGED")  # in a wheel's copy of _bridge only
-GO_HINT = ("install Go >= 1.24 (https://go.dev/dl/; Lattigo v6.2.0 needs it) and a C compiler (gcc) for cgo, "
-           "then run `make bridge` or `python -m henn.ckks.backends.lattigo.build`")
+GO_HINT = (
+    "install Go >= 1.24 (https://go.dev/dl/; Lattigo v6.2.0 needs it) and a C compiler (gcc) for cgo, "
+    "then run `make bridge` or `python -m henn.ckks.backends.lattigo.build`"
+)
 BUILD_TIMEOUT_S = 1800
 
 
@@ -52,8 +54,11 @@ def go_binary() -> str | None:
 
 def sources() -> list[Path]:
     """The files the library is built from (Go and C headers, Go tests excluded), the Lattigo patch included."""
-    own = [p for p in GO_DIR.iterdir()
-           if (p.suffix in (".go", ".h") and not p.name.endswith("_test.go")) or p.name in ("go.mod", "go.sum")]
+    own = [
+        p
+        for p in GO_DIR.iterdir()
+        if (p.suffix in (".go", ".h") and not p.name.endswith("_test.go")) or p.name in ("go.mod", "go.sum")
+    ]
     return sorted(own + patch_lattigo.patch_sources())
 
 
@@ -110,15 +115,18 @@ def build(force: bool = False) -> Path:
             cmd = [go, "build", "-buildmode=c-shared", "-trimpath", "-o", str(out), "."]
             log.info("building the Lattigo bridge: %s (in %s)", " ".join(cmd), GO_DIR)
             try:
-                proc = subprocess.run(cmd, cwd=GO_DIR, env=env, capture_output=True, text=True,
-                                      timeout=BUILD_TIMEOUT_S)
+                proc = subprocess.run(cmd, cwd=GO_DIR, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
             except subprocess.TimeoutExpired:
-                raise BackendError(f"building the Lattigo bridge took over {BUILD_TIMEOUT_S} s: check the network "
-                                   "access to the Go module proxy (GOPROXY) and retry") from None
+                raise BackendError(
+                    f"building the Lattigo bridge took over {BUILD_TIMEOUT_S} s: check the network "
+                    "access to the Go module proxy (GOPROXY) and retry"
+                ) from None
             if proc.returncode != 0:
-                raise BackendError(f"building the Lattigo bridge failed (go build exit {proc.returncode}):\n"
-                                   f"{proc.stderr.strip()[-4000:]}\nfix the error above, or check that Go >= 1.24 "
-                                   "and gcc are installed and the module proxy is reachable")
+                raise BackendError(
+                    f"building the Lattigo bridge failed (go build exit {proc.returncode}):\n"
+                    f"{proc.stderr.strip()[-4000:]}\nfix the error above, or check that Go >= 1.24 "
+                    "and gcc are installed and the module proxy is reachable"
+                )
             shutil.copyfile(out, tmp)
         os.replace(tmp, LIBRARY)
         log.info("built %s", LIBRARY)

@@ -41,21 +41,35 @@ DOWNLOAD_TIMEOUT_S = 600
 
 # the hook call opening each exported NTT function of ring/ntt.go: (signature, forward, ring, 1/n argument)
 _NTT_FUNCTIONS = (
-    ("NTTStandard(p1, p2 []uint64, N int, Q, MRedConstant uint64, BRedConstant [2]uint64, roots []uint64)",
-     "true, false", "0"),
+    (
+        "NTTStandard(p1, p2 []uint64, N int, Q, MRedConstant uint64, BRedConstant [2]uint64, roots []uint64)",
+        "true, false",
+        "0",
+    ),
     ("NTTStandardLazy(p1, p2 []uint64, N int, Q, MRedConstant uint64, roots []uint64)", "true, false", "0"),
     ("INTTStandard(p1, p2 []uint64, N int, NInv, Q, MRedConstant uint64, roots []uint64)", "false, false", "NInv"),
     ("INTTStandardLazy(p1, p2 []uint64, N int, NInv, Q, MRedConstant uint64, roots []uint64)", "false, false", "NInv"),
-    ("NTTConjugateInvariant(p1, p2 []uint64, N int, Q, MRedConstant uint64, BRedConstant [2]uint64, roots []uint64)",
-     "true, true", "0"),
+    (
+        "NTTConjugateInvariant(p1, p2 []uint64, N int, Q, MRedConstant uint64, BRedConstant [2]uint64, roots []uint64)",
+        "true, true",
+        "0",
+    ),
     ("NTTConjugateInvariantLazy(p1, p2 []uint64, N int, Q, MRedConstant uint64, roots []uint64)", "true, true", "0"),
-    ("INTTConjugateInvariant(p1, p2 []uint64, N int, NInv, Q, MRedConstant uint64, roots []uint64)",
-     "false, true", "NInv"),
-    ("INTTConjugateInvariantLazy(p1, p2 []uint64, N int, NInv, Q, MRedConstant uint64, roots []uint64)",
-     "false, true", "NInv"),
+    (
+        "INTTConjugateInvariant(p1, p2 []uint64, N int, NInv, Q, MRedConstant uint64, roots []uint64)",
+        "false, true",
+        "NInv",
+    ),
+    (
+        "INTTConjugateInvariantLazy(p1, p2 []uint64, N int, NInv, Q, MRedConstant uint64, roots []uint64)",
+        "false, true",
+        "NInv",
+    ),
 )
-_NTT_HOOKS = tuple((f"func {sig} {{\n", f"\tif accelerated({kind}, p1, p2, N, Q, MRedConstant, {ninv}, roots) {{\n"
-                    "\t\treturn\n\t}\n") for sig, kind, ninv in _NTT_FUNCTIONS)
+_NTT_HOOKS = tuple(
+    (f"func {sig} {{\n", f"\tif accelerated({kind}, p1, p2, N, Q, MRedConstant, {ninv}, roots) {{\n\t\treturn\n\t}}\n")
+    for sig, kind, ninv in _NTT_FUNCTIONS
+)
 
 
 def patch_sources() -> list[Path]:
@@ -82,37 +96,48 @@ def is_prepared() -> bool:
 # (anchor, code inserted after it) in ring/basis_extension.go: the lift of a one-prime digit, the exact
 # basis extension (ModUpExact: ModUp and ModDown), the extension of a multi-prime digit
 _EXTENSION_HOOKS = (
-    ("\tif decompLvl < 0 {\n", """\t\tin, qIn := p0Q.Coeffs[lvlQStart][:N], ringQ.ModuliChain()[lvlQStart]
+    (
+        "\tif decompLvl < 0 {\n",
+        """\t\tin, qIn := p0Q.Coeffs[lvlQStart][:N], ringQ.ModuliChain()[lvlQStart]
 \t\tif liftAccelerated(in, qIn, ringQ.ModuliChain(), p1Q.Coeffs[:levelQ+1]) &&
 \t\t\t(ringP == nil || liftAccelerated(in, qIn, ringP.ModuliChain(), p1P.Coeffs[:levelP+1])) {
 \t\t\treturn
 \t\t}
-"""),
-    ("func ModUpExact(p1, p2 [][]uint64, ringQ, ringP *Ring, MUC ModUpConstants) {\n",
-     """\tif extensionAccelerated(p1, nil, ringQ.ModuliChain()[:len(p1)], ringQ.MRedConstants(), MUC.qoverqiinvqi,
+""",
+    ),
+    (
+        "func ModUpExact(p1, p2 [][]uint64, ringQ, ringP *Ring, MUC ModUpConstants) {\n",
+        """\tif extensionAccelerated(p1, nil, ringQ.ModuliChain()[:len(p1)], ringQ.MRedConstants(), MUC.qoverqiinvqi,
 \t\tp2, ringP.ModuliChain()[:len(p2)], ringP.MRedConstants(), MUC.qoverqimodp[:len(p2)], MUC.vtimesqmodp[:len(p2)]) {
 \t\treturn
 \t}
-"""),
-    ("\t\tQHalfModqi := make([]uint64, p0idxed-p0idxst)\n\t\ttmp := bignum.NewInt(0)\n"
-     "\t\tfor i, j := 0, p0idxst; j < p0idxed; i, j = i+1, j+1 {\n"
-     "\t\t\tQHalfModqi[i] = tmp.Mod(QHalf, bignum.NewInt(Q[j])).Uint64()\n\t\t}\n",
-     """\t\tif decomposeExtensionAccelerated(p0idxst, p0idxed, levelQ, levelP, p0Q, p1Q, p1P, Q, P, mredQ, mredP,
+""",
+    ),
+    (
+        "\t\tQHalfModqi := make([]uint64, p0idxed-p0idxst)\n\t\ttmp := bignum.NewInt(0)\n"
+        "\t\tfor i, j := 0, p0idxst; j < p0idxed; i, j = i+1, j+1 {\n"
+        "\t\t\tQHalfModqi[i] = tmp.Mod(QHalf, bignum.NewInt(Q[j])).Uint64()\n\t\t}\n",
+        """\t\tif decomposeExtensionAccelerated(p0idxst, p0idxed, levelQ, levelP, p0Q, p1Q, p1P, Q, P, mredQ, mredP,
 \t\t\tQHalfModqi, MUC) {
 \t\t\tringQ.SubScalarBigint(p1Q, QHalf, p1Q)
 \t\t\tringP.SubScalarBigint(p1P, QHalf, p1P)
 \t\t\treturn
 \t\t}
-"""),
+""",
+    ),
 )
 
 
 # (anchor, code inserted after it) in ring/vec_ops.go: the lazy Montgomery products of key switching
 _VEC_HOOKS = (
-    ("func mulcoeffsmontgomerylazyvec(p1, p2, p3 []uint64, modulus, mredconstant uint64) {\n",
-     "\tif mulCoeffsAccelerated(p1, p2, p3, modulus, mredconstant, false) {\n\t\treturn\n\t}\n"),
-    ("func mulcoeffsmontgomerylazythenaddlazyvec(p1, p2, p3 []uint64, modulus, mredconstant uint64) {\n",
-     "\tif mulCoeffsAccelerated(p1, p2, p3, modulus, mredconstant, true) {\n\t\treturn\n\t}\n"),
+    (
+        "func mulcoeffsmontgomerylazyvec(p1, p2, p3 []uint64, modulus, mredconstant uint64) {\n",
+        "\tif mulCoeffsAccelerated(p1, p2, p3, modulus, mredconstant, false) {\n\t\treturn\n\t}\n",
+    ),
+    (
+        "func mulcoeffsmontgomerylazythenaddlazyvec(p1, p2, p3 []uint64, modulus, mredconstant uint64) {\n",
+        "\tif mulCoeffsAccelerated(p1, p2, p3, modulus, mredconstant, true) {\n\t\treturn\n\t}\n",
+    ),
 )
 
 
@@ -129,14 +154,20 @@ def _insert(source: str, name: str, hooks: tuple[tuple[str, str], ...]) -> str:
 # (lattigo_patch/dft/diagonals128.go), NewMatrixFromLiteral keeps the values (converted from big floats
 # otherwise) and makes each factor's shape only (lattigo_patch/dft/shapes.go)
 _DFT_HOOKS = (
-    ("func (d MatrixLiteral) GenMatrices(LogN int, prec uint) (plainVector []ltcommon.Diagonals[*bignum.Complex]) {\n",
-     "\tif shapesOnly.on {\n\t\tif indices, ok := d.generateShapesOnly(LogN, prec); ok {\n\t\t\treturn indices\n"
-     "\t\t}\n\t}\n"),
-    ("\tpVecDFT := d.GenMatrices(params.LogN(), params.EncodingPrecision())\n",
-     "\tif shapesOnly.on {\n\t\tkeepGenerated(params.EncodingPrecision(), pVecDFT)\n\t}\n"),
-    ("\t\t\t\tLogBabyStepGiantStepRatio: d.LogBSGSRatio,\n\t\t\t}\n",
-     "\n\t\t\tif shapesOnly.on {\n\t\t\t\tmatrices = append(matrices, shapeOnly(ltparams))\n\t\t\t\tidx++\n"
-     "\t\t\t\tcontinue\n\t\t\t}\n"),
+    (
+        "func (d MatrixLiteral) GenMatrices(LogN int, prec uint) (plainVector []ltcommon.Diagonals[*bignum.Complex]) {\n",
+        "\tif shapesOnly.on {\n\t\tif indices, ok := d.generateShapesOnly(LogN, prec); ok {\n\t\t\treturn indices\n"
+        "\t\t}\n\t}\n",
+    ),
+    (
+        "\tpVecDFT := d.GenMatrices(params.LogN(), params.EncodingPrecision())\n",
+        "\tif shapesOnly.on {\n\t\tkeepGenerated(params.EncodingPrecision(), pVecDFT)\n\t}\n",
+    ),
+    (
+        "\t\t\t\tLogBabyStepGiantStepRatio: d.LogBSGSRatio,\n\t\t\t}\n",
+        "\n\t\t\tif shapesOnly.on {\n\t\t\t\tmatrices = append(matrices, shapeOnly(ltparams))\n\t\t\t\tidx++\n"
+        "\t\t\t\tcontinue\n\t\t\t}\n",
+    ),
 )
 
 # sampling.ThreadSafePRNG (every Encryptor's and KeyGenerator's randomness) reads an AES-CTR generator seeded
@@ -148,18 +179,24 @@ _PRNG_HOOKS = (
 )
 
 # the samplers' faster loops (lattigo_patch/samplers.go), same outputs
-_SAMPLER_HOOKS_UNIFORM = (
-    ("func (u *UniformSampler) Read(pol Poly) {\n", "\tif u.fastRead(pol) {\n\t\treturn\n\t}\n"),
-)
+_SAMPLER_HOOKS_UNIFORM = (("func (u *UniformSampler) Read(pol Poly) {\n", "\tif u.fastRead(pol) {\n\t\treturn\n\t}\n"),)
 _SAMPLER_HOOKS_GAUSSIAN = (
-    ("func (g *GaussianSampler) read(pol Poly, f func(a, b, c uint64) uint64) {\n",
-     "\tif g.fastRead(pol, f) {\n\t\treturn\n\t}\n"),
+    (
+        "func (g *GaussianSampler) read(pol Poly, f func(a, b, c uint64) uint64) {\n",
+        "\tif g.fastRead(pol, f) {\n\t\treturn\n\t}\n",
+    ),
 )
 
 # the hooks of each patched file, by its path in the module
-_HOOKS = {"ring/ntt.go": _NTT_HOOKS, "ring/basis_extension.go": _EXTENSION_HOOKS, "ring/vec_ops.go": _VEC_HOOKS,
-          "circuits/ckks/dft/dft.go": _DFT_HOOKS, "utils/sampling/prng.go": _PRNG_HOOKS,
-          "ring/sampler_uniform.go": _SAMPLER_HOOKS_UNIFORM, "ring/sampler_gaussian.go": _SAMPLER_HOOKS_GAUSSIAN}
+_HOOKS = {
+    "ring/ntt.go": _NTT_HOOKS,
+    "ring/basis_extension.go": _EXTENSION_HOOKS,
+    "ring/vec_ops.go": _VEC_HOOKS,
+    "circuits/ckks/dft/dft.go": _DFT_HOOKS,
+    "utils/sampling/prng.go": _PRNG_HOOKS,
+    "ring/sampler_uniform.go": _SAMPLER_HOOKS_UNIFORM,
+    "ring/sampler_gaussian.go": _SAMPLER_HOOKS_GAUSSIAN,
+}
 # the package each folder of lattigo_patch adds its files to
 _PATCH_PACKAGES = {".": "ring", "dft": "circuits/ckks/dft", "sampling": "utils/sampling"}
 
@@ -168,15 +205,24 @@ def _download(go: str) -> Path:
     """The pristine module's directory in Go's module cache (downloaded when missing)."""
     with tempfile.TemporaryDirectory(prefix="henn-lattigo-dl-") as work:  # outside any go.mod
         try:
-            proc = subprocess.run([go, "mod", "download", "-json", f"{MODULE}@{VERSION}"], cwd=work,
-                                  capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S,
-                                  env=dict(os.environ, GOFLAGS="-mod=mod"))
+            proc = subprocess.run(
+                [go, "mod", "download", "-json", f"{MODULE}@{VERSION}"],
+                cwd=work,
+                capture_output=True,
+                text=True,
+                timeout=DOWNLOAD_TIMEOUT_S,
+                env=dict(os.environ, GOFLAGS="-mod=mod"),
+            )
         except subprocess.TimeoutExpired:
-            raise BackendError(f"downloading {MODULE}@{VERSION} took over {DOWNLOAD_TIMEOUT_S} s: check the access "
-                               "to the Go module proxy (GOPROXY) and retry") from None
+            raise BackendError(
+                f"downloading {MODULE}@{VERSION} took over {DOWNLOAD_TIMEOUT_S} s: check the access "
+                "to the Go module proxy (GOPROXY) and retry"
+            ) from None
     if proc.returncode != 0:
-        raise BackendError(f"`go mod download {MODULE}@{VERSION}` failed:\n{proc.stderr.strip()[-2000:]}\n"
-                           "check the access to the Go module proxy (GOPROXY) and retry")
+        raise BackendError(
+            f"`go mod download {MODULE}@{VERSION}` failed:\n{proc.stderr.strip()[-2000:]}\n"
+            "check the access to the Go module proxy (GOPROXY) and retry"
+        )
     return Path(json.loads(proc.stdout)["Dir"])
 
 

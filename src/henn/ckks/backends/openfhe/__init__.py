@@ -89,8 +89,14 @@ class OpenFHEBackend(Backend):
     exact_imaginary_unit = True  # slots ordered by powers of 5
     special_prime_bits = mapping.AUX_BITS
 
-    def __init__(self, params, *, threads: int | None = None, timeout: float | None = None,
-                 scaling_technique: str = "FIXEDMANUAL"):
+    def __init__(
+        self,
+        params,
+        *,
+        threads: int | None = None,
+        timeout: float | None = None,
+        scaling_technique: str = "FIXEDMANUAL",
+    ):
         self._threads, self._timeout, self._technique = threads, timeout, scaling_technique
         self._conn: Connection | None = None
         super().__init__(params)
@@ -122,7 +128,7 @@ class OpenFHEBackend(Backend):
             self.close()
             raise ParameterError(f"OpenFHE cannot use these parameters ({exc}); {params.describe()}") from None
         q_all = tuple(int(x) for x in info["q"])
-        q = q_all[:len(params.log_q)]
+        q = q_all[: len(params.log_q)]
         expected = req["depth"] + 1 + mapping.extra_primes(self._technique)
         if len(q_all) != expected:
             self.close()
@@ -140,15 +146,24 @@ class OpenFHEBackend(Backend):
         if not params.insecure and not security.is_secure(params.log_n, log_qp, params.secret):
             self.close()
             what = " (with the bootstrapping circuit's primes)" if params.bootstrap is not None else ""
-            raise SecurityError(f"OpenFHE's primes give log2(QP) = {log_qp:.1f}{what} at N = 2^{params.log_n}, above "
-                                f"the 128-bit bound of {security.MAX_LOG_QP_128.get(params.log_n)}: fewer or "
-                                "smaller primes, or more digits (more special primes)")
+            raise SecurityError(
+                f"OpenFHE's primes give log2(QP) = {log_qp:.1f}{what} at N = 2^{params.log_n}, above "
+                f"the 128-bit bound of {security.MAX_LOG_QP_128.get(params.log_n)}: fewer or "
+                "smaller primes, or more digits (more special primes)"
+            )
         if params.bootstrap is not None:
             self.bootstrap_info = {
-                "depth": req["depth"] - params.max_level, "output_level": params.max_level, "log_qp": log_qp,
-                "q": q_all, "p": self.p_primes, "dnum": int(info["dnum"]), "level_budget": req["boot"]["budget"],
-                "log_slots": params.bootstrap.log_slots, "correction_factor": int(info["boot_correction"]),
-                "galois_keys": _bootstrap_key_bound(req["boot"]["budget"], params.bootstrap.log_slots)}
+                "depth": req["depth"] - params.max_level,
+                "output_level": params.max_level,
+                "log_qp": log_qp,
+                "q": q_all,
+                "p": self.p_primes,
+                "dnum": int(info["dnum"]),
+                "level_budget": req["boot"]["budget"],
+                "log_slots": params.bootstrap.log_slots,
+                "correction_factor": int(info["boot_correction"]),
+                "galois_keys": _bootstrap_key_bound(req["boot"]["budget"], params.bootstrap.log_slots),
+            }
         log.debug("OpenFHE context opened: %s, primes q=%s p=%s", params.describe(), q_all, self.p_primes)
 
     def close(self) -> None:
@@ -171,8 +186,10 @@ class OpenFHEBackend(Backend):
     def _id(self, raw, kind: str) -> int:
         """The worker id of `raw`, refused unless it is this worker's object of that kind."""
         if not isinstance(raw, Handle) or raw.conn is not self._conn:
-            raise InputError(f"expected an object of this OpenFHE backend, got {raw!r}: values and keys cannot move "
-                             "between backends (serialize and deserialize them)")
+            raise InputError(
+                f"expected an object of this OpenFHE backend, got {raw!r}: values and keys cannot move "
+                "between backends (serialize and deserialize them)"
+            )
         if raw.kind != kind:
             raise InputError(f"expected an OpenFHE {KINDS[kind]}, got a {KINDS.get(raw.kind, raw.kind)}")
         return raw.id
@@ -205,8 +222,14 @@ class OpenFHEBackend(Backend):
     def _bootstrap_ciphertext(self, a, divide, keys, parallel):
         """OpenFHE's EvalBootstrap of `a` at henn's scale and bound (worker.py: op_bootstrap, which says how);
         it runs on OpenFHE's own threads (`parallel` has no counterpart)."""
-        return self._new("bootstrap", a=self._id(a.raw, "ct"), keys=self._id(keys, "bk"), scale=float(a.scale),
-                         divide=float(divide), out_scale=self.params.default_scale / divide)
+        return self._new(
+            "bootstrap",
+            a=self._id(a.raw, "ct"),
+            keys=self._id(keys, "bk"),
+            scale=float(a.scale),
+            divide=float(divide),
+            out_scale=self.params.default_scale / divide,
+        )
 
     def _export_secret(self, raw):
         _, (sk, pk) = self._c().request("export_sk", sk=self._id(raw, "sk"))
@@ -215,9 +238,10 @@ class OpenFHEBackend(Backend):
     def _import_secret(self, data):
         n = int.from_bytes(data[:8], "little") if len(data) >= 8 else -1
         if not 0 < n < len(data) - 8:
-            raise SerializationError("the secret key data is not this backend's (secret + public key): the key file "
-                                     "is damaged")
-        return self._new("import_sk", "sk", [data[8:8 + n], data[8 + n:]])
+            raise SerializationError(
+                "the secret key data is not this backend's (secret + public key): the key file is damaged"
+            )
+        return self._new("import_sk", "sk", [data[8 : 8 + n], data[8 + n :]])
 
     # ---- encoding, encryption --------------------------------------------------------------------
     def _encode(self, values, level, scale):
@@ -279,8 +303,9 @@ class OpenFHEBackend(Backend):
         return self._new("rotate", a=self._id(a, "ct"), step=int(step), gk=self._id(gk, "gk"))
 
     def _rotate_hoisted(self, a, steps, gk):
-        return self._c().new_many("rotate_hoisted", "ct", a=self._id(a, "ct"), steps=[int(s) for s in steps],
-                                  gk=self._id(gk, "gk"))
+        return self._c().new_many(
+            "rotate_hoisted", "ct", a=self._id(a, "ct"), steps=[int(s) for s in steps], gk=self._id(gk, "gk")
+        )
 
     def _rotate_sum(self, gk):
         return _RotationSum(self, gk)
@@ -301,8 +326,9 @@ class OpenFHEBackend(Backend):
         w = np.ascontiguousarray(weight_matrix, dtype="<f8")
         if w.shape[0] == 0:
             return []
-        return self._c().new_many("linear_combinations", "ct", [w.tobytes()], cts=[self._id(c, "ct") for c in cts],
-                                  scale=float(scale))
+        return self._c().new_many(
+            "linear_combinations", "ct", [w.tobytes()], cts=[self._id(c, "ct") for c in cts], scale=float(scale)
+        )
 
     def _dot_plain(self, cts, pts):
         return self._new("dot_plain", cts=[self._id(c, "ct") for c in cts], pts=[self._id(p, "pt") for p in pts])

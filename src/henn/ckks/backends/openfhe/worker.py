@@ -29,8 +29,12 @@ import numpy as np  # noqa: E402
 import openfhe as o  # noqa: E402
 import protocol  # noqa: E402
 
-TECHNIQUES = {"FIXEDMANUAL": o.FIXEDMANUAL, "FIXEDAUTO": o.FIXEDAUTO, "FLEXIBLEAUTO": o.FLEXIBLEAUTO,
-              "FLEXIBLEAUTOEXT": o.FLEXIBLEAUTOEXT}
+TECHNIQUES = {
+    "FIXEDMANUAL": o.FIXEDMANUAL,
+    "FIXEDAUTO": o.FIXEDAUTO,
+    "FLEXIBLEAUTO": o.FLEXIBLEAUTO,
+    "FLEXIBLEAUTOEXT": o.FLEXIBLEAUTOEXT,
+}
 PT_MAGIC = b"HOFP"
 PT_HEAD = struct.Struct("<4sIId")  # magic, OpenFHE level, slots, factor the stored values are divided by
 MAX_CORRECTION = 40  # the largest correction factor a bootstrap sets (values at most 2^31 times the range)
@@ -135,8 +139,14 @@ class Worker:
         towers = params["value0"]["value0"]["elp"]["ptr_wrapper"]["data"]["p"]
         q = self.q = [int(t["ptr_wrapper"]["data"]["value0"]["cm"]["v"]) for t in towers]
         factors = [cc.GetScalingFactorReal(self.level(lv)) for lv in range(self.depth + 1)]
-        return {"q": q, "factors": factors, "two_p": self.two_p, "dnum": params["dnum"],
-                "aux_bits": params["ab"], **extra}, []
+        return {
+            "q": q,
+            "factors": factors,
+            "two_p": self.two_p,
+            "dnum": params["dnum"],
+            "aux_bits": params["ab"],
+            **extra,
+        }, []
 
     @staticmethod
     def pin_primes(cc, pinned, n):
@@ -170,9 +180,11 @@ class Worker:
         factor = self.boot_correction = self.cc.GetCKKSBootCorrectionFactor()
         self.boot_ratio = max(0, ratio_bits)
         if ratio_bits > factor:
-            raise Refused(f"OpenFHE's bootstrapping takes a first prime at most 2^{factor} times the scaling primes "
-                          f"(its correction factor), this one is 2^{ratio_bits} times: a smaller first prime or "
-                          "larger scaling primes")
+            raise Refused(
+                f"OpenFHE's bootstrapping takes a first prime at most 2^{factor} times the scaling primes "
+                f"(its correction factor), this one is 2^{ratio_bits} times: a smaller first prime or "
+                "larger scaling primes"
+            )
         return {"boot_correction": factor}
 
     def level(self, henn_level):
@@ -412,9 +424,11 @@ class Worker:
         shift = round(math.log2(m["divide"] * m["scale"] / self.two_p))
         factor = self.boot_correction + shift
         if factor < self.boot_ratio or factor > MAX_CORRECTION:
-            raise Refused(f"values up to {m['divide']:g} at scale 2^{math.log2(m['scale']):.1f} are outside what "
-                          f"OpenFHE's bootstrapping takes (its correction factor would be {factor}, it needs "
-                          f"{self.boot_ratio}..{MAX_CORRECTION}): bring the scale near 2^{math.log2(self.two_p):.0f}")
+            raise Refused(
+                f"values up to {m['divide']:g} at scale 2^{math.log2(m['scale']):.1f} are outside what "
+                f"OpenFHE's bootstrapping takes (its correction factor would be {factor}, it needs "
+                f"{self.boot_ratio}..{MAX_CORRECTION}): bring the scale near 2^{math.log2(self.two_p):.0f}"
+            )
         if not self.boot_ready:
             self.cc.EvalBootstrapPrecompute(self.boot_slots)
             self.boot_ready = True
@@ -439,8 +453,10 @@ class Worker:
         while out.GetNoiseScaleDeg() > 1:
             out = self.cc.Rescale(out)
         if self.towers(out) != self.boot_levels + 2:
-            raise Refused(f"OpenFHE's bootstrap returned {self.towers(out)} primes, henn's top level has "
-                          f"{self.boot_levels + 1} and one above it")
+            raise Refused(
+                f"OpenFHE's bootstrap returned {self.towers(out)} primes, henn's top level has "
+                f"{self.boot_levels + 1} and one above it"
+            )
         out.SetScalingFactor(self.two_p)
         prime = float(self.q[self.boot_levels + 1])
         return self.ct(self.cc.Rescale(self.scalar_mul(out, m["out_scale"] / m["scale"], 0.0, prime))), []
@@ -536,12 +552,15 @@ class Worker:
         if kind == "ct":
             c = self.own_context(self.load(o.DeserializeCiphertextString, data, "ciphertext"), "ciphertext")
             if c.GetLevel() != self.level(m["level"]) or c.NumberCiphertextElements() != m["degree"] + 1:
-                raise BadData(f"the ciphertext holds {self.towers(c)} primes and {c.NumberCiphertextElements()} "
-                              f"parts, its header says level {m['level']} and degree {m['degree']}")
+                raise BadData(
+                    f"the ciphertext holds {self.towers(c)} primes and {c.NumberCiphertextElements()} "
+                    f"parts, its header says level {m['level']} and degree {m['degree']}"
+                )
             return self.ct(c), []
         if kind == "pk":
-            return self.put("pk", self.own_context(self.load(o.DeserializePublicKeyString, data, "public key"),
-                                                   "public key")), []
+            return self.put(
+                "pk", self.own_context(self.load(o.DeserializePublicKeyString, data, "public key"), "public key")
+            ), []
         if kind == "rk":
             return self.put("rk", self.load(o.DeserializeEvalKeyString, data, "relinearization key")), []
         if kind == "bk":
@@ -557,8 +576,9 @@ class Worker:
         want = [self.cc.FindAutomorphismIndex(s) for s in m["steps"]] + ([2 * self.n - 1] if m["conj"] else [])
         missing = [s for s, i in zip(m["steps"] + [0], want) if i not in index]
         if missing:
-            raise BadData(f"the rotation key set lacks the keys of steps {missing} (0 = conjugation) that its "
-                          "header announces")
+            raise BadData(
+                f"the rotation key set lacks the keys of steps {missing} (0 = conjugation) that its header announces"
+            )
         return self.put("gk", keys, {"index": index}), []
 
     def load_bootstrap_keys(self, data):
@@ -567,9 +587,10 @@ class Worker:
         if not 0 < n < len(data) - BK_HEAD.size:
             raise BadData("the bootstrapping keys' payload is not a rotation key map and a relinearization key")
         # gigabytes at N = 2^16: loaded once (bytes after it would be the relinearization key's, checked whole)
-        keys = self.load(o.DeserializeEvalKeyMapString, data[BK_HEAD.size:BK_HEAD.size + n], "bootstrapping key map",
-                         whole=False)
-        rk = self.load(o.DeserializeEvalKeyString, data[BK_HEAD.size + n:], "bootstrapping relinearization key")
+        keys = self.load(
+            o.DeserializeEvalKeyMapString, data[BK_HEAD.size : BK_HEAD.size + n], "bootstrapping key map", whole=False
+        )
+        rk = self.load(o.DeserializeEvalKeyString, data[BK_HEAD.size + n :], "bootstrapping relinearization key")
         o.CryptoContext.ClearEvalAutomorphismKeys()
         self.active_gk = None
         try:
@@ -583,11 +604,16 @@ class Worker:
 
     def load_plaintext(self, m, data):
         if len(data) != PT_HEAD.size + 16 * self.slots:
-            raise BadData(f"a plaintext of {self.slots} slots is {PT_HEAD.size + 16 * self.slots} bytes, not "
-                          f"{len(data)}")
+            raise BadData(
+                f"a plaintext of {self.slots} slots is {PT_HEAD.size + 16 * self.slots} bytes, not {len(data)}"
+            )
         magic, lv, slots, factor = PT_HEAD.unpack_from(data)
-        if magic != PT_MAGIC or slots != self.slots or lv != self.level(m["level"]) or \
-                not (factor > 0 and np.isfinite(factor)):
+        if (
+            magic != PT_MAGIC
+            or slots != self.slots
+            or lv != self.level(m["level"])
+            or not (factor > 0 and np.isfinite(factor))
+        ):
             raise BadData("the plaintext payload's own header is malformed or disagrees with henn's")
         values = np.frombuffer(data, dtype="<c16", offset=PT_HEAD.size)
         if not np.all(np.isfinite(values)):
