@@ -59,8 +59,11 @@ def register(sub) -> None:
         default=1,
         help="single mode: images per request, side by side in multiplexed ciphertexts (throughput)",
     )
-    p.add_argument("--complex-packing", action="store_true",
-                   help="batch mode: two images per slot, in its real and imaginary parts (standard ring)")
+    p.add_argument(
+        "--complex-packing",
+        action="store_true",
+        help="batch mode: two images per slot, in its real and imaginary parts (standard ring)",
+    )
     p.add_argument("--params", default=None, metavar="PRESET", help="a parameter preset (default: from the depth)")
     p.add_argument(
         "--bootstrap",

@@ -10,8 +10,12 @@ from henn.errors import HennError
 
 def register(sub) -> None:
     p = sub.add_parser("info", help="installed backends and the parameters they would choose")
-    p.add_argument("--depth", type=int_in(1, MAX_DEPTH), default=5,
-                   help=f"multiplicative depth to choose parameters for (1..{MAX_DEPTH})")
+    p.add_argument(
+        "--depth",
+        type=int_in(1, MAX_DEPTH),
+        default=5,
+        help=f"multiplicative depth to choose parameters for (1..{MAX_DEPTH})",
+    )
     p.add_argument("--slots", type=int_in(1, MAX_SLOTS), default=None, help="minimum number of slots")
     p.add_argument("--log-scale", type=int, default=None, help="scale bits (default: each library's own)")
     p.set_defaults(handler=run)
@@ -23,8 +27,9 @@ def run(args) -> int:
     for name, (ok, info) in avail.items():
         print(f"  {name:8s} {'ok  ' if ok else 'MISSING'} {info}")
     print(f"\nparameters for depth {args.depth}:")
-    rows = [("fixed (shared)", "plain", "fixed")] + \
-        [(f"library: {n}", n, "library") for n, (ok, _) in avail.items() if ok]
+    rows = [("fixed (shared)", "plain", "fixed")] + [
+        (f"library: {n}", n, "library") for n, (ok, _) in avail.items() if ok
+    ]
     for label, name, mode in rows:
         try:
             params = select_parameters(args.depth, backend=name, mode=mode, slots=args.slots, log_scale=args.log_scale)

@@ -9,11 +9,11 @@ from henn.cli_args import output_folder
 
 
 def register(sub) -> None:
-    p = sub.add_parser("report", help="render profile results as Markdown and HTML with figures",
-                       description=__doc__)
+    p = sub.add_parser("report", help="render profile results as Markdown and HTML with figures", description=__doc__)
     p.add_argument("results", nargs="+", metavar="RESULTS", help="results JSON files written by henn profile")
-    p.add_argument("--out", required=True, metavar="DIR", type=output_folder,
-                   help="folder for report.md, figures/ and report.html")
+    p.add_argument(
+        "--out", required=True, metavar="DIR", type=output_folder, help="folder for report.md, figures/ and report.html"
+    )
     p.add_argument("--title", default=None, help="report title")
     p.set_defaults(handler=run)
 

@@ -33,10 +33,11 @@ def register(sub) -> None:
         type=int_in(0, 4096),
         default=0,
         help="inference requests one session may have running or waiting; more get HTTP 429 "
-             "(default 0: half of workers + max-queue)",
+        "(default 0: half of workers + max-queue)",
     )
-    p.add_argument("--max-uploads", type=int_in(1, 1024), default=2,
-                   help="key uploads at once; more get HTTP 429 (default 2)")
+    p.add_argument(
+        "--max-uploads", type=int_in(1, 1024), default=2, help="key uploads at once; more get HTTP 429 (default 2)"
+    )
     p.add_argument("--max-sessions", type=int_in(1, 1 << 20), default=1000, help="sessions kept (default 1000)")
     p.add_argument("--session-ttl", type=int_in(1, 1 << 30), default=3600, help="seconds a session lives")
     p.add_argument(
@@ -47,21 +48,42 @@ def register(sub) -> None:
         help="MiB for live sessions and evaluations (default: 60%% of the machine's memory)",
     )
     p.add_argument("--threads", type=int_in(1, 1024), default=None, help="backend threads per evaluation")
-    p.add_argument("--read-timeout", type=int_in(1, 3600), default=20, metavar="S",
-                   help="seconds a request's line and headers may take and a body may pause; beyond, "
-                        "HTTP 408 (default 20)")
-    p.add_argument("--min-rate", type=int_in(1, 1 << 30), default=64 << 10, metavar="BYTES_PER_S",
-                   help="a body may keep the server waiting read-timeout + its bytes / this seconds in all; "
-                        "beyond, HTTP 408 (default 65536)")
-    p.add_argument("--max-header-bytes", type=int_in(1024, 1 << 24), default=64 << 10,
-                   help="request line and headers; beyond, HTTP 431 and the connection closed (default 65536)")
-    p.add_argument("--shutdown-timeout", type=int_in(1, 3600), default=30, metavar="S",
-                   help="seconds running requests get to finish on SIGTERM/SIGINT (default 30); bodies "
-                        "still arriving get HTTP 503 at once")
-    p.add_argument("--share-input-checks", action="store_true",
-                   help="hand clients the weight-derived input checks too (activation ranges, bootstrap bounds: "
-                        "they hold the layers up to the last activation or bootstrap); by default clients get the "
-                        "model's client part without weights (docs/deployment.md)")
+    p.add_argument(
+        "--read-timeout",
+        type=int_in(1, 3600),
+        default=20,
+        metavar="S",
+        help="seconds a request's line and headers may take and a body may pause; beyond, HTTP 408 (default 20)",
+    )
+    p.add_argument(
+        "--min-rate",
+        type=int_in(1, 1 << 30),
+        default=64 << 10,
+        metavar="BYTES_PER_S",
+        help="a body may keep the server waiting read-timeout + its bytes / this seconds in all; "
+        "beyond, HTTP 408 (default 65536)",
+    )
+    p.add_argument(
+        "--max-header-bytes",
+        type=int_in(1024, 1 << 24),
+        default=64 << 10,
+        help="request line and headers; beyond, HTTP 431 and the connection closed (default 65536)",
+    )
+    p.add_argument(
+        "--shutdown-timeout",
+        type=int_in(1, 3600),
+        default=30,
+        metavar="S",
+        help="seconds running requests get to finish on SIGTERM/SIGINT (default 30); bodies "
+        "still arriving get HTTP 503 at once",
+    )
+    p.add_argument(
+        "--share-input-checks",
+        action="store_true",
+        help="hand clients the weight-derived input checks too (activation ranges, bootstrap bounds: "
+        "they hold the layers up to the last activation or bootstrap); by default clients get the "
+        "model's client part without weights (docs/deployment.md)",
+    )
     p.set_defaults(handler=run)
 
 

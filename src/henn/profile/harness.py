@@ -35,12 +35,12 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Settings:
-    repeats: int = 10          # timed calls at most
-    min_repeats: int = 3       # timed calls at least
-    warmup: int = 1            # untimed calls first
-    budget_s: float = 0.5      # stop timing an op after min_repeats once this much was spent
-    seed: int = 0              # inputs are seeded (encryption noise of real libraries is not)
-    hoisted_steps: int = 8     # rotations sharing one decomposition (steps 1..hoisted_steps)
+    repeats: int = 10  # timed calls at most
+    min_repeats: int = 3  # timed calls at least
+    warmup: int = 1  # untimed calls first
+    budget_s: float = 0.5  # stop timing an op after min_repeats once this much was spent
+    seed: int = 0  # inputs are seeded (encryption noise of real libraries is not)
+    hoisted_steps: int = 8  # rotations sharing one decomposition (steps 1..hoisted_steps)
     options: dict = field(default_factory=dict)  # backend name -> constructor options
 
     def __post_init__(self):
@@ -64,12 +64,21 @@ def summarize(samples: list[float], warmup: int) -> dict:
     if not samples:
         raise ValueError("no timed samples")
     q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive") if len(samples) > 1 else samples * 3
-    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "q1": q1, "q3": q3,
-            "mean": statistics.fmean(samples), "repeats": len(samples), "warmup": int(warmup)}
+    return {
+        "median": statistics.median(samples),
+        "min": min(samples),
+        "max": max(samples),
+        "q1": q1,
+        "q3": q3,
+        "mean": statistics.fmean(samples),
+        "repeats": len(samples),
+        "warmup": int(warmup),
+    }
 
 
-def time_call(fn: Callable[[], object], settings: Settings, *, warmup: int | None = None,
-              min_repeats: int | None = None) -> tuple[dict, dict]:
+def time_call(
+    fn: Callable[[], object], settings: Settings, *, warmup: int | None = None, min_repeats: int | None = None
+) -> tuple[dict, dict]:
     """(latency, memory) of fn() under the settings' timing rule."""
     warmup = settings.warmup if warmup is None else warmup
     least = settings.min_repeats if min_repeats is None else min(min_repeats, settings.repeats)
@@ -89,8 +98,12 @@ def time_call(fn: Callable[[], object], settings: Settings, *, warmup: int | Non
 def error_entry(kind: str, expected, got) -> dict:
     """The schema's error object: relative error in % (of max |expected|) and bits of precision."""
     expected, got = np.asarray(expected), np.asarray(got)
-    return {"input": kind, "relative_pct": 100.0 * relative_error(expected, got),
-            "bits": precision_bits(expected, got), "max_abs": float(np.max(np.abs(got - expected)))}
+    return {
+        "input": kind,
+        "relative_pct": 100.0 * relative_error(expected, got),
+        "bits": precision_bits(expected, got),
+        "max_abs": float(np.max(np.abs(got - expected))),
+    }
 
 
 def throughput(slots: int, latency: dict | None, ops_per_call: int = 1) -> float | None:
@@ -104,8 +117,8 @@ def throughput(slots: int, latency: dict | None, ops_per_call: int = 1) -> float
 @dataclass(frozen=True)
 class Config:
     backend: str
-    mode: str              # library | fixed | preset
-    depth: int | None      # None with a preset (taken from it)
+    mode: str  # library | fixed | preset
+    depth: int | None  # None with a preset (taken from it)
     preset: str | None = None
 
     def label(self) -> str:
@@ -113,8 +126,12 @@ class Config:
         return f"{self.backend} {what}"
 
 
-def configurations(backend_names: Iterable[str], modes: Iterable[str] = ("library", "fixed"),
-                   depths: Iterable[int] = (), preset_names: Iterable[str] = ()) -> list[Config]:
+def configurations(
+    backend_names: Iterable[str],
+    modes: Iterable[str] = ("library", "fixed"),
+    depths: Iterable[int] = (),
+    preset_names: Iterable[str] = (),
+) -> list[Config]:
     """Every (backend, mode, depth) plus every (backend, preset): the order of the sweep."""
     out = []
     for b in backend_names:
@@ -193,8 +210,9 @@ class Recorder:
 SuiteBody = Callable[[object, Recorder, Settings], None]
 
 
-def run_config(suite: str, cfg: Config, body: SuiteBody, settings: Settings,
-               log_level: int | None = None) -> list[dict]:
+def run_config(
+    suite: str, cfg: Config, body: SuiteBody, settings: Settings, log_level: int | None = None
+) -> list[dict]:
     """The records of one configuration: open its backend, run `body`, close. In the sweep this runs
     in a fresh process (log_level set) so that library memory pools and crashes stay there."""
     if log_level is not None:
@@ -217,8 +235,15 @@ def run_config(suite: str, cfg: Config, body: SuiteBody, settings: Settings,
     return rec.records
 
 
-def sweep(suite: str, configs: list[Config], body: SuiteBody, settings: Settings, *,
-          progress: bool | None = None, isolate: bool = True) -> tuple[list[dict], bool]:
+def sweep(
+    suite: str,
+    configs: list[Config],
+    body: SuiteBody,
+    settings: Settings,
+    *,
+    progress: bool | None = None,
+    isolate: bool = True,
+) -> tuple[list[dict], bool]:
     """Run `body(backend, recorder, settings)` for every configuration.
 
     Returns (records, interrupted). With `isolate` (default) each configuration runs in its own
@@ -239,8 +264,11 @@ def sweep(suite: str, configs: list[Config], body: SuiteBody, settings: Settings
             bar.set_postfix_str(cfg.label())
             if cfg.backend in unusable or cfg.backend not in backends.names():
                 why = unusable.get(cfg.backend) or f"unknown backend; known: {', '.join(backends.names())}"
-                out.append(Recorder(suite, cfg).fail("open", f"BackendError: backend {cfg.backend!r} is not usable "
-                                                              f"here: {why}"))
+                out.append(
+                    Recorder(suite, cfg).fail(
+                        "open", f"BackendError: backend {cfg.backend!r} is not usable here: {why}"
+                    )
+                )
                 continue
             if not isolate:
                 out.extend(run_config(suite, cfg, body, settings))
@@ -252,9 +280,14 @@ def sweep(suite: str, configs: list[Config], body: SuiteBody, settings: Settings
             except BrokenProcessPool:
                 pool.shutdown(wait=False)
                 pool = None
-                out.append(Recorder(suite, cfg).fail("crash", "BackendError: the process measuring this "
-                           "configuration died (a crash inside the library or out of memory); its other records are "
-                           "lost: re-run it alone with --no-isolate -v to see where"))
+                out.append(
+                    Recorder(suite, cfg).fail(
+                        "crash",
+                        "BackendError: the process measuring this "
+                        "configuration died (a crash inside the library or out of memory); its other records are "
+                        "lost: re-run it alone with --no-isolate -v to see where",
+                    )
+                )
     except KeyboardInterrupt:
         log.warning("interrupted: keeping the %d records measured so far", len(out))
         _stop(pool)

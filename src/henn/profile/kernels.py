@@ -102,8 +102,10 @@ def _polynomial(keys: _Keys, degree: int, settings: Settings) -> dict:
     coeffs = k.logistic_coefficients(degree, (-LOGISTIC_BOUND, LOGISTIC_BOUND))
     need = k.polynomial_depth(coeffs, bound=LOGISTIC_BOUND)
     if need > be.max_level:
-        raise LevelError(f"the degree-{degree} polynomial needs depth {need} but the parameters give "
-                         f"{be.max_level}: profile kernels with --depths {need} or more")
+        raise LevelError(
+            f"the degree-{degree} polynomial needs depth {need} but the parameters give "
+            f"{be.max_level}: profile kernels with --depths {need} or more"
+        )
     ev, info = keys.evaluator()
     info["depth"] = need
     x = keys.rng.uniform(-LOGISTIC_BOUND, LOGISTIC_BOUND, be.slots)
@@ -111,8 +113,9 @@ def _polynomial(keys: _Keys, degree: int, settings: Settings) -> dict:
     for kind, xv in {"ones": np.ones(be.slots), "random": x}.items():
         out = k.evaluate_polynomial(ev, be.encrypt(xv, keys.pk), coeffs, bound=LOGISTIC_BOUND)
         errors.append(error_entry(kind, np.polynomial.polynomial.polyval(xv, coeffs), keys.dec(out)))
-    info["approximation_max_error"] = float(np.max(np.abs(np.polynomial.polynomial.polyval(x, coeffs)
-                                                          - 0.5 * (1 + np.tanh(x / 2)))))
+    info["approximation_max_error"] = float(
+        np.max(np.abs(np.polynomial.polynomial.polyval(x, coeffs) - 0.5 * (1 + np.tanh(x / 2))))
+    )
     ct = be.encrypt(x, keys.pk)
     latency, memory = time_call(lambda: k.evaluate_polynomial(ev, ct, coeffs, bound=LOGISTIC_BOUND), settings)
     return {"latency": latency, "error": errors, "memory": memory, "extra": info}
@@ -146,10 +149,13 @@ def _chain(keys: _Keys, rec: Recorder) -> None:
     """One record per multiplication k = 1..max_level: the error after k of them, and its time."""
     be = keys.be
     ev, _ = keys.evaluator()
-    inputs = {"ones": (np.ones(be.slots), np.ones(be.slots)),
-              "random": (keys.rng.uniform(0.9, 1.1, be.slots), keys.rng.uniform(0.9, 1.1, be.slots))}
+    inputs = {
+        "ones": (np.ones(be.slots), np.ones(be.slots)),
+        "random": (keys.rng.uniform(0.9, 1.1, be.slots), keys.rng.uniform(0.9, 1.1, be.slots)),
+    }
     state = {kind: (be.encrypt(x, keys.pk), be.encrypt(y, keys.pk), x.copy()) for kind, (x, y) in inputs.items()}
     for step in range(1, be.max_level + 1):
+
         def one(step=step):
             errors, seconds = [], 0.0
             for kind, (acc, ct_y, expect) in state.items():
@@ -159,15 +165,27 @@ def _chain(keys: _Keys, rec: Recorder) -> None:
                 expect = expect * inputs[kind][1]
                 state[kind] = (acc, ct_y, expect)
                 errors.append(error_entry(kind, expect, keys.dec(acc)))
-            return {"latency": summarize([seconds / len(state)], 0), "error": errors,
-                    "extra": {"level": be.max_level - step}}
+            return {
+                "latency": summarize([seconds / len(state)], 0),
+                "error": errors,
+                "extra": {"level": be.max_level - step},
+            }
+
         if (rec.run("mul_chain", one, size=step, size_name="multiplications") or {}).get("status") != "ok":
             break
 
 
-def run(be, rec: Recorder, settings: Settings, kernels: tuple[str, ...] | None = None, *,
-        dot_sizes=DOT_SIZES, linear_sizes=LINEAR_SIZES, poly_degrees=POLY_DEGREES,
-        activation_degrees=tuple(ACTIVATIONS)) -> None:
+def run(
+    be,
+    rec: Recorder,
+    settings: Settings,
+    kernels: tuple[str, ...] | None = None,
+    *,
+    dot_sizes=DOT_SIZES,
+    linear_sizes=LINEAR_SIZES,
+    poly_degrees=POLY_DEGREES,
+    activation_degrees=tuple(ACTIVATIONS),
+) -> None:
     """Measure the kernels (all, or those named) on the open backend `be`."""
     wanted = set(KERNELS if kernels is None else kernels)
     try:
@@ -177,16 +195,23 @@ def run(be, rec: Recorder, settings: Settings, kernels: tuple[str, ...] | None =
             if name in wanted:
                 rec.fail(name, exc)
         return
-    table = (("dot_product", "n", dot_sizes, _dot), ("linear_transform", "n", linear_sizes, _linear),
-             ("polynomial", "degree", poly_degrees, _polynomial),
-             ("activation", "degree", activation_degrees, _activation))
+    table = (
+        ("dot_product", "n", dot_sizes, _dot),
+        ("linear_transform", "n", linear_sizes, _linear),
+        ("polynomial", "degree", poly_degrees, _polynomial),
+        ("activation", "degree", activation_degrees, _activation),
+    )
     for name, size_name, sizes, fn in table:
         if name not in wanted:
             continue
         for size in sizes:
             if size_name == "n" and size > be.slots:
-                rec.fail(name, f"InputError: n = {size} does not fit the {be.slots} slots of these parameters",
-                         size=size, size_name=size_name)
+                rec.fail(
+                    name,
+                    f"InputError: n = {size} does not fit the {be.slots} slots of these parameters",
+                    size=size,
+                    size_name=size_name,
+                )
                 continue
             rec.run(name, partial(fn, keys, size, settings), size=size, size_name=size_name)
     if "mul_chain" in wanted:

@@ -104,8 +104,12 @@ class PeakRss:
         return False
 
     def as_dict(self) -> dict:
-        return {"rss_before_bytes": self.before, "peak_rss_bytes": self.peak,
-                "peak_delta_bytes": max(0, self.peak - self.before), "method": self.method}
+        return {
+            "rss_before_bytes": self.before,
+            "peak_rss_bytes": self.peak,
+            "peak_delta_bytes": max(0, self.peak - self.before),
+            "method": self.method,
+        }
 
 
 class RssSampler:
@@ -149,8 +153,9 @@ class RssSampler:
     def _start_process(self) -> bool:
         cmd = [sys.executable, "-m", "henn.profile.memory", str(os.getpid()), repr(self.interval)]
         try:
-            self._proc = proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                 stderr=subprocess.DEVNULL, text=True)
+            self._proc = proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            )
             assert proc.stdout is not None  # stdout=PIPE
             ready = proc.stdout.readline()  # the sampler says "ready" once psutil is loaded
         except OSError as exc:
@@ -187,8 +192,12 @@ class RssSampler:
     # ---- results ----------------------------------------------------------------------
     def timeline(self) -> dict:
         samples = sorted(s for s in self._samples if s[0] >= self._t0)
-        return {"interval_s": self.interval, "method": self.method,
-                "t_s": [round(t - self._t0, 4) for t, _ in samples], "rss_bytes": [r for _, r in samples]}
+        return {
+            "interval_s": self.interval,
+            "method": self.method,
+            "t_s": [round(t - self._t0, 4) for t, _ in samples],
+            "rss_bytes": [r for _, r in samples],
+        }
 
     def peak(self) -> int:
         return max((r for _, r in self._samples), default=current_rss())

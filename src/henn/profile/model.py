@@ -75,8 +75,10 @@ def _thread_scaling(be, rec: Recorder, settings: Settings, threads: tuple[int, .
     sk, keys, rotates = _keys_maybe_rotating(be, [1])
     ev = be.evaluator(keys)
     rng = np.random.default_rng(settings.seed)
-    cts = [(be.encrypt(rng.uniform(-1, 1, be.slots), keys.public), be.encrypt(rng.uniform(-1, 1, be.slots),
-                                                                            keys.public)) for _ in range(TASKS)]
+    cts = [
+        (be.encrypt(rng.uniform(-1, 1, be.slots), keys.public), be.encrypt(rng.uniform(-1, 1, be.slots), keys.public))
+        for _ in range(TASKS)
+    ]
     what = "multiply_relin+rescale" + ("+rotate" if rotates else " (no rotation in this library)")
 
     def task(pair):
@@ -86,17 +88,24 @@ def _thread_scaling(be, rec: Recorder, settings: Settings, threads: tuple[int, .
 
     base = None
     for k in threads:
+
         def measure(k=k):
             nonlocal base
             with ThreadPoolExecutor(max_workers=k) as pool:  # started once, outside the timed calls
+
                 def batch():
                     return [task(p) for p in cts] if k == 1 else list(pool.map(task, cts))
+
                 latency, memory = time_call(batch, settings)
             base = latency["median"] if k == threads[0] else base
             speedup = base / latency["median"] if base else None
-            return {"latency": latency, "memory": memory, "throughput": throughput(be.slots, latency, TASKS),
-                    "extra": {"tasks": TASKS, "task": what, "speedup": speedup,
-                              "baseline_threads": threads[0]}}
+            return {
+                "latency": latency,
+                "memory": memory,
+                "throughput": throughput(be.slots, latency, TASKS),
+                "extra": {"tasks": TASKS, "task": what, "speedup": speedup, "baseline_threads": threads[0]},
+            }
+
         rec.run("thread_scaling", measure, threads=k)
 
 
@@ -115,10 +124,15 @@ def _workload_timeline(be, settings: Settings) -> dict:
         be.decrypt_decode(acc, sk)
         seconds = time.perf_counter() - t0
     tl = sampler.timeline()
-    return {"latency": summarize([seconds], 0),
-            "memory": {"peak_rss_bytes": sampler.peak(), "method": sampler.method, "timeline": tl},
-            "extra": {"workload": "keygen(4 rotations)+encrypt+multiply/rescale/rotate chain+decrypt" if rotates else
-                      "keygen+encrypt+multiply/rescale chain+decrypt (no rotation in this library)"}}
+    return {
+        "latency": summarize([seconds], 0),
+        "memory": {"peak_rss_bytes": sampler.peak(), "method": sampler.method, "timeline": tl},
+        "extra": {
+            "workload": "keygen(4 rotations)+encrypt+multiply/rescale/rotate chain+decrypt"
+            if rotates
+            else "keygen+encrypt+multiply/rescale chain+decrypt (no rotation in this library)"
+        },
+    }
 
 
 # ---- compiled models ---------------------------------------------------------------------------
@@ -126,9 +140,10 @@ def _compiler():
     try:
         return henn.compile  # lazy: imports the compiler
     except (AttributeError, ImportError) as exc:
-        raise UnsupportedOperation(f"henn.compile is not available in this installation ({exc}): install the "
-                                   "compiler's dependencies (pip install -e .), then re-run `henn profile model`"
-                                   ) from None
+        raise UnsupportedOperation(
+            f"henn.compile is not available in this installation ({exc}): install the "
+            "compiler's dependencies (pip install -e .), then re-run `henn profile model`"
+        ) from None
 
 
 def _timings(compiled) -> dict | None:
@@ -149,8 +164,7 @@ def _compile(path: Path, backend: str, mode: str, threads: int | None):
     return cm
 
 
-def _inference(path: Path, backend: str, mode: str, image: np.ndarray, settings: Settings,
-               threads: int | None) -> dict:
+def _inference(path: Path, backend: str, mode: str, image: np.ndarray, settings: Settings, threads: int | None) -> dict:
     """Compile, then one cold run (key generation, weight encoding, inference) under the RSS
     sampler (the timeline), then min_repeats timed warm runs (the latency)."""
     t0 = time.perf_counter()
@@ -168,8 +182,14 @@ def _inference(path: Path, backend: str, mode: str, image: np.ndarray, settings:
             t0 = time.perf_counter()
             out = cm.run(batch)
             samples.append(time.perf_counter() - t0)
-        extra = {"model": path.name, "compile_s": compile_s, "first_run_s": first_s, "first_run_timings": first,
-                 "timings": _timings(cm), "prediction": int(np.argmax(np.asarray(out)))}
+        extra = {
+            "model": path.name,
+            "compile_s": compile_s,
+            "first_run_s": first_s,
+            "first_run_timings": first,
+            "timings": _timings(cm),
+            "prediction": int(np.argmax(np.asarray(out))),
+        }
         errors = []
         reference = getattr(cm, "reference", None)
         if callable(reference):  # logits against the imported model in cleartext
@@ -178,29 +198,47 @@ def _inference(path: Path, backend: str, mode: str, image: np.ndarray, settings:
         close = getattr(cm, "close", None)
         if callable(close):
             close()
-    result = {"latency": summarize(samples, 1), "error": errors, "extra": extra, "threads": threads,
-              "memory": {"peak_rss_bytes": sampler.peak(), "method": sampler.method, "timeline": sampler.timeline()}}
+    result = {
+        "latency": summarize(samples, 1),
+        "error": errors,
+        "extra": extra,
+        "threads": threads,
+        "memory": {"peak_rss_bytes": sampler.peak(), "method": sampler.method, "timeline": sampler.timeline()},
+    }
     params = getattr(cm, "params", None)
     if isinstance(params, Parameters):  # the parameters the compiler chose for this network
         result.update(params=results.params_dict(params), depth=params.depth)
     return result
 
 
-def run(be, rec: Recorder, settings: Settings, *, models: list[Path] | None = None,
-        threads: tuple[int, ...] = (1, 2), parts: tuple[str, ...] = ("inference", "thread_scaling",
-                                                                      "memory_timeline")) -> None:
+def run(
+    be,
+    rec: Recorder,
+    settings: Settings,
+    *,
+    models: list[Path] | None = None,
+    threads: tuple[int, ...] = (1, 2),
+    parts: tuple[str, ...] = ("inference", "thread_scaling", "memory_timeline"),
+) -> None:
     if "inference" in parts:
         paths = zoo_models() if models is None else [Path(m) for m in models]
         if not paths:
-            rec.fail("inference", f"no models: {ZOO}/mnist-cnn_*.onnx does not exist; export them with "
-                                  "`henn train` or pass --models FILE.onnx")
+            rec.fail(
+                "inference",
+                f"no models: {ZOO}/mnist-cnn_*.onnx does not exist; export them with "
+                "`henn train` or pass --models FILE.onnx",
+            )
         else:
             image = mnist_image(settings.seed)
             mode = rec.cfg.mode if rec.cfg.mode in ("library", "fixed") else "library"
             for path in paths:
                 for k in threads:  # the runtime's own thread option: paper 001 Figs. 26-30
-                    rec.run("inference", partial(_inference, Path(path), be.name, mode, image, settings, k),
-                            threads=k, extra={"model": Path(path).name})
+                    rec.run(
+                        "inference",
+                        partial(_inference, Path(path), be.name, mode, image, settings, k),
+                        threads=k,
+                        extra={"model": Path(path).name},
+                    )
     if "thread_scaling" in parts:
         try:
             _thread_scaling(be, rec, settings, tuple(threads))

@@ -36,9 +36,22 @@ log = logging.getLogger(__name__)
 
 SCALAR = 0.75  # the constant of multiply_scalar
 BOOTSTRAP_OPS = ("keygen_bootstrap", "bootstrap")
-OPS = ("encode", "encrypt", "decrypt", "decode", "add", "multiply_relin", "rescale", "multiply_plain",
-       "multiply_scalar", "rotate", "rotate_hoisted", "rotate_sum", "keygen_sk_pk_relin",
-       "keygen_galois") + BOOTSTRAP_OPS
+OPS = (
+    "encode",
+    "encrypt",
+    "decrypt",
+    "decode",
+    "add",
+    "multiply_relin",
+    "rescale",
+    "multiply_plain",
+    "multiply_scalar",
+    "rotate",
+    "rotate_hoisted",
+    "rotate_sum",
+    "keygen_sk_pk_relin",
+    "keygen_galois",
+) + BOOTSTRAP_OPS
 
 
 class _Fixture:
@@ -49,8 +62,7 @@ class _Fixture:
         self.be, self.settings = be, settings
         rng = np.random.default_rng(settings.seed)
         n = be.slots
-        self.inputs = {"ones": (np.ones(n), np.ones(n)),
-                       "random": (rng.uniform(-1, 1, n), rng.uniform(-1, 1, n))}
+        self.inputs = {"ones": (np.ones(n), np.ones(n)), "random": (rng.uniform(-1, 1, n), rng.uniform(-1, 1, n))}
         self.hoisted = list(range(1, settings.hoisted_steps + 1))
         self._cache: dict[str, object] = {}
 
@@ -92,6 +104,7 @@ class _Fixture:
             gk = self.be.generate_galois_keys(self.sk, self.hoisted)
             self.galois_set_s = time.perf_counter() - t0
             return self.be.evaluator(EvaluationKeys(self.pk, self.rk, gk))
+
         return self.get("ev_rot", make)
 
     @property
@@ -124,10 +137,10 @@ class _Op:
     prepare: _Prepare
     check: _Check | None = None
     ops_per_call: int = 1
-    warmup: int | None = None                                 # None: settings.warmup
+    warmup: int | None = None  # None: settings.warmup
     check_inputs: tuple[str, ...] = ("ones", "random")
     counts_throughput: bool = True
-    min_repeats: int | None = None                            # None: settings.min_repeats
+    min_repeats: int | None = None  # None: settings.min_repeats
 
 
 def _product(fx: _Fixture):
@@ -147,15 +160,18 @@ def _roundtrip(fx, kind):
 
 def _binary(fn, expect):
     """check of a ct-ct op: fn(ev, ct_x, ct_y) -> ct; expect(x, y) -> values."""
+
     def check(fx, kind):
         x, y = fx.inputs[kind]
         return expect(x, y), fx.dec(fn(fx, fx.ct(0, kind), fx.ct(1, kind)))
+
     return check
 
 
 def _keygen_galois(fx: _Fixture):
     def call():
         fx._cache["gk1"] = fx.be.generate_galois_keys(fx.sk, [1])
+
     return call
 
 
@@ -163,6 +179,7 @@ def _keygen_bootstrap(fx: _Fixture):
     def call():
         fx.drop("ev_boot")
         fx._cache["bk"] = fx.be.generate_bootstrap_keys(fx.sk)
+
     return call
 
 
@@ -173,22 +190,27 @@ def _bootstrap(parallel: bool) -> tuple[_Prepare, _Check]:
 
     def check(fx, kind):
         return fx.inputs[kind][0], fx.dec(fx.ev_boot.bootstrap(fx.ct_low(kind), parallel=parallel))
+
     return prepare, check
 
 
 def _bootstrap_extra(fx: _Fixture) -> dict:
     be, boot = fx.be, fx.be.params.bootstrap
     info = be.bootstrap_info or {}
-    return {"levels_left": be.max_level, "bootstrap_depth": boot.depth, "log_slots": boot.log_slots,
-            "bootstrap_log_qp": info.get("log_qp", be.params.bootstrap_log_qp),
-            "bootstrap_key_bytes": fx.bk.nbytes, "galois_keys": info.get("galois_keys")}
+    return {
+        "levels_left": be.max_level,
+        "bootstrap_depth": boot.depth,
+        "log_slots": boot.log_slots,
+        "bootstrap_log_qp": info.get("log_qp", be.params.bootstrap_log_qp),
+        "bootstrap_key_bytes": fx.bk.nbytes,
+        "galois_keys": info.get("galois_keys"),
+    }
 
 
 def _hoisted_check(fx, kind):
     x = fx.inputs[kind][0]
     rots = fx.ev_rot.rotate_hoisted(fx.ct(0, kind), fx.hoisted)
-    return (np.concatenate([np.roll(x, -s) for s in fx.hoisted]),
-            np.concatenate([fx.dec(rots[s]) for s in fx.hoisted]))
+    return (np.concatenate([np.roll(x, -s) for s in fx.hoisted]), np.concatenate([fx.dec(rots[s]) for s in fx.hoisted]))
 
 
 def _rotate_sum(ev, ct, steps):
@@ -207,30 +229,61 @@ def _rotate_sum_check(fx, kind):
 def _ops(settings: Settings) -> list[_Op]:
     mul_check = _binary(lambda fx, a, b: fx.ev.rescale(fx.ev.multiply(a, b)), lambda x, y: x * y)
     return [
-        _Op("encode", lambda fx: lambda: fx.be.encode(fx.inputs["random"][0]),
-            lambda fx, k: (fx.inputs[k][0], fx.be.decode(fx.be.encode(fx.inputs[k][0])))),
-        _Op("encrypt", lambda fx: (lambda pt: lambda: fx.be.encrypt(pt, fx.pk))(fx.be.encode(fx.inputs["random"][0])),
-            _roundtrip),
+        _Op(
+            "encode",
+            lambda fx: lambda: fx.be.encode(fx.inputs["random"][0]),
+            lambda fx, k: (fx.inputs[k][0], fx.be.decode(fx.be.encode(fx.inputs[k][0]))),
+        ),
+        _Op(
+            "encrypt",
+            lambda fx: (lambda pt: lambda: fx.be.encrypt(pt, fx.pk))(fx.be.encode(fx.inputs["random"][0])),
+            _roundtrip,
+        ),
         _Op("decrypt", lambda fx: (lambda ct: lambda: fx.be.decrypt(ct, fx.sk))(fx.ct(0)), _roundtrip),
         _Op("decode", lambda fx: (lambda pt: lambda: fx.be.decode(pt))(fx.be.decrypt(fx.ct(0), fx.sk))),
-        _Op("add", lambda fx: lambda: fx.ev.add(fx.ct(0), fx.ct(1)),
-            _binary(lambda fx, a, b: fx.ev.add(a, b), lambda x, y: x + y)),
+        _Op(
+            "add",
+            lambda fx: lambda: fx.ev.add(fx.ct(0), fx.ct(1)),
+            _binary(lambda fx, a, b: fx.ev.add(a, b), lambda x, y: x + y),
+        ),
         _Op("multiply_relin", lambda fx: lambda: fx.ev.multiply(fx.ct(0), fx.ct(1)), mul_check),
         _Op("rescale", lambda fx: (lambda p: lambda: fx.ev.rescale(p))(_product(fx)), mul_check),
-        _Op("multiply_plain", lambda fx: lambda: fx.ev.multiply(fx.ct(0), _plain_operand(fx)),
-            lambda fx, k: (fx.inputs[k][0] * fx.inputs[k][1],
-                           fx.dec(fx.ev.rescale(fx.ev.multiply(fx.ct(0, k), _plain_operand(fx, k)))))),
-        _Op("multiply_scalar", lambda fx: lambda: fx.ev.multiply(fx.ct(0), SCALAR),
-            lambda fx, k: (SCALAR * fx.inputs[k][0], fx.dec(fx.ev.rescale(fx.ev.multiply(fx.ct(0, k), SCALAR))))),
-        _Op("rotate", lambda fx: (lambda ev: lambda: ev.rotate(fx.ct(0), 1))(fx.ev_rot),
-            lambda fx, k: (np.roll(fx.inputs[k][0], -1), fx.dec(fx.ev_rot.rotate(fx.ct(0, k), 1)))),
-        _Op("rotate_hoisted", lambda fx: (lambda ev: lambda: ev.rotate_hoisted(fx.ct(0), fx.hoisted))(fx.ev_rot),
-            _hoisted_check, ops_per_call=settings.hoisted_steps, check_inputs=("random",)),
-        _Op("rotate_sum", lambda fx: (lambda ev: lambda: _rotate_sum(ev, fx.ct(0), fx.hoisted))(fx.ev_rot),
-            _rotate_sum_check, ops_per_call=settings.hoisted_steps, check_inputs=("random",)),
+        _Op(
+            "multiply_plain",
+            lambda fx: lambda: fx.ev.multiply(fx.ct(0), _plain_operand(fx)),
+            lambda fx, k: (
+                fx.inputs[k][0] * fx.inputs[k][1],
+                fx.dec(fx.ev.rescale(fx.ev.multiply(fx.ct(0, k), _plain_operand(fx, k)))),
+            ),
+        ),
+        _Op(
+            "multiply_scalar",
+            lambda fx: lambda: fx.ev.multiply(fx.ct(0), SCALAR),
+            lambda fx, k: (SCALAR * fx.inputs[k][0], fx.dec(fx.ev.rescale(fx.ev.multiply(fx.ct(0, k), SCALAR)))),
+        ),
+        _Op(
+            "rotate",
+            lambda fx: (lambda ev: lambda: ev.rotate(fx.ct(0), 1))(fx.ev_rot),
+            lambda fx, k: (np.roll(fx.inputs[k][0], -1), fx.dec(fx.ev_rot.rotate(fx.ct(0, k), 1))),
+        ),
+        _Op(
+            "rotate_hoisted",
+            lambda fx: (lambda ev: lambda: ev.rotate_hoisted(fx.ct(0), fx.hoisted))(fx.ev_rot),
+            _hoisted_check,
+            ops_per_call=settings.hoisted_steps,
+            check_inputs=("random",),
+        ),
+        _Op(
+            "rotate_sum",
+            lambda fx: (lambda ev: lambda: _rotate_sum(ev, fx.ct(0), fx.hoisted))(fx.ev_rot),
+            _rotate_sum_check,
+            ops_per_call=settings.hoisted_steps,
+            check_inputs=("random",),
+        ),
         # keys: the setup already ran the code once, so no warm-up (saves seconds at depth 19)
-        _Op("keygen_sk_pk_relin", lambda fx: lambda: fx.be.generate_keys(relin=True), warmup=0,
-            counts_throughput=False),
+        _Op(
+            "keygen_sk_pk_relin", lambda fx: lambda: fx.be.generate_keys(relin=True), warmup=0, counts_throughput=False
+        ),
         _Op("keygen_galois", _keygen_galois, warmup=0, counts_throughput=False),
         # bootstrapping: key generation takes minutes at N = 2^16, so one call
         _Op("keygen_bootstrap", _keygen_bootstrap, warmup=0, counts_throughput=False, min_repeats=1),
@@ -244,12 +297,15 @@ def _bootstrap_sequential() -> _Op:
 
 def _measure(op: _Op, fx: _Fixture, settings: Settings) -> dict:
     if op.name in ("encode", "decode") and getattr(fx.be, "deferred_encoding", False):
-        raise UnsupportedOperation(f"the {fx.be.name} backend has no separate encoding step (its library encodes "
-                                   "inside encrypt and the plaintext operations): nothing to time")
+        raise UnsupportedOperation(
+            f"the {fx.be.name} backend has no separate encoding step (its library encodes "
+            "inside encrypt and the plaintext operations): nothing to time"
+        )
     fused = getattr(fx.be, "fused_rescale", False)
     if op.name == "rescale" and fused:
-        raise UnsupportedOperation(f"the {fx.be.name} backend rescales inside every multiplication: its "
-                                   "multiply latencies include the rescale")
+        raise UnsupportedOperation(
+            f"the {fx.be.name} backend rescales inside every multiplication: its multiply latencies include the rescale"
+        )
     call = op.prepare(fx)
     check = op.check
     kinds = op.check_inputs if check else ()

@@ -15,7 +15,7 @@ class Table:
 
 @dataclass
 class Figure:
-    name: str       # file stem: figures/<name>.png next to report.md
+    name: str  # file stem: figures/<name>.png next to report.md
     caption: str
     png: bytes
 
@@ -53,7 +53,7 @@ def fmt(x, digits: int = 3) -> str:
     if isinstance(x, float):
         if x == 0:
             return "0"
-        if abs(x) >= 10 ** digits or abs(x) < 10 ** -(digits - 1):
+        if abs(x) >= 10**digits or abs(x) < 10 ** -(digits - 1):
             return f"{x:.{digits - 1}e}"
         return f"{x:.{digits}g}"
     return str(x)

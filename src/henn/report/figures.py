@@ -50,18 +50,33 @@ class _Colors:
     def style(self, rec: dict, key: str | None = None) -> dict:
         color = self.colors.setdefault(rec["backend"], self.cycle[len(self.colors) % len(self.cycle)])
         mark = self.series.setdefault(key or rec["backend"], len(self.series))
-        return {"color": color, "linestyle": _STYLES.get(rec.get("mode") or "", "-"),
-                "marker": _MARKERS[mark % len(_MARKERS)], "markersize": 4}
+        return {
+            "color": color,
+            "linestyle": _STYLES.get(rec.get("mode") or "", "-"),
+            "marker": _MARKERS[mark % len(_MARKERS)],
+            "markersize": 4,
+        }
 
 
 COLORS = _Colors()
 
 
-def line_panels(records: Iterable[dict], panels: Sequence[str], *, panel_of: Callable[[dict], str],
-                x_of: Callable[[dict], float | None], y_of: Callable[[dict], float | None],
-                series_of: Callable[[dict], str] = series_label, band_of=None, xlabel: str = "depth",
-                ylabel: str = "", logy: bool = True, logx: bool = False, title: str = "",
-                ncols: int = 3) -> bytes | None:
+def line_panels(
+    records: Iterable[dict],
+    panels: Sequence[str],
+    *,
+    panel_of: Callable[[dict], str],
+    x_of: Callable[[dict], float | None],
+    y_of: Callable[[dict], float | None],
+    series_of: Callable[[dict], str] = series_label,
+    band_of=None,
+    xlabel: str = "depth",
+    ylabel: str = "",
+    logy: bool = True,
+    logx: bool = False,
+    title: str = "",
+    ncols: int = 3,
+) -> bytes | None:
     """A grid of panels (one per `panels` entry); in each, one line per series of (x, y) points.
     band_of(rec) -> (low, high) draws a shaded spread (e.g. the interquartile range)."""
     data: dict[str, dict[str, list]] = {p: defaultdict(list) for p in panels}
@@ -87,8 +102,14 @@ def line_panels(records: Iterable[dict], panels: Sequence[str], *, panel_of: Cal
             ax.plot(xs, ys, label=key, **styles[key])
             bands = [p[2] for p in pts]
             if band_of and all(b is not None for b in bands):
-                ax.fill_between(xs, [b[0] for b in bands], [b[1] for b in bands], color=styles[key]["color"],
-                                alpha=0.15, linewidth=0)
+                ax.fill_between(
+                    xs,
+                    [b[0] for b in bands],
+                    [b[1] for b in bands],
+                    color=styles[key]["color"],
+                    alpha=0.15,
+                    linewidth=0,
+                )
         ax.set_title(panel, fontsize=10)
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
@@ -103,8 +124,17 @@ def line_panels(records: Iterable[dict], panels: Sequence[str], *, panel_of: Cal
     fig.tight_layout()
     handles, labels = _legend(axes)
     # above the panels; the legend's title is the figure's title (savefig's tight box keeps both)
-    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=min(4, len(labels)),
-               fontsize=8, title=title or None, title_fontsize=11, frameon=False)
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.0),
+        ncol=min(4, len(labels)),
+        fontsize=8,
+        title=title or None,
+        title_fontsize=11,
+        frameon=False,
+    )
     return _png(fig)
 
 
@@ -128,8 +158,12 @@ def timeline(records: list[dict], title: str = "resident memory over time") -> b
             tl = rec["memory"]["timeline"]
             what = (rec["extra"].get("model") or rec["op"]).removesuffix(".onnx")
             threads = f", {rec['threads']} thr" if rec.get("threads") else ""
-            ax.plot(tl["t_s"], [b / MB for b in tl["rss_bytes"]], linewidth=1.2,
-                    label=f"{what} ({rec['mode']} d{rec['depth']}{threads})")
+            ax.plot(
+                tl["t_s"],
+                [b / MB for b in tl["rss_bytes"]],
+                linewidth=1.2,
+                label=f"{what} ({rec['mode']} d{rec['depth']}{threads})",
+            )
         ax.set_title(backend, fontsize=10)
         ax.set_xlabel("time (s)", fontsize=8)
         ax.set_ylabel("RSS (MiB)", fontsize=8)

@@ -23,20 +23,29 @@ def table(t: Table) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in t.rows)
     note = f"<p>{html.escape(t.note)}</p>" if t.note else ""
-    return (f"<table><caption>{html.escape(t.title)}</caption><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table>{note}")
+    return (
+        f"<table><caption>{html.escape(t.title)}</caption><thead><tr>{head}</tr></thead>"
+        f"<tbody>{body}</tbody></table>{note}"
+    )
 
 
 def write(report: Report, out_dir: Path) -> Path:
-    parts = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>", f"<title>{html.escape(report.title)}</title>",
-             f"<style>{_CSS}</style></head><body>", f"<h1>{html.escape(report.title)}</h1>"]
+    parts = [
+        "<!DOCTYPE html>",
+        "<html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(report.title)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(report.title)}</h1>",
+    ]
     for sec in report.sections:
         parts.append(f"<h2>{html.escape(sec.title)}</h2>")
         parts += [f"<p>{html.escape(p)}</p>" for p in sec.paragraphs]
         for fig in sec.figures:
             data = base64.b64encode(fig.png).decode("ascii")
-            parts.append(f"<figure><img alt='{html.escape(fig.caption)}' src='data:image/png;base64,{data}'>"
-                         f"<figcaption>{html.escape(fig.caption)}</figcaption></figure>")
+            parts.append(
+                f"<figure><img alt='{html.escape(fig.caption)}' src='data:image/png;base64,{data}'>"
+                f"<figcaption>{html.escape(fig.caption)}</figcaption></figure>"
+            )
         parts += [table(t) for t in sec.tables]
     parts.append("</body></html>")
     path = out_dir / "report.html"

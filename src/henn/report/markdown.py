@@ -12,8 +12,7 @@ def _cell(text: str) -> str:
 
 
 def table(t: Table) -> str:
-    lines = [f"**{t.title}**", "", "| " + " | ".join(_cell(h) for h in t.header) + " |",
-             "|" + "---|" * len(t.header)]
+    lines = [f"**{t.title}**", "", "| " + " | ".join(_cell(h) for h in t.header) + " |", "|" + "---|" * len(t.header)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in t.rows]
     if t.note:
         lines += ["", t.note]

@@ -35,12 +35,15 @@ class Checkpoint:
             return []
         if not self.path.is_file():
             raise InputError(f"--resume: no checkpoint at {self.path}: start the run without --resume")
-        state = read_state(self.path, f"checkpoint {self.path} cannot be read ({{}}): delete it and start again "
-                           "without --resume")
+        state = read_state(
+            self.path, f"checkpoint {self.path} cannot be read ({{}}): delete it and start again without --resume"
+        )
         if not isinstance(state, dict) or state.get("config") != self.config:
             saved = state.get("config") if isinstance(state, dict) else None
-            raise InputError(f"checkpoint {self.path} is of another run ({saved}), not {self.config}: resume with "
-                             "the same --model, --activation, --epochs and --seed, or pick another --out")
+            raise InputError(
+                f"checkpoint {self.path} is of another run ({saved}), not {self.config}: resume with "
+                "the same --model, --activation, --epochs and --seed, or pick another --out"
+            )
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
@@ -51,9 +54,18 @@ class Checkpoint:
     def save(self, model, optimizer, scheduler, generator: torch.Generator, history: list[dict]) -> None:
         """Write atomically (a run killed while saving keeps the previous epoch's checkpoint)."""
         tmp = self.path.with_name(self.path.name + ".tmp")
-        torch.save({"config": self.config, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "generator": generator.get_state(),
-                    "torch_rng": torch.get_rng_state(), "history": history}, tmp)
+        torch.save(
+            {
+                "config": self.config,
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "generator": generator.get_state(),
+                "torch_rng": torch.get_rng_state(),
+                "history": history,
+            },
+            tmp,
+        )
         os.replace(tmp, self.path)
 
     def out_of_time(self) -> bool:

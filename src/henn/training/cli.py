@@ -6,8 +6,17 @@ import argparse
 import json
 
 # models.MODEL_NAMES, written out so that the CLI does not import torch (tests check the two agree)
-CLI_MODELS = ("mnist-cnn", "cifar-cnn", "mnist-mlp", "resnet20", "lola", "orion-mlp", "lenet", "tenseal-cnn",
-              "cryptonets")
+CLI_MODELS = (
+    "mnist-cnn",
+    "cifar-cnn",
+    "mnist-mlp",
+    "resnet20",
+    "lola",
+    "orion-mlp",
+    "lenet",
+    "tenseal-cnn",
+    "cryptonets",
+)
 
 
 def add_train_command(subparsers) -> argparse.ArgumentParser:
@@ -24,28 +33,56 @@ def add_train_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, choices=CLI_MODELS)
     # resnet20: AESPA or the ReLU reference (henn.training.resnet, imported with torch)
     p.add_argument("--activation", required=True, choices=(*ACTIVATIONS, "aespa", "relu"))
-    p.add_argument("--data-dir", default=None,
-                   help="folder holding mnist/ and cifar10/ (default: $HENN_DATA_DIR or "
-                        "../shared/datasets next to the repository)")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder holding mnist/ and cifar10/ (default: $HENN_DATA_DIR or "
+        "../shared/datasets next to the repository)",
+    )
     p.add_argument("--out", required=True, type=output_file, help="output .onnx path")
-    p.add_argument("--epochs", type=int_in(1, 10_000), default=None,
-                   help="default: 30 for mnist-cnn, 25 for cifar-cnn, 15 for mnist-mlp, 100 for resnet20 "
-                        "(about 10 h on 2 CPU cores: --time-budget and --resume)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue from OUT's checkpoint (OUT with .ckpt, written after every epoch)")
-    p.add_argument("--time-budget", type=int_in(1, 100_000), default=None, metavar="MINUTES",
-                   help="stop after the epoch that passes this many minutes (then --resume goes on)")
+    p.add_argument(
+        "--epochs",
+        type=int_in(1, 10_000),
+        default=None,
+        help="default: 30 for mnist-cnn, 25 for cifar-cnn, 15 for mnist-mlp, 100 for resnet20 "
+        "(about 10 h on 2 CPU cores: --time-budget and --resume)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from OUT's checkpoint (OUT with .ckpt, written after every epoch)",
+    )
+    p.add_argument(
+        "--time-budget",
+        type=int_in(1, 100_000),
+        default=None,
+        metavar="MINUTES",
+        help="stop after the epoch that passes this many minutes (then --resume goes on)",
+    )
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0)
     p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=2, help="torch CPU threads (default 2)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                   help="where to train (cuda: a CUDA GPU; same data order and augmentation as on the CPU)")
-    p.add_argument("--init", default=None, metavar="CKPT",
-                   help="fine-tune: start from this finished run's checkpoint (same model and activation) "
-                        "instead of random weights; needs --lr")
-    p.add_argument("--teacher", default=None, metavar="CKPT",
-                   help="with --init: distill this finished run's logits (e.g. src/henn/zoo/resnet20_relu.ckpt)")
-    p.add_argument("--lr", type=float, default=None,
-                   help="with --init: the fine-tuning schedule's peak learning rate (e.g. 0.01)")
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where to train (cuda: a CUDA GPU; same data order and augmentation as on the CPU)",
+    )
+    p.add_argument(
+        "--init",
+        default=None,
+        metavar="CKPT",
+        help="fine-tune: start from this finished run's checkpoint (same model and activation) "
+        "instead of random weights; needs --lr",
+    )
+    p.add_argument(
+        "--teacher",
+        default=None,
+        metavar="CKPT",
+        help="with --init: distill this finished run's logits (e.g. src/henn/zoo/resnet20_relu.ckpt)",
+    )
+    p.add_argument(
+        "--lr", type=float, default=None, help="with --init: the fine-tuning schedule's peak learning rate (e.g. 0.01)"
+    )
     p.set_defaults(func=run_train, handler=run_train)
     return p
 
@@ -58,16 +95,22 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         from henn.training.train import train
     except ImportError as exc:
-        raise BackendError(
-            f"training needs torch ({exc}): pip install 'henn[train]'"
-        ) from None
-    metrics = train(args.model, args.activation, args.data_dir, args.out,
-                    epochs=args.epochs, seed=args.seed, threads=args.threads, resume=args.resume, device=args.device,
-                    time_budget_s=None if args.time_budget is None else 60.0 * args.time_budget,
-                    fine_tune=_fine_tune(args))
+        raise BackendError(f"training needs torch ({exc}): pip install 'henn[train]'") from None
+    metrics = train(
+        args.model,
+        args.activation,
+        args.data_dir,
+        args.out,
+        epochs=args.epochs,
+        seed=args.seed,
+        threads=args.threads,
+        resume=args.resume,
+        device=args.device,
+        time_budget_s=None if args.time_budget is None else 60.0 * args.time_budget,
+        fine_tune=_fine_tune(args),
+    )
     if metrics["status"] != "complete":
-        sys.stdout.write(f"stopped after epoch {metrics['epochs_done']} of {metrics['epochs']}: "
-                         f"{metrics['command']}\n")
+        sys.stdout.write(f"stopped after epoch {metrics['epochs_done']} of {metrics['epochs']}: {metrics['command']}\n")
         return 0
     sys.stdout.write(json.dumps(metrics["accuracies"], indent=1) + "\n")
     return 0

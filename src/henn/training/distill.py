@@ -44,9 +44,13 @@ class FineTune:
 
     def config(self) -> dict:
         """What a resumed run must match (the files' contents, not their names)."""
-        return {"init_sha256": _sha256(self.init), "peak_lr": self.peak_lr,
-                "teacher_sha256": None if self.teacher is None else _sha256(self.teacher),
-                "temperature": TEMPERATURE if self.teacher else None, "weight": WEIGHT if self.teacher else None}
+        return {
+            "init_sha256": _sha256(self.init),
+            "peak_lr": self.peak_lr,
+            "teacher_sha256": None if self.teacher is None else _sha256(self.teacher),
+            "temperature": TEMPERATURE if self.teacher else None,
+            "weight": WEIGHT if self.teacher else None,
+        }
 
     def cli_args(self) -> list[str]:
         args = ["--init", str(self.init), "--lr", repr(self.peak_lr)]
@@ -54,8 +58,7 @@ class FineTune:
 
     def describe(self) -> dict:
         """For the run's .json: the paths and the fingerprints."""
-        return {"init": str(self.init), "teacher": None if self.teacher is None else str(self.teacher),
-                **self.config()}
+        return {"init": str(self.init), "teacher": None if self.teacher is None else str(self.teacher), **self.config()}
 
 
 def _sha256(path: Path) -> str:
@@ -72,8 +75,10 @@ def _read_finished_run(path: Path, flag: str) -> dict:
     if not isinstance(config, dict) or not {"model", "activation", "epochs"} <= config.keys():
         raise InputError(f"{flag} {path} is not a henn training checkpoint (no run configuration in it)")
     if len(state.get("history", [])) < config["epochs"]:
-        raise InputError(f"{flag} {path} is of an unfinished run ({len(state.get('history', []))} of "
-                         f"{config['epochs']} epochs): finish it with --resume first")
+        raise InputError(
+            f"{flag} {path} is of an unfinished run ({len(state.get('history', []))} of "
+            f"{config['epochs']} epochs): finish it with --resume first"
+        )
     return state
 
 
@@ -82,8 +87,10 @@ def load_run_weights(path: Path, model_name: str, activation: str) -> dict:
     state = _read_finished_run(path, "--init")
     config = state["config"]
     if (config["model"], config["activation"]) != (model_name, activation):
-        raise InputError(f"--init {path} holds {config['model']} with {config['activation']}, not {model_name} "
-                         f"with {activation}: start from a run of the same model and activation")
+        raise InputError(
+            f"--init {path} holds {config['model']} with {config['activation']}, not {model_name} "
+            f"with {activation}: start from a run of the same model and activation"
+        )
     return state["model"]
 
 
@@ -92,8 +99,10 @@ def load_teacher(path: Path, model_name: str, device: torch.device) -> torch.nn.
     state = _read_finished_run(path, "--teacher")
     config = state["config"]
     if INPUT_SHAPES.get(config["model"]) != INPUT_SHAPES[model_name]:
-        raise InputError(f"--teacher {path} is a {config['model']}, whose inputs are not {model_name}'s: "
-                         "pick a teacher trained on the same dataset")
+        raise InputError(
+            f"--teacher {path} is a {config['model']}, whose inputs are not {model_name}'s: "
+            "pick a teacher trained on the same dataset"
+        )
     teacher = build_model(config["model"], config["activation"])
     teacher.load_state_dict(state["model"])
     teacher.to(device).eval()
@@ -106,6 +115,10 @@ def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor
     """WEIGHT * T^2 * KL(teacher_T || student_T) + (1 - WEIGHT) * CE(student, labels); T^2 keeps the soft
     term's gradient on the scale of the hard one's as T changes (Hinton et al., section 2)."""
     t = TEMPERATURE
-    soft = F.kl_div(F.log_softmax(student_logits / t, dim=1), F.log_softmax(teacher_logits / t, dim=1),
-                    reduction="batchmean", log_target=True)
+    soft = F.kl_div(
+        F.log_softmax(student_logits / t, dim=1),
+        F.log_softmax(teacher_logits / t, dim=1),
+        reduction="batchmean",
+        log_target=True,
+    )
     return WEIGHT * t * t * soft + (1.0 - WEIGHT) * F.cross_entropy(student_logits, labels)

