@@ -43,8 +43,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:
         log.debug("internal error", exc_info=True)
-        print(f"henn: internal error: {type(exc).__name__}: {exc}; this is a bug, please report it (run with -vv "
-              "for the traceback)", file=sys.stderr)
+        print(
+            f"henn: internal error: {type(exc).__name__}: {exc}; this is a bug, please report it (run with -vv "
+            "for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -36,18 +36,13 @@ __all__ = [
     "CIFAR10_LABELS",
 ]
 
-CIFAR10_LABELS = (
-    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
-)
+CIFAR10_LABELS = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 
 _MNIST_FILES = {
     "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
     "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
 }
-_CIFAR_FILES = {
-    "train": tuple(f"data_batch_{i}.bin" for i in range(1, 6)),
-    "test": ("test_batch_first1000.bin",),
-}
+_CIFAR_FILES = {"train": tuple(f"data_batch_{i}.bin" for i in range(1, 6)), "test": ("test_batch_first1000.bin",)}
 _CIFAR_RECORD = 1 + 3 * 32 * 32
 _HINT = "pass --data-dir DIR or set HENN_DATA_DIR to the folder holding mnist/ and cifar10/"
 
@@ -84,9 +79,7 @@ def _read_file(path: Path) -> bytes:
                 return f.read()
         return path.read_bytes()
     except (OSError, EOFError) as exc:  # gzip raises EOFError/BadGzipFile on truncation
-        raise InputError(
-            f"dataset file {path} is truncated or corrupted ({exc}): re-download it; {_HINT}"
-        ) from None
+        raise InputError(f"dataset file {path} is truncated or corrupted ({exc}): re-download it; {_HINT}") from None
 
 
 def _parse_idx(raw: bytes, path: Path, magic: int, ndim: int) -> np.ndarray:
@@ -116,9 +109,7 @@ def _load_mnist_u8(data_dir, split: str) -> tuple[np.ndarray, np.ndarray]:
     images = _parse_idx(_read_file(folder / img_name), folder / img_name, 0x00000803, 3)
     labels = _parse_idx(_read_file(folder / lbl_name), folder / lbl_name, 0x00000801, 1)
     if len(images) != len(labels) or images.shape[1:] != (28, 28):
-        raise InputError(
-            f"MNIST {split} files disagree: {images.shape} images vs {labels.shape} labels"
-        )
+        raise InputError(f"MNIST {split} files disagree: {images.shape} images vs {labels.shape} labels")
     if labels.max(initial=0) > 9:
         raise InputError(f"MNIST {split} labels out of range 0..9 in {folder / lbl_name}")
     return images, labels

@@ -41,7 +41,6 @@ class SerializationError(InputError):
     """Truncated, corrupted or foreign serialized data."""
 
 
-
 class KeyFileError(InputError):
     """A key file that cannot be opened: not one, damaged, changed, or a wrong passphrase."""
 

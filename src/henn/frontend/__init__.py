@@ -25,13 +25,18 @@ def check_input_shape(input_shape) -> tuple[int, ...] | None:
         return None
     try:
         dims = tuple(input_shape)
-        ok = len(dims) in (3, 4) and all(not isinstance(d, bool) and isinstance(d, (int, np.integer)) and d >= 1
-                                          for d in dims) and math.prod(int(d) for d in dims[-3:]) <= MAX_INPUTS
+        ok = (
+            len(dims) in (3, 4)
+            and all(not isinstance(d, bool) and isinstance(d, (int, np.integer)) and d >= 1 for d in dims)
+            and math.prod(int(d) for d in dims[-3:]) <= MAX_INPUTS
+        )
     except TypeError:
         ok = False
     if not ok:
-        raise InputError(f"input_shape={input_shape!r}: give (C, H, W) as positive integers (at most {MAX_INPUTS} "
-                         "values per image), e.g. (1, 28, 28)")
+        raise InputError(
+            f"input_shape={input_shape!r}: give (C, H, W) as positive integers (at most {MAX_INPUTS} "
+            "values per image), e.g. (1, 28, 28)"
+        )
     return tuple(int(d) for d in dims)
 
 

@@ -16,8 +16,9 @@ from henn.frontend import pool
 from henn.ir.ops import conv_output_hw
 
 
-def maxpool(layer: str, in_shape: Sequence[int], kernel, stride, pads, *, ceil_mode=False, dilation=(1, 1),
-            return_indices=False) -> dict:
+def maxpool(
+    layer: str, in_shape: Sequence[int], kernel, stride, pads, *, ceil_mode=False, dilation=(1, 1), return_indices=False
+) -> dict:
     """The attrs of the IR maxpool (kernel, stride, pads (top, left, bottom, right))."""
     _, h, w = in_shape
     kernel, stride, pads = tuple(int(v) for v in kernel), tuple(int(v) for v in stride), tuple(int(v) for v in pads)
@@ -27,8 +28,10 @@ def maxpool(layer: str, in_shape: Sequence[int], kernel, stride, pads, *, ceil_m
         raise UnsupportedOperation(f"layer {layer!r}: max pooling with return_indices is not supported")
     out = conv_output_hw(h, w, kernel, stride, pads)
     if ceil_mode:
-        ceil = tuple(-(-(size + pads[i] + pads[i + 2] - k) // s) + 1
-                     for i, (size, k, s) in enumerate(zip((h, w), kernel, stride)))
+        ceil = tuple(
+            -(-(size + pads[i] + pads[i + 2] - k) // s) + 1
+            for i, (size, k, s) in enumerate(zip((h, w), kernel, stride))
+        )
         if ceil != out:
             raise UnsupportedOperation(
                 f"layer {layer!r}: max pooling with ceil_mode adds a partial window here ({out} -> {ceil}); henn "

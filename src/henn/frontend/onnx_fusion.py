@@ -94,8 +94,10 @@ class _Matcher:
             e = next((v for v in self.nodes[ai].input if v not in ones), None)
             ei = self._made(e, "Erf") if e is not None and ones else None
             di = self._made(self.nodes[ei].input[0], "Div") if ei is not None else None
-            if di is not None and list(self.nodes[di].input[:1]) == [x] and self._const(
-                self.nodes[di].input[1], math.sqrt(2.0)
+            if (
+                di is not None
+                and list(self.nodes[di].input[:1]) == [x]
+                and self._const(self.nodes[di].input[1], math.sqrt(2.0))
             ):
                 return "Gelu", x, {mi, ai, ei, di}
         return None

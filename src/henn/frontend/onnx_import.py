@@ -32,13 +32,36 @@ from henn.ir.ops import Op, infer_shape
 
 log = logging.getLogger(__name__)
 
-SUPPORTED = ("Conv", "Pad (zeros, before a Conv or AveragePool)", "BatchNormalization", "Gemm", "MatMul",
-             "henn.Poly", "Mul/Add/Sub/Neg/Pow/Div forming a polynomial in one tensor", "Add of two tensors",
-             "AveragePool", "GlobalAveragePool", "MaxPool", "GlobalMaxPool",
-             "ReduceMean over (H, W)", "Flatten", "Reshape", "Transpose", "Concat (axis 1)", "Identity",
-             "Dropout")
-_ELEMENTWISE = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "Neg": np.negative,
-                "Pow": np.power, "Reciprocal": np.reciprocal}
+SUPPORTED = (
+    "Conv",
+    "Pad (zeros, before a Conv or AveragePool)",
+    "BatchNormalization",
+    "Gemm",
+    "MatMul",
+    "henn.Poly",
+    "Mul/Add/Sub/Neg/Pow/Div forming a polynomial in one tensor",
+    "Add of two tensors",
+    "AveragePool",
+    "GlobalAveragePool",
+    "MaxPool",
+    "GlobalMaxPool",
+    "ReduceMean over (H, W)",
+    "Flatten",
+    "Reshape",
+    "Transpose",
+    "Concat (axis 1)",
+    "Identity",
+    "Dropout",
+)
+_ELEMENTWISE = {
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "Div": np.divide,
+    "Neg": np.negative,
+    "Pow": np.power,
+    "Reciprocal": np.reciprocal,
+}
 _SKIP = ("Identity", "Dropout")
 _PADDED_READERS = ("Conv", "AveragePool", "Pad")  # take a zero padding before them as their own
 _SOFTMAX = ("Softmax", "LogSoftmax")
@@ -60,8 +83,10 @@ def load_onnx(model, input_shape: tuple[int, ...] | None = None) -> Graph:
     consts = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in g.initializer}
     inputs = [i for i in g.input if i.name not in consts]
     if len(inputs) != 1:
-        raise UnsupportedOperation(f"the model has {len(inputs)} inputs ({[i.name for i in inputs]}); henn "
-                                   "compiles models with exactly one image input")
+        raise UnsupportedOperation(
+            f"the model has {len(inputs)} inputs ({[i.name for i in inputs]}); henn "
+            "compiles models with exactly one image input"
+        )
     shape = _input_shape(inputs[0], input_shape)
     b = _Builder(_clean(inputs[0].name), shape, consts)
     nodes = fuse_activations(list(g.node), consts)
@@ -80,8 +105,10 @@ def _input_shape(inp, given) -> tuple[int, ...]:
         if declared is not None and len(given) == len(declared) + 1:
             given = given[1:]
         if declared is not None and all(d is not None for d in declared) and tuple(declared) != given:
-            raise InputError(f"input_shape {given} does not match the model's declared input {tuple(declared)} "
-                             "(batch axis excluded): pass the model's shape")
+            raise InputError(
+                f"input_shape {given} does not match the model's declared input {tuple(declared)} "
+                "(batch axis excluded): pass the model's shape"
+            )
         return given
     if declared is None or any(d is None or d <= 0 for d in declared):
         raise InputError(f"the model input {inp.name!r} has no fixed shape: pass input_shape=(C, H, W)")
@@ -124,13 +151,17 @@ class _Builder:
     # ---- helpers ---------------------------------------------------------------------------
     def _src(self, onnx_name: str, layer: str) -> str:
         if onnx_name in self.padded:
-            raise UnsupportedOperation(f"layer {layer!r} reads the zero-padded {onnx_name!r}: henn compiles zero "
-                                       "padding right before a Conv or an AveragePool (it becomes their padding)")
+            raise UnsupportedOperation(
+                f"layer {layer!r} reads the zero-padded {onnx_name!r}: henn compiles zero "
+                "padding right before a Conv or an AveragePool (it becomes their padding)"
+            )
         if onnx_name not in self.alias and onnx_name in self.exprs:
             self._materialize(onnx_name)
         if onnx_name not in self.alias:
-            raise UnsupportedOperation(f"layer {layer!r} reads {onnx_name!r}, which is neither the image input "
-                                       "nor computed from it: henn needs weights as initializers/Constants")
+            raise UnsupportedOperation(
+                f"layer {layer!r} reads {onnx_name!r}, which is neither the image input "
+                "nor computed from it: henn needs weights as initializers/Constants"
+            )
         return self.alias[onnx_name]
 
     def _padded_src(self, onnx_name: str, layer: str) -> tuple[str, conv.Pads]:
@@ -199,8 +230,9 @@ class _Builder:
         if handler is None:
             raise UnsupportedOperation(
                 f"layer {layer!r} ({(node.domain + '.') if node.domain else ''}{op}) is not supported: henn "
-                f"compiles {', '.join(SUPPORTED)}" + ("; replace max pooling by average pooling and retrain"
-                                                      if "MaxPool" in op else ""))
+                f"compiles {', '.join(SUPPORTED)}"
+                + ("; replace max pooling by average pooling and retrain" if "MaxPool" in op else "")
+            )
         handler(node, a, layer, src)
 
     def _fold_constant(self, node, op, a, layer) -> None:
@@ -215,8 +247,11 @@ class _Builder:
             out = np.take(c[0], c[1].astype(np.int64), axis=a.get("axis", 0))
         elif op in ("Unsqueeze", "Squeeze"):
             axes = a.get("axes", None if len(c) < 2 or c[1] is None else c[1].astype(np.int64).tolist())
-            out = np.expand_dims(c[0], tuple(axes)) if op == "Unsqueeze" else np.squeeze(c[0], None if axes is None
-                                                                                       else tuple(axes))
+            out = (
+                np.expand_dims(c[0], tuple(axes))
+                if op == "Unsqueeze"
+                else np.squeeze(c[0], None if axes is None else tuple(axes))
+            )
         elif op == "Concat":
             out = np.concatenate([np.atleast_1d(x) for x in c], axis=a.get("axis", 0))
         elif op in _ELEMENTWISE:
@@ -226,14 +261,17 @@ class _Builder:
             out = np.full(c[0].astype(np.int64), 0.0 if fill is None else numpy_helper.to_array(fill).reshape(-1)[0])
         elif op == "Reshape":
             target = c[1].astype(np.int64)
-            target = np.where(target == 0, np.array(c[0].shape)[: len(target)], target) if not a.get("allowzero") \
-                else target
+            target = (
+                np.where(target == 0, np.array(c[0].shape)[: len(target)], target) if not a.get("allowzero") else target
+            )
             out = c[0].reshape(tuple(target))
         elif op == "Slice":
             out = _slice(c)
         else:
-            raise UnsupportedOperation(f"layer {layer!r} ({op}) computes on constants only; fold it before export "
-                                       "(e.g. onnx-simplifier or do_constant_folding=True for that part)")
+            raise UnsupportedOperation(
+                f"layer {layer!r} ({op}) computes on constants only; fold it before export "
+                "(e.g. onnx-simplifier or do_constant_folding=True for that part)"
+            )
         self.consts[node.output[0]] = np.asarray(out, dtype=np.float64)
 
     def _op_Conv(self, node, a, layer, src) -> None:
@@ -252,14 +290,23 @@ class _Builder:
         else:
             raise UnsupportedOperation(f"layer {layer!r}: auto_pad={auto} is not supported: export explicit pads")
         bias = self._const(node.input[2], layer) if len(node.input) > 2 and node.input[2] else np.zeros(w.shape[0])
-        self._emit(Op.CONV2D, layer, src, node.output[0], {"stride": stride, "pads": conv.add_pads(pads, extra)},
-                   {"weight": w, "bias": bias})
+        self._emit(
+            Op.CONV2D,
+            layer,
+            src,
+            node.output[0],
+            {"stride": stride, "pads": conv.add_pads(pads, extra)},
+            {"weight": w, "bias": bias},
+        )
 
     def _op_Pad(self, node, a, layer, src) -> None:
         src, extra = self._padded_src(node.input[0], layer)
         pads = self._const(node.input[1], layer) if len(node.input) > 1 else np.asarray(a.get("pads", ()))
-        value = self._const(node.input[2], layer).reshape(-1)[0] if len(node.input) > 2 and node.input[2] else \
-            a.get("value", 0.0)
+        value = (
+            self._const(node.input[2], layer).reshape(-1)[0]
+            if len(node.input) > 2 and node.input[2]
+            else a.get("value", 0.0)
+        )
         mode = a.get("mode", b"constant")
         mode = mode.decode() if isinstance(mode, bytes) else str(mode)
         if len(node.input) > 3 and node.input[3]:
@@ -270,16 +317,25 @@ class _Builder:
 
     def _op_BatchNormalization(self, node, a, layer, src) -> None:
         p = [self._const(n, layer) for n in node.input[1:5]]
-        self._emit(Op.BATCHNORM, layer, src, node.output[0], {"epsilon": float(a.get("epsilon", 1e-5))},
-                   dict(zip(("scale", "bias", "mean", "var"), p)))
+        self._emit(
+            Op.BATCHNORM,
+            layer,
+            src,
+            node.output[0],
+            {"epsilon": float(a.get("epsilon", 1e-5))},
+            dict(zip(("scale", "bias", "mean", "var"), p)),
+        )
 
     def _op_Gemm(self, node, a, layer, src) -> None:
         if a.get("transA", 0):
             raise UnsupportedOperation(f"layer {layer!r}: Gemm with transA=1 is not supported")
         w = self._const(node.input[1], layer) * float(a.get("alpha", 1.0))
         w = w if a.get("transB", 0) else w.T
-        bias = (self._const(node.input[2], layer).reshape(-1) * float(a.get("beta", 1.0))
-                if len(node.input) > 2 and node.input[2] else np.zeros(w.shape[0]))
+        bias = (
+            self._const(node.input[2], layer).reshape(-1) * float(a.get("beta", 1.0))
+            if len(node.input) > 2 and node.input[2]
+            else np.zeros(w.shape[0])
+        )
         if bias.size == 1 and w.shape[0] > 1:
             bias = np.full(w.shape[0], bias[0])
         self._linear_like(layer, src, node.output[0], w, bias)
@@ -307,8 +363,9 @@ class _Builder:
             self._emit(Op.ADD, layer, [self._src(i, layer) for i in node.input], node.output[0])
             return
         if op == "Pow" and node.input[1] not in self.consts:
-            raise UnsupportedOperation(f"layer {layer!r} (Pow): the exponent must be a constant integer; henn "
-                                       f"compiles {elementwise.SUPPORTED}")
+            raise UnsupportedOperation(
+                f"layer {layer!r} (Pow): the exponent must be a constant integer; henn compiles {elementwise.SUPPORTED}"
+            )
         if op == "Pow":
             e = self.consts[node.input[1]].reshape(-1)
             if e.size != 1:
@@ -321,8 +378,12 @@ class _Builder:
             result = elementwise.divide(one, self._operand(node.input[0], layer, roots), layer)
         else:
             a, b = (self._operand(i, layer, roots) for i in node.input)
-            result = {"Add": elementwise.add, "Sub": elementwise.sub, "Mul": elementwise.mul,
-                      "Div": elementwise.divide}[op](a, b, layer)
+            result = {
+                "Add": elementwise.add,
+                "Sub": elementwise.sub,
+                "Mul": elementwise.mul,
+                "Div": elementwise.divide,
+            }[op](a, b, layer)
         self.exprs[node.output[0]] = (result, layer)
 
     def _root(self, name: str, layer: str) -> str:
@@ -365,12 +426,21 @@ class _Builder:
         pads = tuple(a.get("pads", [0, 0, 0, 0]))
         include = bool(a.get("count_include_pad", 0))
         if any(extra) and any(pads) and not include:
-            raise UnsupportedOperation(f"layer {layer!r}: Pad before an AveragePool that excludes its own padding "
-                                       "from the count is not supported; set count_include_pad=1")
+            raise UnsupportedOperation(
+                f"layer {layer!r}: Pad before an AveragePool that excludes its own padding "
+                "from the count is not supported; set count_include_pad=1"
+            )
         if any(d != 1 for d in a.get("dilations", [1, 1])):
             raise UnsupportedOperation(f"layer {layer!r}: dilated AveragePool is not supported")
-        attrs, r = pool.avgpool(layer, self.values[src].shape, k, tuple(a.get("strides", k)),
-                                conv.add_pads(pads, extra), bool(a.get("ceil_mode", 0)), include or any(extra))
+        attrs, r = pool.avgpool(
+            layer,
+            self.values[src].shape,
+            k,
+            tuple(a.get("strides", k)),
+            conv.add_pads(pads, extra),
+            bool(a.get("ceil_mode", 0)),
+            include or any(extra),
+        )
         self._emit(Op.AVGPOOL, layer, src, node.output[0], attrs)
         if r is not None:
             self.rescaled.owed[self.alias[node.output[0]]] = r
@@ -380,8 +450,10 @@ class _Builder:
         if axes is None and len(node.input) > 1 and node.input[1]:
             axes = self._const(node.input[1], layer).astype(np.int64).tolist()
         if axes is None or sorted(int(x) % 4 for x in axes) != [2, 3] or len(self.values[src].shape) != 3:
-            raise UnsupportedOperation(f"layer {layer!r}: ReduceMean over axes {axes} is not supported; henn compiles "
-                                       "the mean over height and width (axes 2, 3: a global average pool)")
+            raise UnsupportedOperation(
+                f"layer {layer!r}: ReduceMean over axes {axes} is not supported; henn compiles "
+                "the mean over height and width (axes 2, 3: a global average pool)"
+            )
         if a.get("keepdims", 1):
             _, h, w = self.values[src].shape
             self._emit(Op.AVGPOOL, layer, src, node.output[0], {"kernel": (h, w), "stride": (h, w), "pads": (0,) * 4})
@@ -401,8 +473,15 @@ class _Builder:
             raise UnsupportedOperation(f"layer {layer!r}: auto_pad={auto} is not supported: export explicit pads")
         if len(node.output) > 1 and node.output[1]:
             raise UnsupportedOperation(f"layer {layer!r}: MaxPool with an Indices output is not supported")
-        attrs = maxpool.maxpool(layer, self.values[src].shape, k, stride, pads, ceil_mode=bool(a.get("ceil_mode", 0)),
-                                dilation=tuple(a.get("dilations", [1, 1])))
+        attrs = maxpool.maxpool(
+            layer,
+            self.values[src].shape,
+            k,
+            stride,
+            pads,
+            ceil_mode=bool(a.get("ceil_mode", 0)),
+            dilation=tuple(a.get("dilations", [1, 1])),
+        )
         self._emit(Op.MAXPOOL, layer, src, node.output[0], attrs)
 
     def _op_GlobalMaxPool(self, node, a, layer, src) -> None:

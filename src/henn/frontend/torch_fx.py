@@ -26,12 +26,25 @@ from henn.frontend.elementwise import Expr
 from henn.ir.graph import Graph, Node, Value
 from henn.ir.ops import Op, infer_shape
 
-SUPPORTED = ("Conv2d", "zero padding before a Conv2d or AvgPool2d", "BatchNorm1d/2d", "Linear", "AvgPool2d",
-             "MaxPool2d", "AdaptiveMaxPool2d",
-             "AdaptiveAvgPool2d", "mean over (H, W)", "Flatten", "view/reshape/permute/transpose",
-             "torch.cat along dim 1",
-             "polynomial activations (PolyAct)",
-             "+ - * / ** forming a polynomial in one tensor", "Identity", "Dropout")
+SUPPORTED = (
+    "Conv2d",
+    "zero padding before a Conv2d or AvgPool2d",
+    "BatchNorm1d/2d",
+    "Linear",
+    "AvgPool2d",
+    "MaxPool2d",
+    "AdaptiveMaxPool2d",
+    "AdaptiveAvgPool2d",
+    "mean over (H, W)",
+    "Flatten",
+    "view/reshape/permute/transpose",
+    "torch.cat along dim 1",
+    "polynomial activations (PolyAct)",
+    "+ - * / ** forming a polynomial in one tensor",
+    "Identity",
+    "Dropout",
+)
+
 
 def _np(t) -> np.ndarray:
     return t.detach().cpu().double().numpy().copy()
@@ -111,11 +124,15 @@ class _Emitter:
         if isinstance(arg, (tuple, list)) and len(arg) == 1:
             arg = arg[0]
         if isinstance(arg, dict):
-            raise UnsupportedOperation(f"the model returns a dict of outputs ({', '.join(map(str, arg))}); henn "
-                                       "compiles models that return one tensor, the logits: return only those")
+            raise UnsupportedOperation(
+                f"the model returns a dict of outputs ({', '.join(map(str, arg))}); henn "
+                "compiles models that return one tensor, the logits: return only those"
+            )
         if isinstance(arg, (tuple, list)):
-            raise UnsupportedOperation(f"the model returns {len(arg)} outputs; henn compiles models that return one "
-                                       "tensor, the logits: return only those")
+            raise UnsupportedOperation(
+                f"the model returns {len(arg)} outputs; henn compiles models that return one "
+                "tensor, the logits: return only those"
+            )
         if not hasattr(arg, "name") or self._value(arg.name) is None:
             raise UnsupportedOperation(f"the model returns {arg!r}, not a tensor computed from the image input")
         return self.alias[arg.name]
@@ -177,19 +194,35 @@ class _Emitter:
         src = self._src(node)
         if hasattr(m, "coefficients"):
             rng = getattr(m, "fitted_range", None)
-            self._emit(Op.POLY, node, src, {"coefficients": tuple(float(c) for c in _np(m.coefficients).reshape(-1)),
-                                           "name": str(getattr(m, "name", "poly")),
-                                           "range": None if rng is None else (float(rng[0]), float(rng[1]))})
+            self._emit(
+                Op.POLY,
+                node,
+                src,
+                {
+                    "coefficients": tuple(float(c) for c in _np(m.coefficients).reshape(-1)),
+                    "name": str(getattr(m, "name", "poly")),
+                    "range": None if rng is None else (float(rng[0]), float(rng[1])),
+                },
+            )
         elif kind in ("BatchNorm2d", "BatchNorm1d"):
             c = m.num_features
-            self._emit(Op.BATCHNORM, node, src, {"epsilon": float(m.eps)},
-                       {"scale": _np(m.weight) if m.affine else np.ones(c),
-                        "bias": _np(m.bias) if m.affine else np.zeros(c),
-                        "mean": _np(m.running_mean), "var": _np(m.running_var)})
+            self._emit(
+                Op.BATCHNORM,
+                node,
+                src,
+                {"epsilon": float(m.eps)},
+                {
+                    "scale": _np(m.weight) if m.affine else np.ones(c),
+                    "bias": _np(m.bias) if m.affine else np.zeros(c),
+                    "mean": _np(m.running_mean),
+                    "var": _np(m.running_var),
+                },
+            )
         elif kind == "Linear":
             if len(self.values[src].shape) != 1:
-                raise UnsupportedOperation(f"layer {node.target!r}: Linear on a {len(self.values[src].shape)}-D "
-                                           "tensor; flatten first")
+                raise UnsupportedOperation(
+                    f"layer {node.target!r}: Linear on a {len(self.values[src].shape)}-D tensor; flatten first"
+                )
             bias = _np(m.bias) if m.bias is not None else np.zeros(m.out_features)
             self._emit(Op.LINEAR, node, src, {}, {"weight": _np(m.weight), "bias": bias})
         elif kind in ("MaxPool2d", "AdaptiveMaxPool2d"):
@@ -204,13 +237,17 @@ class _Emitter:
             self.alias[node.name] = src
         elif kind in TORCH_MODULES:
             act = TORCH_MODULES[kind]
-            check_parameters(act, str(node.target), {k: getattr(m, k) for k, _ in NONPOLYNOMIAL[act].torch_parameters
-                                                      if hasattr(m, k)})
+            check_parameters(
+                act,
+                str(node.target),
+                {k: getattr(m, k) for k, _ in NONPOLYNOMIAL[act].torch_parameters if hasattr(m, k)},
+            )
             self._emit(Op.ACTIVATION, node, src, {"kind": act})
         else:
             hint = "; replace max pooling by average pooling and retrain" if "MaxPool" in kind else ""
-            raise UnsupportedOperation(f"layer {node.target!r} ({kind}) is not supported: henn compiles "
-                                       f"{', '.join(SUPPORTED)}{hint}")
+            raise UnsupportedOperation(
+                f"layer {node.target!r} ({kind}) is not supported: henn compiles {', '.join(SUPPORTED)}{hint}"
+            )
 
     def _padded_module(self, node, m, kind: str) -> None:
         """Modules that read a zero-padded value: the padding is theirs."""
@@ -222,8 +259,10 @@ class _Emitter:
             self._avgpool(node, src, m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad, extra)
         else:
             if m.padding_mode != "zeros":
-                raise UnsupportedOperation(f"layer {layer!r}: Conv2d padding_mode={m.padding_mode!r} is not supported; "
-                                           "henn compiles zero padding")
+                raise UnsupportedOperation(
+                    f"layer {layer!r}: Conv2d padding_mode={m.padding_mode!r} is not supported; "
+                    "henn compiles zero padding"
+                )
             weight = conv.dense_weight(layer, _np(m.weight), m.groups, _pair(m.dilation))
             if m.padding == "same":
                 pads = conv.same_pads(self.values[src].shape[1:], weight.shape[2:], (1, 1), upper=True)
@@ -233,29 +272,47 @@ class _Emitter:
                 ph, pw = _pair(m.padding)
                 pads = (ph, pw, ph, pw)
             bias = _np(m.bias) if m.bias is not None else np.zeros(m.out_channels)
-            self._emit(Op.CONV2D, node, src, {"stride": _pair(m.stride), "pads": conv.add_pads(pads, extra)},
-                       {"weight": weight, "bias": bias})
+            self._emit(
+                Op.CONV2D,
+                node,
+                src,
+                {"stride": _pair(m.stride), "pads": conv.add_pads(pads, extra)},
+                {"weight": weight, "bias": bias},
+            )
 
     def _avgpool(self, node, src, kernel, stride, padding, ceil_mode, count_include_pad, extra) -> None:
         k = _pair(kernel)
         ph, pw = _pair(padding)
         if any(extra) and (ph or pw) and not count_include_pad:
-            raise UnsupportedOperation(f"layer {node.name!r}: F.pad before an AvgPool2d that excludes its own padding "
-                                       "from the count is not supported; set count_include_pad=True")
-        attrs, r = pool.avgpool(node.name, self.values[src].shape, k, _pair(stride) if stride else k,
-                                conv.add_pads((ph, pw, ph, pw), extra), ceil_mode, count_include_pad or any(extra))
+            raise UnsupportedOperation(
+                f"layer {node.name!r}: F.pad before an AvgPool2d that excludes its own padding "
+                "from the count is not supported; set count_include_pad=True"
+            )
+        attrs, r = pool.avgpool(
+            node.name,
+            self.values[src].shape,
+            k,
+            _pair(stride) if stride else k,
+            conv.add_pads((ph, pw, ph, pw), extra),
+            ceil_mode,
+            count_include_pad or any(extra),
+        )
         self._emit(Op.AVGPOOL, node, src, attrs)
         if r is not None:
             self.rescaled.owed[node.name] = r
 
     def _maxpool(self, node, src, m) -> None:
         """MaxPool2d / AdaptiveMaxPool2d (m) or F.max_pool2d / F.adaptive_max_pool2d (m None): henn.frontend.maxpool."""
-        a = dict(zip(("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"),
-                     node.args))
+        a = dict(
+            zip(("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"), node.args)
+        )
         a.update(node.kwargs)
         if m is not None:
-            a = {k: getattr(m, k) for k in ("kernel_size", "stride", "padding", "dilation", "ceil_mode",
-                                            "return_indices", "output_size") if hasattr(m, k)}
+            a = {
+                k: getattr(m, k)
+                for k in ("kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices", "output_size")
+                if hasattr(m, k)
+            }
         shape, layer = self.values[src].shape, str(node.target if m is not None else node.name)
         if "kernel_size" not in a:  # adaptive
             size = a.get("output_size", node.args[1] if len(node.args) > 1 else None)
@@ -265,10 +322,21 @@ class _Emitter:
             return
         k = _pair(a["kernel_size"])
         ph, pw = _pair(a.get("padding", 0))
-        self._emit(Op.MAXPOOL, node, src, maxpool.maxpool(
-            layer, shape, k, _pair(a["stride"]) if a.get("stride") else k, (ph, pw, ph, pw),
-            ceil_mode=bool(a.get("ceil_mode", False)), dilation=_pair(a.get("dilation", 1)),
-            return_indices=bool(a.get("return_indices", False))))
+        self._emit(
+            Op.MAXPOOL,
+            node,
+            src,
+            maxpool.maxpool(
+                layer,
+                shape,
+                k,
+                _pair(a["stride"]) if a.get("stride") else k,
+                (ph, pw, ph, pw),
+                ceil_mode=bool(a.get("ceil_mode", False)),
+                dilation=_pair(a.get("dilation", 1)),
+                return_indices=bool(a.get("return_indices", False)),
+            ),
+        )
 
     def _function(self, node) -> None:
         import torch
@@ -303,8 +371,9 @@ class _Emitter:
             elif first in self.sizes or dims[0] in (-1, 1):
                 self._emit(Op.RESHAPE, node, src, *rearrange.view(self.values[src].shape, dims[1:], node.name))
             else:
-                raise UnsupportedOperation(f"layer {node.name!r}: {name}{tuple(dims)} must keep the batch axis "
-                                           "first (x.size(0), -1 or 1)")
+                raise UnsupportedOperation(
+                    f"layer {node.name!r}: {name}{tuple(dims)} must keep the batch axis first (x.size(0), -1 or 1)"
+                )
         elif name in ("permute", "transpose"):
             shape = self.values[src].shape
             axes = rearrange.torch_axes(name, list(args[1:]) or list(node.kwargs.values()), len(shape), node.name)
@@ -321,8 +390,9 @@ class _Emitter:
             check_parameters(act, node.name, {**dict(zip(names, args[1:])), **node.kwargs})
             self._emit(Op.ACTIVATION, node, src, {"kind": act})
         else:
-            raise UnsupportedOperation(f"layer {node.name!r} ({name}) is not supported: henn compiles "
-                                       f"{', '.join(SUPPORTED)}")
+            raise UnsupportedOperation(
+                f"layer {node.name!r} ({name}) is not supported: henn compiles {', '.join(SUPPORTED)}"
+            )
 
     def _mean(self, node, src) -> None:
         """x.mean over height and width (a global average pool), keepdim or not."""
@@ -331,10 +401,17 @@ class _Emitter:
         keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
         shape = self.values[src].shape
         if len(shape) != 3 or None in dims or sorted(int(d) % 4 for d in dims) != [2, 3]:
-            raise UnsupportedOperation(f"layer {node.name!r}: mean over {dims} is not supported; henn compiles the "
-                                       "mean over height and width (dims (2, 3): a global average pool)")
-        self._emit_named(Op.AVGPOOL, node.name, f"{node.name}/pool" if not keep else node.name, src,
-                         {"kernel": shape[1:], "stride": shape[1:], "pads": (0, 0, 0, 0)})
+            raise UnsupportedOperation(
+                f"layer {node.name!r}: mean over {dims} is not supported; henn compiles the "
+                "mean over height and width (dims (2, 3): a global average pool)"
+            )
+        self._emit_named(
+            Op.AVGPOOL,
+            node.name,
+            f"{node.name}/pool" if not keep else node.name,
+            src,
+            {"kernel": shape[1:], "stride": shape[1:], "pads": (0, 0, 0, 0)},
+        )
         if not keep:
             self._emit_named(Op.FLATTEN, f"{node.name}/flatten", node.name, f"{node.name}/pool")
 
@@ -349,16 +426,25 @@ class _Emitter:
             value = args[3] if len(args) > 3 else kw.get("value")
             self._pad(node, (src, extra), conv.zero_pads(node.name, pads, float(value or 0.0), str(mode)))
             return
-        self._avgpool(node, src, args[1] if len(args) > 1 else kw["kernel_size"],
-                      args[2] if len(args) > 2 else kw.get("stride"), args[3] if len(args) > 3 else
-                      kw.get("padding", 0), kw.get("ceil_mode", False), kw.get("count_include_pad", True), extra)
+        self._avgpool(
+            node,
+            src,
+            args[1] if len(args) > 1 else kw["kernel_size"],
+            args[2] if len(args) > 2 else kw.get("stride"),
+            args[3] if len(args) > 3 else kw.get("padding", 0),
+            kw.get("ceil_mode", False),
+            kw.get("count_include_pad", True),
+            extra,
+        )
 
     # ---- elementwise arithmetic: polynomials in one tensor (henn.frontend.elementwise) ----------
     def _arithmetic(self, node, op: str) -> None:
         args = list(node.args)
         if node.kwargs.get("rounding_mode") is not None or len(args) > (1 if op in ("neg", "square") else 2):
-            raise UnsupportedOperation(f"layer {node.name!r} ({node.target}) with these arguments is not supported; "
-                                       f"henn compiles {elementwise.SUPPORTED}")
+            raise UnsupportedOperation(
+                f"layer {node.name!r} ({node.target}) with these arguments is not supported; "
+                f"henn compiles {elementwise.SUPPORTED}"
+            )
         if op in ("add", "sub") and "alpha" in node.kwargs:
             args[1] = _Scaled(args[1], node.kwargs["alpha"])
         roots = [r for r in (self._root(a) for a in args) if r is not None]
@@ -372,8 +458,10 @@ class _Emitter:
         x = [self._operand(a, node.name, shape) for a in args[:2] if op != "pow" or a is args[0]]
         if op == "pow":
             if self._root(args[1]) is not None:
-                raise UnsupportedOperation(f"layer {node.name!r} (pow): the exponent must be a constant integer; "
-                                           f"henn compiles {elementwise.SUPPORTED}")
+                raise UnsupportedOperation(
+                    f"layer {node.name!r} (pow): the exponent must be a constant integer; "
+                    f"henn compiles {elementwise.SUPPORTED}"
+                )
             e = np.asarray(self._constant(args[1], node.name)).reshape(-1)
             if e.size != 1:
                 raise UnsupportedOperation(f"layer {node.name!r} (pow): the exponent must be one integer")
@@ -396,8 +484,9 @@ class _Emitter:
         try:
             shape = infer_shape(n, [self.values[v].shape for v in srcs])
         except Exception as exc:  # noqa: BLE001 - shape errors come from the model
-            raise InputError(f"layer {name!r} ({op}) cannot apply to shapes "
-                             f"{[self.values[v].shape for v in srcs]}: {exc}") from None
+            raise InputError(
+                f"layer {name!r} ({op}) cannot apply to shapes {[self.values[v].shape for v in srcs]}: {exc}"
+            ) from None
         self.values[name] = Value(name, tuple(shape))
         self.nodes.append(n)
         return name
@@ -416,8 +505,10 @@ class _Emitter:
             srcs.append(v)
         shapes = [self.values[v].shape for v in srcs]
         concat.channel_axis(int(dim), len(shapes[0]) + 1, node.name)
-        parts = [self._node(e.op, f"{node.name}.embed{i}", [v], e.attrs, e.params)
-                 for i, (v, e) in enumerate(zip(srcs, concat.embeddings(shapes, node.name)))]
+        parts = [
+            self._node(e.op, f"{node.name}.embed{i}", [v], e.attrs, e.params)
+            for i, (v, e) in enumerate(zip(srcs, concat.embeddings(shapes, node.name)))
+        ]
         total = parts[0]
         for i, part in enumerate(parts[1:], 1):
             total = self._node(Op.ADD, node.name if i == len(parts) - 1 else f"{node.name}.sum{i}", [total, part])
@@ -477,8 +568,27 @@ def _fx_node():
     return fx.Node
 
 
-_ARITHMETIC = {"add": "add", "iadd": "add", "sub": "sub", "isub": "sub", "mul": "mul", "imul": "mul",
-               "truediv": "div", "itruediv": "div", "div": "div", "true_divide": "div", "neg": "neg", "pow": "pow",
-               "square": "square"}
-_OPS_ON_CONSTANTS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "neg": np.negative,
-                     "pow": np.power, "square": np.square}
+_ARITHMETIC = {
+    "add": "add",
+    "iadd": "add",
+    "sub": "sub",
+    "isub": "sub",
+    "mul": "mul",
+    "imul": "mul",
+    "truediv": "div",
+    "itruediv": "div",
+    "div": "div",
+    "true_divide": "div",
+    "neg": "neg",
+    "pow": "pow",
+    "square": "square",
+}
+_OPS_ON_CONSTANTS = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "neg": np.negative,
+    "pow": np.power,
+    "square": np.square,
+}

@@ -43,8 +43,9 @@ class Client:
 
     def _keys_of(self, sk) -> EvaluationKeys:
         p = self.program
-        return self.backend.keys_of(sk, rotations=p.rotation_steps, conjugate=p.complex_packed, relin=p.relin,
-                                    bootstrap=p.bootstraps > 0)
+        return self.backend.keys_of(
+            sk, rotations=p.rotation_steps, conjugate=p.complex_packed, relin=p.relin, bootstrap=p.bootstraps > 0
+        )
 
     def release_keys(self) -> None:
         """Drop the evaluation keys (relinearization, Galois, bootstrapping: the server's, hundreds of MiB to
@@ -137,8 +138,10 @@ class Client:
         sk, _ = self._need_keys()
         per = self.program.images_per_set
         if isinstance(n_images, bool) or not isinstance(n_images, (int, np.integer)) or not 1 <= n_images <= per:
-            raise InputError(f"a ciphertext set holds 1 to {per} images, got n_images={n_images!r}: give the number "
-                             "of images that were encrypted together")
+            raise InputError(
+                f"a ciphertext set holds 1 to {per} images, got n_images={n_images!r}: give the number "
+                "of images that were encrypted together"
+            )
         t0 = time.perf_counter()
         p = self.program
         vecs = self.pool.map(lambda ct: self.backend.decrypt_decode(ct, sk, as_complex=p.complex_packed), cts)

@@ -17,19 +17,32 @@ from henn.program import Program
 from henn.runtime.encoded import EncodedWeights
 from henn.runtime.executor import Executor
 
-_KEY_KINDS = {PublicKey: "public_key", RelinKey: "relin_key", GaloisKeys: "galois_keys",
-              BootstrapKeys: "bootstrap_keys"}
+_KEY_KINDS = {
+    PublicKey: "public_key",
+    RelinKey: "relin_key",
+    GaloisKeys: "galois_keys",
+    BootstrapKeys: "bootstrap_keys",
+}
 
 
 class Server:
-    def __init__(self, program: Program, backend, keys: EvaluationKeys, *, threads: int | None = None,
-                 weights: EncodedWeights | None = None):
+    def __init__(
+        self,
+        program: Program,
+        backend,
+        keys: EvaluationKeys,
+        *,
+        threads: int | None = None,
+        weights: EncodedWeights | None = None,
+    ):
         """weights: the program's encoded weights, shared by the sessions of a server (else its own)."""
         if isinstance(keys, SecretKey) or not isinstance(keys, EvaluationKeys):
             raise InputError("the server takes public EvaluationKeys only (Client.generate_keys()), never a secret key")
         if backend.params.fingerprint() != program.params.fingerprint():
-            raise InputError(f"the backend was opened on other parameters ({backend.params.describe()}) than the "
-                             f"program's ({program.params.describe()}): open it with program.params")
+            raise InputError(
+                f"the backend was opened on other parameters ({backend.params.describe()}) than the "
+                f"program's ({program.params.describe()}): open it with program.params"
+            )
         self.key_id = _check_keys(program, backend, keys)
         self.program, self.backend = program, backend
         self.executor = Executor(program, backend, keys, threads=threads, weights=weights)
@@ -64,27 +77,37 @@ class Server:
         p = self.program
         if not isinstance(cts, (list, tuple)) or len(cts) != p.input_cts:
             got = f"{len(cts)} values" if isinstance(cts, (list, tuple)) else f"a {type(cts).__name__}"
-            raise InputError(f"cannot evaluate: the program takes a list of {p.input_cts} ciphertexts (one input set "
-                             f"of Client.encrypt), got {got}")
+            raise InputError(
+                f"cannot evaluate: the program takes a list of {p.input_cts} ciphertexts (one input set "
+                f"of Client.encrypt), got {got}"
+            )
         scale = p.params.default_scale
         for i, ct in enumerate(cts):
             if not isinstance(ct, Ciphertext):
                 raise InputError(f"cannot evaluate: input {i} is a {type(ct).__name__}, not a Ciphertext")
             if ct.backend != self.backend.name:
-                raise InputError(f"cannot evaluate: input {i} belongs to the {ct.backend!r} backend, not "
-                                 f"{self.backend.name!r}: encrypt with this backend")
+                raise InputError(
+                    f"cannot evaluate: input {i} belongs to the {ct.backend!r} backend, not "
+                    f"{self.backend.name!r}: encrypt with this backend"
+                )
             if ct.key_id != self.key_id:
-                raise InputError(f"cannot evaluate: input {i} was encrypted under key set {str(ct.key_id)[:8]}, this "
-                                 f"server holds the evaluation keys of key set {self.key_id[:8]}: encrypt with the "
-                                 "public key of the client whose evaluation keys this server holds")
+                raise InputError(
+                    f"cannot evaluate: input {i} was encrypted under key set {str(ct.key_id)[:8]}, this "
+                    f"server holds the evaluation keys of key set {self.key_id[:8]}: encrypt with the "
+                    "public key of the client whose evaluation keys this server holds"
+                )
             if ct.level != p.input_level or ct.degree != 1:
-                raise InputError(f"cannot evaluate: input {i} is at level {ct.level} (degree {ct.degree}), the program "
-                                 f"takes fresh ciphertexts at level {p.input_level}: encrypt with this program's "
-                                 "Client")
+                raise InputError(
+                    f"cannot evaluate: input {i} is at level {ct.level} (degree {ct.degree}), the program "
+                    f"takes fresh ciphertexts at level {p.input_level}: encrypt with this program's "
+                    "Client"
+                )
             if not abs(ct.scale / scale - 1.0) <= SCALE_RTOL:
-                raise InputError(f"cannot evaluate: input {i} has scale 2^{math.log2(ct.scale):.2f}, the program "
-                                 f"expects 2^{math.log2(scale):.2f}: encrypt with this program's Client (default "
-                                 "scale)")
+                raise InputError(
+                    f"cannot evaluate: input {i} has scale 2^{math.log2(ct.scale):.2f}, the program "
+                    f"expects 2^{math.log2(scale):.2f}: encrypt with this program's Client (default "
+                    "scale)"
+                )
 
     def close(self) -> None:
         self.executor.close()
@@ -96,26 +119,38 @@ def _check_keys(program: Program, backend, keys: EvaluationKeys) -> str:
     for key in keys.members():
         kind = _KEY_KINDS[type(key)]
         if key.backend != backend.name:
-            raise InputError(f"the evaluation keys hold a {kind} of the {key.backend!r} backend, not "
-                             f"{backend.name!r}: generate the keys with the server's backend")
+            raise InputError(
+                f"the evaluation keys hold a {kind} of the {key.backend!r} backend, not "
+                f"{backend.name!r}: generate the keys with the server's backend"
+            )
         if key.raw is not None:
             backend.check_raw_kind(kind, key.raw, "serve with")
     ids = {k.key_id for k in keys.members()}
     key_id = ids.pop() if len(ids) == 1 else None
     if key_id is None:
-        raise InputError("the evaluation keys must carry one key-set identity (they mix key sets or have none): use "
-                         "the EvaluationKeys of one Client.generate_keys() call")
+        raise InputError(
+            "the evaluation keys must carry one key-set identity (they mix key sets or have none): use "
+            "the EvaluationKeys of one Client.generate_keys() call"
+        )
     missing = set(program.rotation_steps) - set(keys.steps)
     if missing:
-        raise InputError(f"evaluation keys lack rotation steps {sorted(missing)[:8]}...: generate them with "
-                         "Client.generate_keys() for this program")
+        raise InputError(
+            f"evaluation keys lack rotation steps {sorted(missing)[:8]}...: generate them with "
+            "Client.generate_keys() for this program"
+        )
     if program.complex_packed and (keys.galois is None or not keys.galois.conjugate):
-        raise MissingKeyError("the program is complex-packed (it conjugates) but the evaluation keys hold no "
-                              "conjugation key: generate them with Client.generate_keys() for this program")
+        raise MissingKeyError(
+            "the program is complex-packed (it conjugates) but the evaluation keys hold no "
+            "conjugation key: generate them with Client.generate_keys() for this program"
+        )
     if program.relin and keys.relin is None:
-        raise MissingKeyError("the program multiplies ciphertexts but the evaluation keys hold no relinearization "
-                              "key: generate them with Client.generate_keys() for this program")
+        raise MissingKeyError(
+            "the program multiplies ciphertexts but the evaluation keys hold no relinearization "
+            "key: generate them with Client.generate_keys() for this program"
+        )
     if program.bootstraps and keys.bootstrap is None:
-        raise MissingKeyError(f"the program bootstraps {program.bootstraps} times but the evaluation keys hold no "
-                              "bootstrapping keys: generate them with Client.generate_keys() for this program")
+        raise MissingKeyError(
+            f"the program bootstraps {program.bootstraps} times but the evaluation keys hold no "
+            "bootstrapping keys: generate them with Client.generate_keys() for this program"
+        )
     return key_id
