@@ -36,7 +36,6 @@ def pytest_make_collect_report(collector):
     _fail_skip(outcome.get_result(), f"module {collector.nodeid}")
 
 
-
 @pytest.fixture(autouse=True, scope="module")
 def _give_memory_back():
     """After each module, hand the C heap's free pages back: the suite's one process otherwise keeps

@@ -62,8 +62,10 @@ def test_activation_check_can_be_disabled(model_path, rng):
 
 def test_relu_and_maxpool_without_calibration_are_refused_with_the_fix(tmp_path):
     """They are approximated on the range their inputs take: without calibration images there is no range."""
-    for layers in ([("conv", 2, 3, 1, 0), ("relu",), ("flatten",), ("gemm", 2)],
-                   [("conv", 2, 3, 1, 0), ("poly", "square"), ("maxpool", 2), ("flatten",), ("gemm", 2)]):
+    for layers in (
+        [("conv", 2, 3, 1, 0), ("relu",), ("flatten",), ("gemm", 2)],
+        [("conv", 2, 3, 1, 0), ("poly", "square"), ("maxpool", 2), ("flatten",), ("gemm", 2)],
+    ):
         path = tmp_path / "m.onnx"
         onnx.save(build_cnn(layers, (1, 6, 6)), str(path))
         with pytest.raises(InputError, match="calibration"):

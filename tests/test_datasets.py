@@ -47,8 +47,7 @@ def test_cifar10_train():
     x, y = datasets.load_cifar10(DATA, "train")
     assert x.shape == (50000, 3, 32, 32)
     assert np.bincount(y).tolist() == [5000] * 10
-    assert np.bincount(y[:10000]).tolist() == [1005, 974, 1032, 1016, 999, 937, 1030, 1001,
-                                               1025, 981]
+    assert np.bincount(y[:10000]).tolist() == [1005, 974, 1032, 1016, 999, 937, 1030, 1001, 1025, 981]
 
 
 def test_embedded_mnist():

@@ -16,8 +16,16 @@ from henn.ckks.bootstrap_params import BootstrapLiteral
 from henn.ckks.params import Parameters, ParametersLiteral
 from henn.ckks.values import EvaluationKeys
 from henn.ckks.precision import precision_bits
-from henn.errors import (InputError, LevelError, MissingKeyError, ParameterError, ScaleError, SecurityError,
-                         SerializationError, UnsupportedOperation)
+from henn.errors import (
+    InputError,
+    LevelError,
+    MissingKeyError,
+    ParameterError,
+    ScaleError,
+    SecurityError,
+    SerializationError,
+    UnsupportedOperation,
+)
 
 PRESET = "insecure_boot_n12"
 BOOT_BACKENDS = ["plain", "lattigo", "openfhe"]
@@ -97,8 +105,9 @@ def test_lattigo_streamed_and_kept_dft_matrices_bootstrap_alike():
     boot = presets._PRESETS[PRESET].bootstrap
     name = "insecure_boot_n12_kept_dft_test"
     if name not in presets.names():
-        presets.register(name, dataclasses.replace(presets._PRESETS[PRESET], bootstrap=dataclasses.replace(
-            boot, stream_dft=False)))
+        presets.register(
+            name, dataclasses.replace(presets._PRESETS[PRESET], bootstrap=dataclasses.replace(boot, stream_dft=False))
+        )
     assert boot.stream_dft and not presets.get(name).bootstrap.literal.stream_dft
     x, out = None, {}
     for preset in (PRESET, name):
@@ -113,8 +122,12 @@ def test_lattigo_streamed_and_kept_dft_matrices_bootstrap_alike():
 
 def test_lattigo_sparse_slots_bootstrap_a_periodic_vector():
     """log_slots < log_n - 1: a vector repeating with period 2^log_slots is bootstrapped whole."""
-    lit = dataclasses.replace(presets._PRESETS[PRESET], bootstrap=BootstrapLiteral(
-        log_slots=7, cts_log_scales=((56,),) * 3, stc_log_scales=((39,),) * 2, log_message_ratio=12))
+    lit = dataclasses.replace(
+        presets._PRESETS[PRESET],
+        bootstrap=BootstrapLiteral(
+            log_slots=7, cts_log_scales=((56,),) * 3, stc_log_scales=((39,),) * 2, log_message_ratio=12
+        ),
+    )
     name = "insecure_boot_n12_sparse_test"
     if name not in presets.names():
         presets.register(name, lit)
@@ -154,12 +167,25 @@ def test_literal_round_trip_and_fingerprint():
     assert p.fingerprint() != without.fingerprint()
 
 
-@pytest.mark.parametrize("field, value", [
-    ("log_slots", 0), ("log_slots", 12), ("cts_log_scales", ()), ("cts_log_scales", ((70,),)),
-    ("stc_log_scales", ((39, 39),) * 6), ("evalmod_log_scale", 30), ("k", 0), ("mod1_degree", 3),
-    ("double_angle", -1), ("log_p", (20,)), ("precision_bits", float("nan")), ("ephemeral_weight", -1),
-    ("keys_at_usage_levels", "yes"), ("stream_dft", 1),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("log_slots", 0),
+        ("log_slots", 12),
+        ("cts_log_scales", ()),
+        ("cts_log_scales", ((70,),)),
+        ("stc_log_scales", ((39, 39),) * 6),
+        ("evalmod_log_scale", 30),
+        ("k", 0),
+        ("mod1_degree", 3),
+        ("double_angle", -1),
+        ("log_p", (20,)),
+        ("precision_bits", float("nan")),
+        ("ephemeral_weight", -1),
+        ("keys_at_usage_levels", "yes"),
+        ("stream_dft", 1),
+    ],
+)
 def test_bad_literals_are_refused(field, value):
     lit = dataclasses.replace(presets._PRESETS[PRESET], bootstrap=BootstrapLiteral(**{field: value}))
     with pytest.raises(ParameterError):
@@ -298,10 +324,12 @@ def test_hostile_bootstrap_keys_are_refused(boot):
     kind, meta, payload = serialization.unpack(data)
     assert kind == "bootstrap_keys"
     rng = np.random.default_rng(11)
-    forged = [data[: len(data) // 2],                                        # truncated in transit
-              serialization.pack(kind, {**meta, "key_id": "z" * 32}, payload),  # a bad key-set id
-              serialization.pack(kind, meta, payload[:-1]),                  # a payload cut short
-              serialization.pack(kind, meta, rng.bytes(min(len(payload), 4096)))]  # random bytes
+    forged = [
+        data[: len(data) // 2],  # truncated in transit
+        serialization.pack(kind, {**meta, "key_id": "z" * 32}, payload),  # a bad key-set id
+        serialization.pack(kind, meta, payload[:-1]),  # a payload cut short
+        serialization.pack(kind, meta, rng.bytes(min(len(payload), 4096))),
+    ]  # random bytes
     for bad in forged:
         with pytest.raises(SerializationError):
             be.deserialize(bad)

@@ -27,13 +27,25 @@ from henn.ckks.backends import backend_class, usable_class, with_capability
 from henn.ckks.precision import precision_bits
 from henn.ckks.values import Ciphertext, EvaluationKeys, Plaintext
 import precision_table
-from henn.errors import (BackendError, InputError, LevelError, MissingKeyError, ScaleError,
-                         SerializationError, UnsupportedOperation)
+from henn.errors import (
+    BackendError,
+    InputError,
+    LevelError,
+    MissingKeyError,
+    ScaleError,
+    SerializationError,
+    UnsupportedOperation,
+)
 
 BACKENDS = ["plain", "seal", "lattigo", "openfhe", "gpu"]
 THREAD_SAFE = {"plain", "lattigo"}  # their evaluators may be called from several threads at once
-PROFILES = {"short": "insecure_short_d4", "n14": "n14-d5", "short-real": "insecure_short_d4_real",
-            "n14-real": "n14-d5-real", "n14-s30": "n14-d5-s30"}
+PROFILES = {
+    "short": "insecure_short_d4",
+    "n14": "n14-d5",
+    "short-real": "insecure_short_d4_real",
+    "n14-real": "n14-d5-real",
+    "n14-s30": "n14-d5-s30",
+}
 # the profiles each backend runs: the gpu backend's 31-bit words make no 40-bit moduli at N = 2^14 (a pair needs
 # a 20-bit prime = 1 mod 2^15, and there are four), so it runs depth 5 at a 30-bit scale
 BACKEND_PROFILES = {"gpu": ("short", "n14-s30")}
@@ -102,9 +114,16 @@ class Ctx:
         return precision_table.check(self.id, op, precision_bits(expected, got))
 
 
-@pytest.fixture(scope="module", params=[(b, p) for b in BACKENDS for p in BACKEND_PROFILES.get(b, DEFAULT_PROFILES)
-                                        if b in REAL_SLOT_BACKENDS or not presets.get(PROFILES[p]).real_slots],
-                ids=lambda bp: f"{bp[0]}-{bp[1]}")
+@pytest.fixture(
+    scope="module",
+    params=[
+        (b, p)
+        for b in BACKENDS
+        for p in BACKEND_PROFILES.get(b, DEFAULT_PROFILES)
+        if b in REAL_SLOT_BACKENDS or not presets.get(PROFILES[p]).real_slots
+    ],
+    ids=lambda bp: f"{bp[0]}-{bp[1]}",
+)
 def ctx(request):
     name, profile = request.param
     be = open_or_fail(name, presets.get(PROFILES[profile]))
@@ -517,7 +536,7 @@ def test_multiply_integer_is_exact_at_any_degree(ctx):
     cx = ctx.enc(x)
     prod = ctx.ev.square(cx, relinearize=False)
     exact_i = not ctx.real and ctx.be.exact_imaginary_unit
-    for c in ([-1j, 2 + 1j] if exact_i else [3, -1]):
+    for c in [-1j, 2 + 1j] if exact_i else [3, -1]:
         got = ctx.ev.multiply_integer(prod, c)
         assert (got.level, got.scale, got.degree) == (prod.level, prod.scale, 2)
         ctx.check("mul", c * x * x / abs(c), ctx.dec(ctx.ev.rescale(ctx.ev.relinearize(got))) / abs(c))
@@ -573,8 +592,11 @@ def test_rotate_sum_refuses_bad_parts_and_keeps_the_sum(ctx):
     with pytest.raises(InputError, match="empty"):
         acc.result()
     acc.add(cx, 1)
-    for bad, err, match in [(ev.drop_level(cx), LevelError, "levels"), (ctx.enc(x, scale=ctx.scale / 2), ScaleError,
-                            "scale"), (ev.multiply(cx, cx, relinearize=False), InputError, "relinearize")]:
+    for bad, err, match in [
+        (ev.drop_level(cx), LevelError, "levels"),
+        (ctx.enc(x, scale=ctx.scale / 2), ScaleError, "scale"),
+        (ev.multiply(cx, cx, relinearize=False), InputError, "relinearize"),
+    ]:
         with pytest.raises(err, match=match):
             acc.add(bad, 1)
     with pytest.raises(MissingKeyError, match=r"\b7\b"):
@@ -628,8 +650,12 @@ def roundtrip(c: Ctx, obj):
 def test_serialize_ciphertext(ctx):
     (x,) = vectors(ctx, "complex", 8, 1)
     cx = ctx.enc(x)
-    for ct in (cx, ctx.ev.rescale(ctx.ev.square(cx)), ctx.ev.drop_level(cx, ctx.top),
-               ctx.ev.multiply(cx, cx, relinearize=False)):
+    for ct in (
+        cx,
+        ctx.ev.rescale(ctx.ev.square(cx)),
+        ctx.ev.drop_level(cx, ctx.top),
+        ctx.ev.multiply(cx, cx, relinearize=False),
+    ):
         back = roundtrip(ctx, ct)
         assert (back.level, back.scale, back.degree) == (ct.level, ct.scale, ct.degree)
         if ct.degree == 2:
@@ -683,8 +709,12 @@ def test_serialize_galois_keys(ctx):
 
 def _serialized_samples(c: Ctx) -> dict[str, bytes]:
     (x,) = vectors(c, "complex", 13, 1)
-    return {"ciphertext": c.be.serialize(c.enc(x)), "plaintext": c.be.serialize(c.be.encode(x)),
-            "public_key": c.be.serialize(c.keys.public), "relin_key": c.be.serialize(c.keys.relin)}
+    return {
+        "ciphertext": c.be.serialize(c.enc(x)),
+        "plaintext": c.be.serialize(c.be.encode(x)),
+        "public_key": c.be.serialize(c.keys.public),
+        "relin_key": c.be.serialize(c.keys.relin),
+    }
 
 
 def test_deserialize_rejects_damaged_data(ctx):
@@ -746,17 +776,20 @@ def test_deserialize_rejects_other_parameters(ctx):
 
 
 # ---- errors: raised before the library is called -----------------------------------------------------
-RAW_METHODS = sorted({m for m in Backend.__abstractmethods__ if m.startswith("_") and m != "_open"}
-                     | {"_rotate_hoisted", "_rotate_sum", "_add_scalar", "_mul_scalar", "_linear_combination",
-                        "_linear_combinations"})
+RAW_METHODS = sorted(
+    {m for m in Backend.__abstractmethods__ if m.startswith("_") and m != "_open"}
+    | {"_rotate_hoisted", "_rotate_sum", "_add_scalar", "_mul_scalar", "_linear_combination", "_linear_combinations"}
+)
 
 
 @contextlib.contextmanager
 def library_untouched(be: Backend):
     """Make every library primitive of `be` fail loudly while the block runs."""
+
     def tripwire(name):
         def called(*args, **kwargs):
             raise AssertionError(f"the library primitive {name} was called: the check must come first")
+
         return called
 
     for name in RAW_METHODS:
@@ -827,8 +860,7 @@ ERROR_CASES = {
     "missing_galois_keys": (MissingKeyError, r"\b1\b", lambda c, v: v.no_galois.rotate(v.ct, 1)),
     "missing_relin_key": (MissingKeyError, "relinearization", lambda c, v: v.no_relin.multiply(v.ct, v.ct)),
     "missing_relin_key_square": (MissingKeyError, "relinearization", lambda c, v: v.no_relin.square(v.ct)),
-    "missing_relin_key_relinearize": (MissingKeyError, "relinearization",
-                                      lambda c, v: v.no_relin.relinearize(v.deg2)),
+    "missing_relin_key_relinearize": (MissingKeyError, "relinearization", lambda c, v: v.no_relin.relinearize(v.deg2)),
     "missing_conjugation_key": (MissingKeyError, "conjugat", lambda c, v: v.no_conj.conjugate(v.ct)),
     "missing_conjugation_no_galois": (MissingKeyError, "conjugat", lambda c, v: v.no_galois.conjugate(v.ct)),
     # inputs
@@ -848,8 +880,7 @@ ERROR_CASES = {
     "bad_scale": (InputError, "scale", lambda c, v: c.be.encode(v.x, scale=float("nan"))),
     "scale_below_one": (InputError, "scale", lambda c, v: c.be.encode(v.x, scale=0.5)),
     "values_too_large": (InputError, "overflow", lambda c, v: c.be.encode(1e80)),
-    "values_too_large_level0": (InputError, "overflow",
-                                lambda c, v: c.be.encode(np.full(8, 2.0 ** 30), level=0)),
+    "values_too_large_level0": (InputError, "overflow", lambda c, v: c.be.encode(np.full(8, 2.0**30), level=0)),
     "scalar_too_large_add": (InputError, "overflow", lambda c, v: c.ev.add(v.ct, 1e80)),
     "scalar_too_large_mul": (InputError, "overflow", lambda c, v: c.ev.multiply(v.ct, -1e80)),
     "weight_too_large": (InputError, "overflow", lambda c, v: c.ev.linear_combination([v.ct, v.ct], [1.0, 1e80])),
@@ -860,15 +891,15 @@ ERROR_CASES = {
     "weights_shape": (InputError, "matrix", lambda c, v: c.ev.linear_combinations([v.ct, v.ct], [1.0, 2.0])),
     "weights_columns": (InputError, "matrix", lambda c, v: c.ev.linear_combinations([v.ct, v.ct], [[1.0]])),
     "weights_matrix_nan": (InputError, "NaN", lambda c, v: c.ev.linear_combinations([v.ct], [[1.0], [np.inf]])),
-    "weights_matrix_too_large": (InputError, "overflow",
-                                 lambda c, v: c.ev.linear_combinations([v.ct], [[1.0], [1e80]])),
-    "lincombs_level_mismatch": (LevelError, "levels",
-                                lambda c, v: c.ev.linear_combinations([v.ct, v.low], [[1, 1]])),
-    "lincombs_scale_mismatch": (ScaleError, "scale",
-                                lambda c, v: c.ev.linear_combinations([v.ct, v.half], [[1, 1]])),
+    "weights_matrix_too_large": (
+        InputError,
+        "overflow",
+        lambda c, v: c.ev.linear_combinations([v.ct], [[1.0], [1e80]]),
+    ),
+    "lincombs_level_mismatch": (LevelError, "levels", lambda c, v: c.ev.linear_combinations([v.ct, v.low], [[1, 1]])),
+    "lincombs_scale_mismatch": (ScaleError, "scale", lambda c, v: c.ev.linear_combinations([v.ct, v.half], [[1, 1]])),
     "lincombs_degree2": (InputError, "relinearize", lambda c, v: c.ev.linear_combinations([v.ct, v.deg2], [[1, 1]])),
-    "lincombs_scale_overflow": (ScaleError, "product scale",
-                                lambda c, v: c.ev.linear_combinations([v.zero], [[0.5]])),
+    "lincombs_scale_overflow": (ScaleError, "product scale", lambda c, v: c.ev.linear_combinations([v.zero], [[0.5]])),
     "scalar_not_a_number": (InputError, None, lambda c, v: c.ev.add(v.ct, "1")),
     "scalar_bool": (InputError, None, lambda c, v: c.ev.multiply(v.ct, True)),
     "foreign_ct_add": (InputError, FOREIGN, lambda c, v: c.ev.add(v.ct, v.f_ct)),

@@ -91,8 +91,8 @@ def test_dft_with_fewer_slots_splits_real_and_imaginary_parts():
 def test_evalmod_series_reduces_modulo_one():
     em = EvalMod(12, 30, 3, 12)
     assert em.depth == 8 and -math.log2(em.fit_error()) > 40
-    t = np.array([-12, -3, 0, 5, 12]) + np.array([1, -1, 0.5, 2, -2]) * 2.0 ** -12
-    assert np.allclose(em.reference(t) / (2 * math.pi), t - np.round(t), atol=2.0 ** -40)
+    t = np.array([-12, -3, 0, 5, 12]) + np.array([1, -1, 0.5, 2, -2]) * 2.0**-12
+    assert np.allclose(em.reference(t) / (2 * math.pi), t - np.round(t), atol=2.0**-40)
     assert -math.log2(EvalMod(16, 31, 3, 8).fit_error()) > 29  # Lattigo's K = 16: what the docs quote
 
 
@@ -106,7 +106,7 @@ def test_mod_raise_adds_multiples_of_q0(boot):
     coeff = inner.chain.inverse(inner._decrypt(raised, s).data, slice(0, inner.chain.rows(raised.level)))
     from henn.ckks.backends.gpu.encoding import centered
 
-    words = inner.chain.words[:inner.chain.rows(raised.level)]
+    words = inner.chain.words[: inner.chain.rows(raised.level)]
     big = centered(coeff[:4].cpu().numpy(), words[:4])  # 4 words hold q0 * K with room
     m0 = centered(be.chain.inverse(be._decrypt(low.raw, sk.raw).data, slice(0, 2)).cpu().numpy(), words[:2])
     carry = (big - m0) / bt.q0
@@ -172,7 +172,7 @@ def test_bootstrap_keys_travel(boot):
 def test_bootstrap_input_scale_it_cannot_reduce(boot):
     be, sk, keys = boot
     ct = be.encrypt(np.zeros(4), sk, level=1)
-    huge = Ciphertext(ct.raw, ct.level, 2.0 ** 70, ct.backend, key_id=ct.key_id)
+    huge = Ciphertext(ct.raw, ct.level, 2.0**70, ct.backend, key_id=ct.key_id)
     with pytest.raises(Exception, match="modular reduction's scale"):
         be.evaluator(keys).bootstrap(huge)
 

@@ -131,8 +131,9 @@ def test_kernel_compiles_for_sm90a(name):
     from triton.compiler import ASTSource
 
     fn, signature, constexprs = {**triton_ntt.signatures(), **triton_rns.signatures()}[name]
-    compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
-                              target=GPUTarget("cuda", 90, 32))
+    compiled = triton.compile(
+        ASTSource(fn=fn, signature=signature, constexprs=constexprs), target=GPUTarget("cuda", 90, 32)
+    )
     ptx = compiled.asm["ptx"]
     assert ".target sm_90a" in ptx and compiled.asm["cubin"]
     if name != "key_product":  # its one 64-bit remainder per element and three digits is the cheap part
@@ -161,7 +162,7 @@ def test_word_primes_is_every_such_prime():
     found = word_primes(16)
     step = 1 << 17
     first = [c for c in range(step + 1, 300 * step, step) if is_prime(c)]
-    assert list(found[:len(first)]) == first and found[-1] < 2**31
+    assert list(found[: len(first)]) == first and found[-1] < 2**31
 
 
 def test_residues_of_large_integers_are_exact():

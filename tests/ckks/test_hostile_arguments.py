@@ -15,8 +15,14 @@ from henn.ckks.backends import usable_class
 from henn.errors import BackendError, InputError, LevelError
 
 BACKENDS = ["plain", "seal", "lattigo", "gpu"]
-RAW = sorted(m for m in Backend.__abstractmethods__ if m.startswith("_") and m != "_open") + \
-    ["_rotate_hoisted", "_rotate_sum", "_add_scalar", "_mul_scalar", "_linear_combination", "_linear_combinations"]
+RAW = sorted(m for m in Backend.__abstractmethods__ if m.startswith("_") and m != "_open") + [
+    "_rotate_hoisted",
+    "_rotate_sum",
+    "_add_scalar",
+    "_mul_scalar",
+    "_linear_combination",
+    "_linear_combinations",
+]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -48,7 +54,7 @@ CASES = {
     "level_bool": (LevelError, lambda be, ev, ct: be.encode([1.0], level=True)),
     "level_float": (LevelError, lambda be, ev, ct: be.encode([1.0], level=1.0)),
     "scale_str": (InputError, lambda be, ev, ct: be.encode([1.0], scale="2")),
-    "scale_complex": (InputError, lambda be, ev, ct: be.encode([1.0], scale=2j ** 40)),
+    "scale_complex": (InputError, lambda be, ev, ct: be.encode([1.0], scale=2j**40)),
     "scale_huge_int": (InputError, lambda be, ev, ct: be.encode([1.0], scale=10**400)),
     "scale_bool": (InputError, lambda be, ev, ct: be.encode([1.0], scale=True)),
     "scale_list": (InputError, lambda be, ev, ct: be.encode([1.0], scale=[2.0**30])),

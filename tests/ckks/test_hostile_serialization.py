@@ -77,9 +77,43 @@ def with_meta(data: bytes, **changes) -> bytes:
 
 
 _DROP = object()
-HOSTILE = [None, True, False, -1, 0, 1, 2, 3, 2**31, 2**63, 10**40, -(10**40), 0.0, 0.5, -2.5, 1e308, -1e308,
-           float("inf"), float("-inf"), float("nan"), "", "1", "0" * 32, "g" * 32, [], [0], [1, 1], [2, 1],
-           [1, 2], [1.5], ["1"], [10**9], {}, {"a": 1}, [[1]]]
+HOSTILE = [
+    None,
+    True,
+    False,
+    -1,
+    0,
+    1,
+    2,
+    3,
+    2**31,
+    2**63,
+    10**40,
+    -(10**40),
+    0.0,
+    0.5,
+    -2.5,
+    1e308,
+    -1e308,
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+    "",
+    "1",
+    "0" * 32,
+    "g" * 32,
+    [],
+    [0],
+    [1, 1],
+    [2, 1],
+    [1, 2],
+    [1.5],
+    ["1"],
+    [10**9],
+    {},
+    {"a": 1},
+    [[1]],
+]
 
 
 def valid(be, kind: str, name: str, value) -> bool:
@@ -89,15 +123,22 @@ def valid(be, kind: str, name: str, value) -> bool:
     if name == "level":
         return type(value) is int and 0 <= value <= be.max_level
     if name == "scale":
-        return type(value) in (int, float) and math.isfinite(value) and 1 <= value and \
-            math.log2(value) < be.log_q_at(be.max_level)
+        return (
+            type(value) in (int, float)
+            and math.isfinite(value)
+            and 1 <= value
+            and math.log2(value) < be.log_q_at(be.max_level)
+        )
     if name == "degree":
         return type(value) is int and value in (1, 2)
     if name == "key_id":
         return isinstance(value, str) and len(value) == 32 and all(c in "0123456789abcdef" for c in value)
     if name == "steps":
-        return isinstance(value, list) and all(type(s) is int and 0 < s < be.slots for s in value) and \
-            value == sorted(set(value))
+        return (
+            isinstance(value, list)
+            and all(type(s) is int and 0 < s < be.slots for s in value)
+            and value == sorted(set(value))
+        )
     if name == "conjugate":
         return type(value) is bool
     raise AssertionError(name)
@@ -137,8 +178,12 @@ def fuzz_header(be, kind: str, data: bytes) -> None:
     for _ in range(40):  # seeded random values of random fields
         name = fields[int(rng.integers(len(fields)))]
         pick = int(rng.integers(4))
-        value = [int(rng.integers(-5, 40)), float(rng.normal(0, 1e12)), float(2.0 ** rng.uniform(-10, 200)),
-                 sorted({int(s) for s in rng.integers(-3, be.slots + 3, int(rng.integers(0, 4)))})][pick]
+        value = [
+            int(rng.integers(-5, 40)),
+            float(rng.normal(0, 1e12)),
+            float(2.0 ** rng.uniform(-10, 200)),
+            sorted({int(s) for s in rng.integers(-3, be.slots + 3, int(rng.integers(0, 4)))}),
+        ][pick]
         check_refused_or_valid(be, kind, name, value, data)
     with library_untouched(be), pytest.raises(SerializationError, match="unknown"):
         be.deserialize(with_meta(data, extra=1))
@@ -176,15 +221,15 @@ def check_bound(be, kind: str, data: bytes) -> None:
     _, meta, payload = serialization.unpack(data)
     checked = serialization.check_meta(kind, meta, max_level=be.max_level, slots=be.slots)
     if checked.get("encoding"):  # compact: exactly the size its header implies, one byte more or less refused
-        exact = serialization.compact_payload_size(checked, n=be.params.n, overhead=be._wire_overhead(),
-                                                   prime_bits=[q.bit_length() for q in be.q_primes])
+        exact = serialization.compact_payload_size(
+            checked, n=be.params.n, overhead=be._wire_overhead(), prime_bits=[q.bit_length() for q in be.q_primes]
+        )
         assert len(payload) == exact
         for bad in (payload[:-1], payload + b"\0"):
             with library_untouched(be), pytest.raises(SerializationError, match="implies"):
                 be.deserialize(serialization.pack(kind, meta, bad))
         return
-    bound = serialization.max_payload(kind, checked, n=be.params.n, q_count=len(be.q_primes),
-                                      p_count=len(be.p_primes))
+    bound = serialization.max_payload(kind, checked, n=be.params.n, q_count=len(be.q_primes), p_count=len(be.p_primes))
     assert len(payload) <= bound
     if be.name in ("seal", "lattigo"):  # the bound follows their sizes closely (plain's stand-ins are small,
         assert bound < 2 * len(payload) + 8192  # TenSEAL compresses)
@@ -221,8 +266,11 @@ def test_galois_header_announcing_keys_without_payload(ctx):
 def test_secret_key_rewrapped_is_never_serialized(ctx):
     """Regression (SEAL serialized the secret key in full): the kind of the library object decides."""
     be, sk, keys, _ = ctx
-    for wrapper in (PublicKey(sk.raw, be.name, sk.key_id), RelinKey(sk.raw, be.name, sk.key_id),
-                    GaloisKeys(sk.raw, be.name, frozenset({1}), False, sk.key_id)):
+    for wrapper in (
+        PublicKey(sk.raw, be.name, sk.key_id),
+        RelinKey(sk.raw, be.name, sk.key_id),
+        GaloisKeys(sk.raw, be.name, frozenset({1}), False, sk.key_id),
+    ):
         with pytest.raises(InputError, match="secret key material"):
             be.serialize(wrapper)
 
@@ -267,8 +315,13 @@ def test_key_set_identity_travels_and_is_checked(ctx):
     mine, theirs = be.encrypt([0.25], keys.public), be.encrypt([0.25], other.public)
     assert theirs.key_id == other_sk.key_id
     ev = be.evaluator(keys)
-    for call in (lambda: be.decrypt(theirs, sk), lambda: ev.add(mine, theirs), lambda: ev.multiply(mine, theirs),
-                 lambda: ev.rotate(theirs, 1), lambda: ev.linear_combination([mine, theirs], [1.0, 1.0])):
+    for call in (
+        lambda: be.decrypt(theirs, sk),
+        lambda: ev.add(mine, theirs),
+        lambda: ev.multiply(mine, theirs),
+        lambda: ev.rotate(theirs, 1),
+        lambda: ev.linear_combination([mine, theirs], [1.0, 1.0]),
+    ):
         with pytest.raises(InputError, match="key set"):
             call()
     assert ev.rescale(ev.multiply(mine, mine)).key_id == sk.key_id  # results keep their key set
@@ -285,15 +338,19 @@ def _npy(shape_text: bytes, body: bytes = b"") -> bytes:
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + body
 
 
-@pytest.mark.parametrize("npy", [
-    _npy(b"(1000000000000,)"),                  # a huge shape: refused before allocating it
-    _npy(b"(512,)", b"\0" * 16),                 # the right shape, too few data bytes
-    _npy(b"(2, 256)", b"\0" * 8192),             # another shape
-    _npy(b"((((((((((", b""),                    # NumPy's header parser raises SyntaxError/TokenError
-    _npy(b"'''", b""),
-    b"\x93NUMPY\x09\x00" + b"\0" * 200,          # unknown .npy version
-    b"\x93NUMPY\x01\x00\xff\xff" + b"{" * 300,   # header longer than announced data
-], ids=["huge", "short", "shape", "syntax", "token", "version", "header"])
+@pytest.mark.parametrize(
+    "npy",
+    [
+        _npy(b"(1000000000000,)"),  # a huge shape: refused before allocating it
+        _npy(b"(512,)", b"\0" * 16),  # the right shape, too few data bytes
+        _npy(b"(2, 256)", b"\0" * 8192),  # another shape
+        _npy(b"((((((((((", b""),  # NumPy's header parser raises SyntaxError/TokenError
+        _npy(b"'''", b""),
+        b"\x93NUMPY\x09\x00" + b"\0" * 200,  # unknown .npy version
+        b"\x93NUMPY\x01\x00\xff\xff" + b"{" * 300,  # header longer than announced data
+    ],
+    ids=["huge", "short", "shape", "syntax", "token", "version", "header"],
+)
 def test_plain_npy_loader_errors_are_serialization_errors(npy):
     be = usable_class("plain")(presets.get(PRESET))
     sk, keys = be.generate_keys()

@@ -138,7 +138,7 @@ LC_CASES = [("top", "q"), ("top", 3.0e9 + 0.5), (2, "q"), (2, 12345.0), (1, "q")
 
 def _lc_close(be, sk, got, want):
     a, b = be.decrypt_decode(got, sk), be.decrypt_decode(want, sk)
-    assert np.max(np.abs(a - b)) <= 2.0 ** -20 * max(1.0, float(np.max(np.abs(b))))
+    assert np.max(np.abs(a - b)) <= 2.0**-20 * max(1.0, float(np.max(np.abs(b))))
 
 
 @pytest.mark.parametrize("level,scale", LC_CASES)
@@ -154,8 +154,9 @@ def test_native_linear_combination_equals_generic(small, level, scale):
     for w in [*_lc_weights(rng, (4, len(cts))), np.zeros(len(cts))]:
         native = agree(be, ev.linear_combination(cts, w, scale=scale))
         assert (native.level, native.scale) == (level, cts[0].scale * scale)
-        generic = Ciphertext(Backend._linear_combination(be, [c.raw for c in cts], w, level, scale), level,
-                             native.scale, be.name)
+        generic = Ciphertext(
+            Backend._linear_combination(be, [c.raw for c in cts], w, level, scale), level, native.scale, be.name
+        )
         agree(be, generic)
         # the same integer multipliers and exact sums: bit-identical ciphertexts
         assert be._serialize("ciphertext", native.raw) == be._serialize("ciphertext", generic.raw)
@@ -205,8 +206,7 @@ def test_native_linear_combinations_from_threads(small):
     for t in threads:
         t.join()
     for outs in got.values():
-        assert [be._serialize("ciphertext", o.raw) for o in outs] == \
-            [be._serialize("ciphertext", o.raw) for o in want]
+        assert [be._serialize("ciphertext", o.raw) for o in outs] == [be._serialize("ciphertext", o.raw) for o in want]
 
 
 def test_native_linear_combination_rejects_bad_calls(small):
@@ -215,11 +215,11 @@ def test_native_linear_combination_rejects_bad_calls(small):
     cts = _lc_inputs(be, keys, be.max_level, 2)
     low = _lc_inputs(be, keys, 1, 1)
     with pytest.raises(BackendError, match="level"):
-        be._linear_combination([cts[0].raw, low[0].raw], np.ones(2), be.max_level, 2.0 ** 20)
+        be._linear_combination([cts[0].raw, low[0].raw], np.ones(2), be.max_level, 2.0**20)
     with pytest.raises(BackendError, match="scale"):
         be._linear_combinations([c.raw for c in cts], np.ones((1, 2)), be.max_level, 0.5)
     with pytest.raises(BackendError, match="at least one"):
-        be._linear_combination([], np.ones(0), be.max_level, 2.0 ** 20)
+        be._linear_combination([], np.ones(0), be.max_level, 2.0**20)
 
 
 def test_hoisted_rotations_equal_plain_rotations(small):
@@ -278,8 +278,8 @@ def test_garbage_payloads_raise(small):
     rng = np.random.default_rng(5)
     forged = bytearray(good)
     count_at = good.index(b"}}") + 2  # the polynomial count follows the JSON metadata
-    assert good[count_at:count_at + 8] == (2).to_bytes(8, "little")
-    forged[count_at:count_at + 8] = (1 << 40).to_bytes(8, "little")  # announce 2^40 polynomials
+    assert good[count_at : count_at + 8] == (2).to_bytes(8, "little")
+    forged[count_at : count_at + 8] = (1 << 40).to_bytes(8, "little")  # announce 2^40 polynomials
     for payload in (b"", b"\x01", good[: len(good) // 2], good + b"\0", bytes(forged), rng.bytes(5000)):
         for kind in serialization.KINDS:
             with pytest.raises(SerializationError):
@@ -386,9 +386,11 @@ def test_primes_have_the_requested_sizes():
 
 # ---- build and loading -------------------------------------------------------------------------
 def test_import_does_not_build():
-    code = ("import sys, henn.ckks.backends.lattigo as m; "
-            "assert 'henn.ckks.backends.lattigo.build' not in sys.modules; "
-            "assert m.bridge.loaded() is None")
+    code = (
+        "import sys, henn.ckks.backends.lattigo as m; "
+        "assert 'henn.ckks.backends.lattigo.build' not in sys.modules; "
+        "assert m.bridge.loaded() is None"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
@@ -421,8 +423,14 @@ def test_go_side_tests():
     if go is None:
         pytest.skip("Go is not installed")
     # -trimpath -buildmode=pie compile Lattigo as the c-shared build did: its cached packages are reused
-    proc = subprocess.run([go, "test", "-trimpath", "-buildmode=pie", "./..."], cwd=build.GO_DIR, capture_output=True,
-                          text=True, timeout=900, env=dict(os.environ, CGO_ENABLED="1"))
+    proc = subprocess.run(
+        [go, "test", "-trimpath", "-buildmode=pie", "./..."],
+        cwd=build.GO_DIR,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=dict(os.environ, CGO_ENABLED="1"),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -64,8 +64,12 @@ def test_fixed_mode_runs_on_the_shared_primes(cls):
         assert all(p.to_bytes(8, "little") in data for p in client.p_primes)
         x = np.linspace(-1, 1, client.slots)
         ct = server.deserialize(client.serialize(client.encrypt(x, keys.public)))
-        ev = server.evaluator(EvaluationKeys(relin=server.deserialize(client.serialize(keys.relin)),
-                                             galois=server.deserialize(client.serialize(keys.galois))))
+        ev = server.evaluator(
+            EvaluationKeys(
+                relin=server.deserialize(client.serialize(keys.relin)),
+                galois=server.deserialize(client.serialize(keys.galois)),
+            )
+        )
         out = client.deserialize(server.serialize(ev.rotate(ev.rescale(ev.multiply(ct, ct)), 1)))
         assert np.max(np.abs(client.decrypt_decode(out, sk) - np.roll(x * x, -1))) < 1e-5
 

@@ -20,7 +20,7 @@ PINNED = dataclasses.replace(GOOD, q=tuple(PRIMES[:4]), p=(PRIMES[4],))
 def test_valid_literal_and_derived_quantities():
     p = Parameters.from_literal(GOOD, name="mine")
     assert (p.n, p.slots, p.max_level, p.depth) == (16384, 8192, 3, 3)
-    assert p.default_scale == 2.0 ** 40
+    assert p.default_scale == 2.0**40
     assert p.log_qp == 60 + 3 * 40 + 60
     assert p.security_ok and not p.insecure and p.name == "mine"
     assert p.literal() == GOOD
@@ -76,7 +76,7 @@ BAD_FIELDS = {
     "q_wrong_count": ({"q": PINNED.q[:3], "p": PINNED.p}, "q has 3 primes"),
     "p_wrong_count": ({"q": PINNED.q, "p": PINNED.p * 2}, "p has 2 primes"),
     "q_not_1_mod_2n": ({"q": (PINNED.q[0] - 2,) + PINNED.q[1:], "p": PINNED.p}, "1 mod 2N"),
-    "q_composite": ({"q": PINNED.q[:3] + (PINNED.q[3] - 2 ** 15 * 3,), "p": PINNED.p}, "not a 40-bit prime"),
+    "q_composite": ({"q": PINNED.q[:3] + (PINNED.q[3] - 2**15 * 3,), "p": PINNED.p}, "not a 40-bit prime"),
     "q_bit_size": ({"q": PINNED.q[:3] + (PRIMES[0],), "p": PINNED.p}, "not a 40-bit prime"),
     "q_not_integer": ({"q": PINNED.q[:3] + (float(PINNED.q[3]),), "p": PINNED.p}, "not an integer"),
     "q_str": ({"q": PINNED.q[:3] + ("abc",), "p": PINNED.p}, "not an integer"),
@@ -106,8 +106,9 @@ def test_composite_case_is_really_composite():
     assert x % (2 << 14) == 1 and x.bit_length() == 40 and not is_prime(x)
 
 
-@pytest.mark.parametrize("bad", [{"log_n": 14}, {"log_q": [60, 40]}, {**GOOD.to_dict(), "depth": 3},
-                                 {**GOOD.to_dict(), "scale": 40}])
+@pytest.mark.parametrize(
+    "bad", [{"log_n": 14}, {"log_q": [60, 40]}, {**GOOD.to_dict(), "depth": 3}, {**GOOD.to_dict(), "scale": 40}]
+)
 def test_bad_dict_raises_parameter_error(bad):
     with pytest.raises(ParameterError, match="fields"):
         Parameters.from_literal(bad)

@@ -24,18 +24,26 @@ def test_is_prime_small_numbers():
     assert [n for n in range(3000) if is_prime(n)] == [n for n in range(3000) if _trial_division(n)]
 
 
-@pytest.mark.parametrize("n", [2 ** 61 - 1, 2 ** 31 - 1, 1152921504606584833, 18446744073709551557])
+@pytest.mark.parametrize("n", [2**61 - 1, 2**31 - 1, 1152921504606584833, 18446744073709551557])
 def test_is_prime_known_primes(n):
     assert is_prime(n)
 
 
-@pytest.mark.parametrize("n", [
-    561, 1105, 41041, 825265,                 # Carmichael numbers
-    3215031751,                               # strong pseudoprime to bases 2, 3, 5, 7
-    3825123056546413051,                      # strong pseudoprime to bases 2 .. 23
-    (2 ** 31 - 1) * 2147483629,               # product of two 31-bit primes
-    (2 ** 61 - 1) * 3, 2 ** 60, 2 ** 60 + 1,
-])
+@pytest.mark.parametrize(
+    "n",
+    [
+        561,
+        1105,
+        41041,
+        825265,  # Carmichael numbers
+        3215031751,  # strong pseudoprime to bases 2, 3, 5, 7
+        3825123056546413051,  # strong pseudoprime to bases 2 .. 23
+        (2**31 - 1) * 2147483629,  # product of two 31-bit primes
+        (2**61 - 1) * 3,
+        2**60,
+        2**60 + 1,
+    ],
+)
 def test_is_prime_composites(n):
     assert not is_prime(n)
 
@@ -48,14 +56,17 @@ def test_is_prime_agrees_with_fermat_on_random_61_bit_numbers():
         assert is_prime(n) == fermat  # no Fermat pseudoprime to all six bases is expected here
 
 
-@pytest.mark.parametrize("bits,log_n", [
-    ((60, 40, 40, 40, 40, 40, 60), 14),
-    ((50, 36, 36, 36, 36, 50), 11),
-    ((60,) + (40,) * 19 + (60,), 15),
-    ((60, 30, 30, 30, 30, 30, 30, 30, 60), 14),
-    ((61, 55, 45, 35, 25, 20), 10),
-    ((60, 40, 61), 17),
-])
+@pytest.mark.parametrize(
+    "bits,log_n",
+    [
+        ((60, 40, 40, 40, 40, 40, 60), 14),
+        ((50, 36, 36, 36, 36, 50), 11),
+        ((60,) + (40,) * 19 + (60,), 15),
+        ((60, 30, 30, 30, 30, 30, 30, 30, 60), 14),
+        ((61, 55, 45, 35, 25, 20), 10),
+        ((60, 40, 61), 17),
+    ],
+)
 def test_ntt_primes(bits, log_n):
     primes = ntt_primes(bits, log_n)
     assert len(primes) == len(bits)

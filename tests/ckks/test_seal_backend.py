@@ -76,8 +76,10 @@ def test_seal_limits_are_parameter_errors():
 
 
 def test_security_levels():
-    assert open_backend("seal", presets.get("insecure_short_d4"))._ctx.first_context_data() \
-        .qualifiers().sec_level == seal.sec_level_type.none
+    assert (
+        open_backend("seal", presets.get("insecure_short_d4"))._ctx.first_context_data().qualifiers().sec_level
+        == seal.sec_level_type.none
+    )
     be = open_backend("seal", select_parameters(1, backend="seal"))
     assert be._ctx.first_context_data().qualifiers().sec_level == seal.sec_level_type.tc128
 
@@ -102,7 +104,7 @@ def test_rescale_divides_by_henn_prime():
         out = be._rescale(ct.raw)  # SEAL's rescale_to_next
         assert out.scale() == seal_before / q  # SEAL divided by exactly henn's prime(level)
         assert be._level(out) == ct.level - 1
-        others = set(be.q_primes[:ct.level])
+        others = set(be.q_primes[: ct.level])
         assert all(out.scale() != seal_before / p for p in others)
         ct = ev.rescale(ev.multiply(ct, 1.0))  # scalar at scale q_level: the scale comes back exactly
         assert ct.raw.scale() == ct.scale

@@ -28,7 +28,7 @@ def check_pinned_chain(p, depth, log_scale):
     # every rescale divides by a prime within 2^-10 of the scale: the scale stays near 2^log_scale
     # (small primes = 1 mod 2N are sparse, so only from 30 bits on)
     if log_scale >= 30:
-        assert all(abs(math.log2(q) - log_scale) < 2 ** -10 for q in p.q[1:])
+        assert all(abs(math.log2(q) - log_scale) < 2**-10 for q in p.q[1:])
 
 
 def check_smallest_secure_ring(p):

@@ -13,16 +13,26 @@ import pytest
 from henn.ckks import serialization as ser
 from henn.errors import InputError, SerializationError
 
-META = {"backend": "plain", "params": "0123456789abcdef", "level": 3, "scale": 2.0 ** 40}
+META = {"backend": "plain", "params": "0123456789abcdef", "level": 3, "scale": 2.0**40}
 PAYLOAD = bytes(np.random.default_rng(3).integers(0, 256, 500, dtype=np.uint8))
 HEAD = ser._HEADER.size
 
 
-def craft(magic=ser.MAGIC, version=ser.FORMAT_VERSION, kind=1, meta=None, payload=PAYLOAD,
-          meta_len=None, payload_len=None, crc=None, meta_bytes=None):
+def craft(
+    magic=ser.MAGIC,
+    version=ser.FORMAT_VERSION,
+    kind=1,
+    meta=None,
+    payload=PAYLOAD,
+    meta_len=None,
+    payload_len=None,
+    crc=None,
+    meta_bytes=None,
+):
     """Data laid out as the format says, with any field overridden; the crc is right unless given."""
-    meta_b = meta_bytes if meta_bytes is not None else json.dumps(META if meta is None else meta,
-                                                                   sort_keys=True).encode()
+    meta_b = (
+        meta_bytes if meta_bytes is not None else json.dumps(META if meta is None else meta, sort_keys=True).encode()
+    )
     meta_len = len(meta_b) if meta_len is None else meta_len
     payload_len = len(payload) if payload_len is None else payload_len
     head = struct.pack("<4sBBIQ", magic, version, kind, meta_len, payload_len)
@@ -34,8 +44,14 @@ def craft(magic=ser.MAGIC, version=ser.FORMAT_VERSION, kind=1, meta=None, payloa
 def test_layout():
     assert HEAD == 4 + 1 + 1 + 4 + 8 + 4
     assert ser.MAGIC == b"HENN" and ser.FORMAT_VERSION == 2
-    assert ser.KINDS == {"ciphertext": 1, "plaintext": 2, "public_key": 3, "relin_key": 4, "galois_keys": 5,
-                         "bootstrap_keys": 7}  # 6: the secret key's, never serialized
+    assert ser.KINDS == {
+        "ciphertext": 1,
+        "plaintext": 2,
+        "public_key": 3,
+        "relin_key": 4,
+        "galois_keys": 5,
+        "bootstrap_keys": 7,
+    }  # 6: the secret key's, never serialized
 
 
 @pytest.mark.parametrize("kind", list(ser.KINDS))
@@ -47,29 +63,32 @@ def test_round_trip(kind):
     assert ser.unpack(ser.pack(kind, {}, b"")) == (kind, {}, b"")
 
 
-@pytest.mark.parametrize("data,fragment", [
-    (craft(magic=b"HEN0"), "magic"),
-    (b"\0" * 64, "magic"),
-    (craft(version=0), "version 0"),
-    (craft(version=1), "version 1"),  # before key-set identities
-    (craft(version=3), "version 3"),
-    (craft(version=255), "version 255"),
-    (craft(kind=0), "kind 0"),
-    (craft(kind=6), "kind 6"),
-    (craft(kind=255), "kind 255"),
-    (craft(meta_len=ser.MAX_META + 1), "too large"),
-    (craft(meta_len=3), "announces"),
-    (craft(payload_len=499), "announces"),
-    (craft(payload_len=1 << 40), "announces"),
-    (craft()[:-1], "announces"),
-    (craft() + b"x", "announces"),
-    (craft()[:HEAD - 1], "shorter"),
-    (b"", "shorter"),
-    (craft(crc=0), "checksum"),
-    (craft(meta_bytes=b"{not json"), "JSON"),
-    (craft(meta_bytes=b"\xff\xfe"), "JSON"),
-    (craft(meta_bytes=b"[1, 2]"), "JSON object"),
-])
+@pytest.mark.parametrize(
+    "data,fragment",
+    [
+        (craft(magic=b"HEN0"), "magic"),
+        (b"\0" * 64, "magic"),
+        (craft(version=0), "version 0"),
+        (craft(version=1), "version 1"),  # before key-set identities
+        (craft(version=3), "version 3"),
+        (craft(version=255), "version 255"),
+        (craft(kind=0), "kind 0"),
+        (craft(kind=6), "kind 6"),
+        (craft(kind=255), "kind 255"),
+        (craft(meta_len=ser.MAX_META + 1), "too large"),
+        (craft(meta_len=3), "announces"),
+        (craft(payload_len=499), "announces"),
+        (craft(payload_len=1 << 40), "announces"),
+        (craft()[:-1], "announces"),
+        (craft() + b"x", "announces"),
+        (craft()[: HEAD - 1], "shorter"),
+        (b"", "shorter"),
+        (craft(crc=0), "checksum"),
+        (craft(meta_bytes=b"{not json"), "JSON"),
+        (craft(meta_bytes=b"\xff\xfe"), "JSON"),
+        (craft(meta_bytes=b"[1, 2]"), "JSON object"),
+    ],
+)
 def test_rejected(data, fragment):
     with pytest.raises(SerializationError, match=fragment):
         ser.unpack(data)

@@ -62,9 +62,12 @@ def test_other_ciphertexts_travel_packed_and_the_full_encoding_is_read(lattigo):
     be, sk, keys, x = lattigo
     ev = be.evaluator(keys)
     fresh = be.encrypt(x, sk)
-    cases = {"public-key encryption": be.encrypt(x, keys.public), "sum": ev.add(fresh, fresh),
-             "product": ev.multiply(fresh, fresh, relinearize=False),
-             "rescaled": ev.rescale(ev.multiply(fresh, fresh))}
+    cases = {
+        "public-key encryption": be.encrypt(x, keys.public),
+        "sum": ev.add(fresh, fresh),
+        "product": ev.multiply(fresh, fresh, relinearize=False),
+        "rescaled": ev.rescale(ev.multiply(fresh, fresh)),
+    }
     for what, ct in cases.items():
         data, full = be.serialize(ct), be.serialize(ct, encoding="full")
         assert _meta(data)["encoding"] == "packed", what

@@ -70,8 +70,15 @@ def _torch(model, x):
 def _onnx(model, path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (torch.zeros(1, *SHAPE),), str(path), dynamo=False, input_names=["x"],
-                          dynamic_axes={"x": {0: "b"}}, opset_version=17)
+        torch.onnx.export(
+            model,
+            (torch.zeros(1, *SHAPE),),
+            str(path),
+            dynamo=False,
+            input_names=["x"],
+            dynamic_axes={"x": {0: "b"}},
+            opset_version=17,
+        )
     return str(path)
 
 
@@ -144,8 +151,11 @@ def test_reported_error_is_the_fit_on_its_range():
     x = np.linspace(-5.0, 3.0, 100_001)
     assert abs(np.max(np.abs(fit(x) - f(x))) - fit.error) <= 1e-3 * fit.error
     assert fit.relative_error <= approximation.TARGET
-    assert fit.degree == min(d for d in approximation.DEGREES if approximation.fit("gelu", f, -5, 3, d).
-                             relative_error <= approximation.TARGET)
+    assert fit.degree == min(
+        d
+        for d in approximation.DEGREES
+        if approximation.fit("gelu", f, -5, 3, d).relative_error <= approximation.TARGET
+    )
 
 
 def test_activation_degree_sets_the_degree_and_the_depth(digits):
@@ -154,8 +164,7 @@ def test_activation_degree_sets_the_degree_and_the_depth(digits):
     with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal, activation_degree=15) as cm:
         (a,) = cm.approximations()
         assert a["degree"] == 15 and a["levels"] == 4 and cm.depth == 6
-    with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal,
-                      activation_degree={"2": 3}) as cm:
+    with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal, activation_degree={"2": 3}) as cm:
         assert cm.approximations()[0]["degree"] == 3
     with pytest.raises(InputError, match=r"activation_degree names layers \['fc'\].*those are \['2'\]"):
         henn.compile(model, SHAPE, backend="plain", calibration=cal, activation_degree={"fc": 3})
@@ -174,8 +183,11 @@ def test_inputs_beyond_the_fitted_range_are_refused(digits):
 
 
 def test_refused_without_calibration():
-    with pytest.raises(InputError, match=r"layer '2' is a gelu activation.*calibration images are needed to "
-                                         r"approximate it"):
+    with pytest.raises(
+        InputError,
+        match=r"layer '2' is a gelu activation.*calibration images are needed to "
+        r"approximate it",
+    ):
         henn.compile(_mlp("gelu"), SHAPE, backend="plain")
 
 

@@ -131,8 +131,9 @@ def _cnn():
 
 
 def _compile(model, cal, backend, mode):
-    return henn.compile(model, SHAPE, backend=backend, mode=mode, calibration=cal, params=_params(),
-                        bootstrap=True, activation_bits=6)
+    return henn.compile(
+        model, SHAPE, backend=backend, mode=mode, calibration=cal, params=_params(), bootstrap=True, activation_bits=6
+    )
 
 
 def _refreshing(cm) -> list[str]:
@@ -150,7 +151,7 @@ def test_relu_and_maxpool_deeper_than_a_run_on_the_plain_backend(mode, digits):
         assert "bootstrapping part way" in cm.describe() and "bootstraps per ciphertext part way" in cm.describe()
         again = Program.from_bytes(cm.program.to_bytes())
         assert [s.attrs.get("refresh") for s in again.steps] == [s.attrs.get("refresh") for s in cm.program.steps]
-        got = cm.run(test[:8 if mode == "single" else 36])
+        got = cm.run(test[: 8 if mode == "single" else 36])
         budget = _budget(cm, model[4].weight.detach().numpy())
     _check(got, _torch(model, test[: len(got)]), budget)
 

@@ -26,9 +26,14 @@ def cnn():
     """Conv -> ReLU -> MaxPool -> Conv -> ReLU -> MaxPool -> Linear, seeded random weights."""
     torch.manual_seed(0)
     return nn.Sequential(
-        nn.Conv2d(1, 4, 5, stride=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(4, 8, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(32, 10),
+        nn.Conv2d(1, 4, 5, stride=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(4, 8, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(32, 10),
     ).eval()
 
 

@@ -91,8 +91,7 @@ def test_activation_bits(digits):
     model = _mlp()
     with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal, activation_bits=5) as low:
         (a5,) = low.approximations()
-    with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal,
-                      activation_bits={"2": 10}) as high:
+    with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal, activation_bits={"2": 10}) as high:
         (a10,) = high.approximations()
     assert a5["levels"] < a10["levels"] and a5["max_error"] > 4 * a10["max_error"]
     with pytest.raises(InputError, match="activation_bits must be a number of bits from 1 to 16"):
@@ -123,8 +122,9 @@ def test_default_precision_is_the_fewest_bits_that_keep_the_predictions(digits):
     want = _torch(model, test)
     assert (got.argmax(1) == want.argmax(1)).mean() >= 0.98
     if chosen.kept_at > sign_bits.MIN_BITS:  # one bit fewer flips a calibration prediction
-        with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal,
-                          activation_bits=chosen.kept_at - 1) as low:
+        with henn.compile(
+            model, SHAPE, backend="plain", mode="batch", calibration=cal, activation_bits=chosen.kept_at - 1
+        ) as low:
             flipped = low.run(cal, encrypted=False).argmax(1) != _torch(model, cal).argmax(1)
         assert flipped.any()
 

@@ -12,12 +12,15 @@ from henn.ir import interpret
 from henn.passes import CompileOptions, run_pipeline
 
 
-@pytest.mark.parametrize("layers,shape", [
-    (mnist_layers("swish-rg7-deg4"), (1, 28, 28)),
-    (mnist_layers("square"), (1, 28, 28)),
-    (cifar_layers("swish-rg5-deg2", (2, 3, 4), 8), (3, 32, 32)),
-    ([("conv", 2, 3, 1, 1), ("poly", "square"), ("globalavgpool",), ("flatten",), ("matmul", 3)], (1, 5, 5)),
-])
+@pytest.mark.parametrize(
+    "layers,shape",
+    [
+        (mnist_layers("swish-rg7-deg4"), (1, 28, 28)),
+        (mnist_layers("square"), (1, 28, 28)),
+        (cifar_layers("swish-rg5-deg2", (2, 3, 4), 8), (3, 32, 32)),
+        ([("conv", 2, 3, 1, 1), ("poly", "square"), ("globalavgpool",), ("flatten",), ("matmul", 3)], (1, 5, 5)),
+    ],
+)
 def test_import_matches_onnx_reference(layers, shape, rng):
     model = build_cnn(layers, shape, seed=7)
     onnx.checker.check_model(model)
@@ -32,8 +35,16 @@ def test_import_from_file_and_shapes(tmp_path):
     onnx.save(build_cnn(mnist_layers("square"), seed=1), str(path))
     g = load_model(str(path), (1, 1, 28, 28))  # a leading batch axis is accepted
     assert g.input_shape == (1, 28, 28) and g.output_shape == (10,)
-    assert [n.op for n in g.nodes] == ["conv2d", "batchnorm", "poly", "conv2d", "batchnorm", "poly", "flatten",
-                                       "linear"]
+    assert [n.op for n in g.nodes] == [
+        "conv2d",
+        "batchnorm",
+        "poly",
+        "conv2d",
+        "batchnorm",
+        "poly",
+        "flatten",
+        "linear",
+    ]
     with pytest.raises(InputError, match="does not match"):
         load_model(str(path), (1, 32, 32))
     with pytest.raises(InputError, match="does not exist"):
@@ -41,8 +52,7 @@ def test_import_from_file_and_shapes(tmp_path):
 
 
 def test_maxpool_is_read():
-    model = build_cnn([("conv", 2, 3, 1, 0), ("poly", "square"), ("maxpool", 2), ("flatten",), ("gemm", 2)],
-                      (1, 6, 6))
+    model = build_cnn([("conv", 2, 3, 1, 0), ("poly", "square"), ("maxpool", 2), ("flatten",), ("gemm", 2)], (1, 6, 6))
     g = load_model(model)
     (pool,) = [n for n in g.nodes if n.op == "maxpool"]
     assert pool.attrs == {"kernel": (2, 2), "stride": (2, 2), "pads": (0, 0, 0, 0)}
@@ -64,10 +74,19 @@ def test_relu_reaches_the_activation_pass():
 
 def test_square_as_mul_and_trailing_softmax(rng):
     w = numpy_helper.from_array(rng.normal(size=(3, 4)).astype(np.float32), "w")
-    nodes = [helper.make_node("Flatten", ["x"], ["f"], axis=1), helper.make_node("Mul", ["f", "f"], ["sq"]),
-             helper.make_node("Gemm", ["sq", "w"], ["y"], transB=1), helper.make_node("Softmax", ["y"], ["p"])]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 1, 2, 2])],
-                              [helper.make_tensor_value_info("p", TensorProto.FLOAT, ["b", 3])], initializer=[w])
+    nodes = [
+        helper.make_node("Flatten", ["x"], ["f"], axis=1),
+        helper.make_node("Mul", ["f", "f"], ["sq"]),
+        helper.make_node("Gemm", ["sq", "w"], ["y"], transB=1),
+        helper.make_node("Softmax", ["y"], ["p"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 1, 2, 2])],
+        [helper.make_tensor_value_info("p", TensorProto.FLOAT, ["b", 3])],
+        initializer=[w],
+    )
     g = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     assert [n.op for n in g.nodes] == ["flatten", "poly", "linear"]
     x = rng.uniform(size=(2, 1, 2, 2))

@@ -72,18 +72,32 @@ def test_residual_and_per_channel_errors(tmp_path):
     from onnx import TensorProto, helper, numpy_helper
 
     def model(nodes, inits, out_shape):
-        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
-                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
-                                  [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+        graph = helper.make_graph(
+            nodes,
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+            [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()],
+        )
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
     w = np.ones((3, 2, 1, 1))
-    bad_add = model([helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Add", ["c", "x"], ["y"])],
-                    {"w": w}, [1, 3, 4, 4])
+    bad_add = model(
+        [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Add", ["c", "x"], ["y"])],
+        {"w": w},
+        [1, 3, 4, 4],
+    )
     with pytest.raises(InputError, match="cannot apply to shape"):
         load_model(bad_add)
-    two = model([helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Conv", ["x", "w"], ["d"]),
-                 helper.make_node("Mul", ["c", "d"], ["y"])], {"w": w}, [1, 3, 4, 4])
+    two = model(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"]),
+            helper.make_node("Conv", ["x", "w"], ["d"]),
+            helper.make_node("Mul", ["c", "d"], ["y"]),
+        ],
+        {"w": w},
+        [1, 3, 4, 4],
+    )
     with pytest.raises(UnsupportedOperation, match="Mul"):
         load_model(two)
     odd = model([helper.make_node("Mul", ["x", "k"], ["y"])], {"k": np.arange(8.0).reshape(1, 2, 4, 1)}, [1, 2, 4, 4])

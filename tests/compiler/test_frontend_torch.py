@@ -21,8 +21,9 @@ def _randomize_bn(model, seed=0):
     return model.eval()
 
 
-@pytest.mark.parametrize("name,act,shape", [("mnist-cnn", "swish-rg7-deg4", (1, 28, 28)),
-                                            ("cifar-cnn", "square", (3, 32, 32))])
+@pytest.mark.parametrize(
+    "name,act,shape", [("mnist-cnn", "swish-rg7-deg4", (1, 28, 28)), ("cifar-cnn", "square", (3, 32, 32))]
+)
 def test_paper_models_trace_exactly(name, act, shape):
     from henn.training.models import build_model
 
@@ -92,8 +93,15 @@ def test_torch_onnx_export_with_view(tmp_path, rng):
     path = tmp_path / "f.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (torch.zeros(1, 1, 6, 6),), str(path), dynamo=False, input_names=["x"],
-                          dynamic_axes={"x": {0: "b"}}, opset_version=17)
+        torch.onnx.export(
+            model,
+            (torch.zeros(1, 1, 6, 6),),
+            str(path),
+            dynamo=False,
+            input_names=["x"],
+            dynamic_axes={"x": {0: "b"}},
+            opset_version=17,
+        )
     g = load_model(str(path))
     assert [n.op for n in g.nodes] == ["conv2d", "poly", "avgpool", "flatten", "linear"]
     x = rng.uniform(0, 1, (2, 1, 6, 6)).astype(np.float32)

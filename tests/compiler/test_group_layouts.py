@@ -45,8 +45,14 @@ def test_replicated_input_holds_channel_j_mod_c():
 def test_nearest_copy_keeps_first_layer_diagonals_short():
     """A 3-channel input replicated over 16 slots: every output channel reads every input channel
     within two slots, so the first conv needs deltas {-2..2} instead of all 16."""
-    node = Node("conv2d", "c", ["x"], "y", {"stride": (1, 1), "pads": (1, 1, 1, 1)},
-                {"weight": np.ones((16, 3, 3, 3)), "bias": np.zeros(16)})
+    node = Node(
+        "conv2d",
+        "c",
+        ["x"],
+        "y",
+        {"stride": (1, 1), "pads": (1, 1, 1, 1)},
+        {"weight": np.ones((16, 3, 3, 3)), "bias": np.zeros(16)},
+    )
     lay_in = grouped.feature_layout((3, 4, 4), 16, replicate=True)
     lay_out = grouped.feature_layout((16, 4, 4), 16)
     diags = grouped.diagonals(lay_in, lay_out, matrices.matrix(node, (3, 4, 4)), 16)
@@ -59,7 +65,7 @@ def test_pool_adds_ciphertexts_of_one_group():
     lay = grouped.feature_layout((6, 4, 4), 4)  # 2 groups x 16 positions
     plan, out = grouped.pool_plan(lay, node, (6, 4, 4))
     assert out.cts == 2 * 4 and plan.cts_in == 32
-    row0 = plan.indices[plan.indptr[0]:plan.indptr[1]]
+    row0 = plan.indices[plan.indptr[0] : plan.indptr[1]]
     assert sorted(row0.tolist()) == [0, 2, 8, 10]  # positions 0, 1, 4, 5 of group 0
     assert (out.chan == lay.chan).all()
 
@@ -114,8 +120,11 @@ def test_mnist_keeps_the_plain_batch_axis():
 
 def test_bad_group_options():
     with pytest.raises(InputError, match="power of two"):
-        compile_model(build_cnn(mnist_layers("square"), seed=1), None,
-                      CompileOptions(mode="batch", params=_params(), batch_group=3))
+        compile_model(
+            build_cnn(mnist_layers("square"), seed=1),
+            None,
+            CompileOptions(mode="batch", params=_params(), batch_group=3),
+        )
     with pytest.raises(InputError, match="applies to mode='batch'"):
         CompileOptions(mode="single", batch_group=4)
     with pytest.raises(InputError, match="positive integer"):

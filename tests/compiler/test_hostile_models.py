@@ -87,14 +87,17 @@ def _onnx_poly(coefficients, rng_attr):
     return model
 
 
-@pytest.mark.parametrize("coefficients,rng_attr,match", [
-    ([0.24, float("nan"), 0.1], [-5.0, 5.0], "coefficients"),
-    ([0.24, float("inf"), 0.1], [-5.0, 5.0], "coefficients"),
-    ([0.24, 0.5, 0.1], [5.0, -5.0], "fitted range"),
-    ([0.24, 0.5, 0.1], [-5.0, float("inf")], "fitted range"),
-    ([0.24, 0.5, 0.1], [float("nan"), 5.0], "fitted range"),
-    ([0.24, 0.5, 0.1], [-5.0, 0.0, 5.0], "fitted range"),
-])
+@pytest.mark.parametrize(
+    "coefficients,rng_attr,match",
+    [
+        ([0.24, float("nan"), 0.1], [-5.0, 5.0], "coefficients"),
+        ([0.24, float("inf"), 0.1], [-5.0, 5.0], "coefficients"),
+        ([0.24, 0.5, 0.1], [5.0, -5.0], "fitted range"),
+        ([0.24, 0.5, 0.1], [-5.0, float("inf")], "fitted range"),
+        ([0.24, 0.5, 0.1], [float("nan"), 5.0], "fitted range"),
+        ([0.24, 0.5, 0.1], [-5.0, 0.0, 5.0], "fitted range"),
+    ],
+)
 def test_onnx_poly_attributes_checked(tmp_path, coefficients, rng_attr, match):
     path = tmp_path / "m.onnx"
     onnx.save(_onnx_poly(coefficients, rng_attr), str(path))
@@ -102,8 +105,10 @@ def test_onnx_poly_attributes_checked(tmp_path, coefficients, rng_attr, match):
         henn.compile(str(path), backend="plain")
 
 
-@pytest.mark.parametrize("shape", [("a", 7, 7), (1, 7.5, 7), (True, 7, 7), 7, (1, 7), (0, 7, 7), (-1, 7, 7),
-                                   (1, 10**5, 10**5), (1, 1, 1, 7, 7)])
+@pytest.mark.parametrize(
+    "shape",
+    [("a", 7, 7), (1, 7.5, 7), (True, 7, 7), 7, (1, 7), (0, 7, 7), (-1, 7, 7), (1, 10**5, 10**5), (1, 1, 1, 7, 7)],
+)
 def test_input_shape_checked_before_import(tmp_path, shape):
     path = tmp_path / "m.onnx"
     onnx.save(build_cnn([("conv", 2, 3, 2, 0), ("poly", "square"), ("flatten",), ("gemm", 3)], (1, 7, 7)), str(path))

@@ -25,8 +25,6 @@ DEEP = "insecure_test_images_l17"
 BOOT = "insecure_test_images_boot_l9"
 
 
-
-
 @pytest.fixture(scope="module")
 def images():
     return np.random.default_rng(11).uniform(0, 1, (24, 3, 8, 8))

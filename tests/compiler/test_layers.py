@@ -41,8 +41,15 @@ def _seeded(*layers):
 def _onnx(model, shape, path) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (torch.zeros(1, *shape),), str(path), dynamo=False, input_names=["x"],
-                          dynamic_axes={"x": {0: "b"}}, opset_version=17)
+        torch.onnx.export(
+            model,
+            (torch.zeros(1, *shape),),
+            str(path),
+            dynamo=False,
+            input_names=["x"],
+            dynamic_axes={"x": {0: "b"}},
+            opset_version=17,
+        )
     return str(path)
 
 
@@ -78,18 +85,54 @@ def _runs_like_torch(model, shape, modes, tmp_path) -> dict:
 # ---- consecutive linear layers -------------------------------------------------------------------
 
 CONSECUTIVE = {  # name: (layers, input shape, the linear layers left after fuse_linear)
-    "conv-conv": (lambda: [nn.Conv2d(1, 2, 3), nn.Conv2d(2, 3, 3), Square(), nn.Flatten(), nn.Linear(48, 4)],
-                  (1, 8, 8), 2),
-    "conv-bn-conv padded": (lambda: [nn.Conv2d(1, 2, 3, padding=1), nn.BatchNorm2d(2), nn.Conv2d(2, 3, 3, padding=1),
-                                     Square(), nn.Flatten(), nn.Linear(192, 4)], (1, 8, 8), 3),
-    "conv-avgpool-conv": (lambda: [nn.Conv2d(1, 2, 3, padding=1), nn.AvgPool2d(2), nn.Conv2d(2, 3, 3), Square(),
-                                   nn.Flatten(), nn.Linear(12, 4)], (1, 8, 8), 2),
-    "linear-linear": (lambda: [nn.Flatten(), nn.Linear(64, 16), Square(), nn.Linear(16, 8), nn.Linear(8, 4)],
-                      (1, 8, 8), 2),
+    "conv-conv": (
+        lambda: [nn.Conv2d(1, 2, 3), nn.Conv2d(2, 3, 3), Square(), nn.Flatten(), nn.Linear(48, 4)],
+        (1, 8, 8),
+        2,
+    ),
+    "conv-bn-conv padded": (
+        lambda: [
+            nn.Conv2d(1, 2, 3, padding=1),
+            nn.BatchNorm2d(2),
+            nn.Conv2d(2, 3, 3, padding=1),
+            Square(),
+            nn.Flatten(),
+            nn.Linear(192, 4),
+        ],
+        (1, 8, 8),
+        3,
+    ),
+    "conv-avgpool-conv": (
+        lambda: [
+            nn.Conv2d(1, 2, 3, padding=1),
+            nn.AvgPool2d(2),
+            nn.Conv2d(2, 3, 3),
+            Square(),
+            nn.Flatten(),
+            nn.Linear(12, 4),
+        ],
+        (1, 8, 8),
+        2,
+    ),
+    "linear-linear": (
+        lambda: [nn.Flatten(), nn.Linear(64, 16), Square(), nn.Linear(16, 8), nn.Linear(8, 4)],
+        (1, 8, 8),
+        2,
+    ),
     "conv-flatten-linear": (lambda: [nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Linear(72, 4)], (3, 8, 8), 1),
-    "square-conv-conv-conv": (lambda: [Square(), nn.Conv2d(1, 2, 3, padding=1), nn.Conv2d(2, 2, 1),
-                                       nn.Conv2d(2, 3, 3, stride=2), Square(), nn.Flatten(), nn.Linear(27, 4)],
-                              (1, 8, 8), 3),
+    "square-conv-conv-conv": (
+        lambda: [
+            Square(),
+            nn.Conv2d(1, 2, 3, padding=1),
+            nn.Conv2d(2, 2, 1),
+            nn.Conv2d(2, 3, 3, stride=2),
+            Square(),
+            nn.Flatten(),
+            nn.Linear(27, 4),
+        ],
+        (1, 8, 8),
+        3,
+    ),
 }
 
 
@@ -126,8 +169,10 @@ CONVOLUTIONS = {  # name: (layers, input shape)
     "padding same": (lambda: [nn.Conv2d(1, 2, (3, 2), padding="same"), *_head(128)], (1, 8, 8)),
     "ZeroPad2d asymmetric": (lambda: [nn.ZeroPad2d((1, 0, 2, 1)), nn.Conv2d(1, 2, 3), *_head(126)], (1, 8, 8)),
     "F.pad + padding": (lambda: [Padded((0, 1, 1, 0), nn.Conv2d(1, 2, 3, padding=1)), *_head(162)], (1, 8, 8)),
-    "depthwise separable": (lambda: [nn.Conv2d(3, 3, 3, groups=3, padding=1), nn.Conv2d(3, 4, 1), *_head(256)],
-                            (3, 8, 8)),
+    "depthwise separable": (
+        lambda: [nn.Conv2d(3, 3, 3, groups=3, padding=1), nn.Conv2d(3, 4, 1), *_head(256)],
+        (3, 8, 8),
+    ),
 }
 
 
@@ -145,20 +190,29 @@ def _onnx_conv(attrs: dict, shape=(2, 7, 6), out_channels=4, group=1, seed=0):
     rng = np.random.default_rng(seed)
     w = rng.normal(0, 0.5, (out_channels, shape[0] // group, 3, 3)).astype(np.float32)
     b = rng.normal(0, 0.1, out_channels).astype(np.float32)
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=group, **attrs),
-             helper.make_node("Flatten", ["c"], ["y"], axis=1)]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", *shape])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", None])],
-                              initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], group=group, **attrs),
+        helper.make_node("Flatten", ["c"], ["y"], axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", *shape])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", None])],
+        initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.parametrize("attrs,group,pads", [  # pads: torch F.pad's (left, right, top, bottom), by hand
-    ({"pads": [1, 0, 2, 1]}, 1, (0, 1, 1, 2)),  # begin and end differ
-    ({"pads": [0, 2, 1, 0], "strides": [2, 1], "dilations": [1, 2]}, 2, (2, 0, 0, 1)),
-    ({"auto_pad": "SAME_UPPER", "strides": [2, 2]}, 1, (0, 1, 1, 1)),  # 7 x 6 -> 4 x 3
-    ({"auto_pad": "SAME_LOWER", "strides": [2, 2]}, 2, (1, 0, 1, 1)),
-])
+@pytest.mark.parametrize(
+    "attrs,group,pads",
+    [  # pads: torch F.pad's (left, right, top, bottom), by hand
+        ({"pads": [1, 0, 2, 1]}, 1, (0, 1, 1, 2)),  # begin and end differ
+        ({"pads": [0, 2, 1, 0], "strides": [2, 1], "dilations": [1, 2]}, 2, (2, 0, 0, 1)),
+        ({"auto_pad": "SAME_UPPER", "strides": [2, 2]}, 1, (0, 1, 1, 1)),  # 7 x 6 -> 4 x 3
+        ({"auto_pad": "SAME_LOWER", "strides": [2, 2]}, 2, (1, 0, 1, 1)),
+    ],
+)
 def test_onnx_conv_attributes(attrs, group, pads):
     """Conv attributes torch exports otherwise, against torch on the padded input, in single mode."""
     from onnx import numpy_helper
@@ -167,19 +221,33 @@ def test_onnx_conv_attributes(attrs, group, pads):
     w, b = (torch.from_numpy(numpy_helper.to_array(t).copy()) for t in model.graph.initializer)
     x = _images((2, 7, 6))
     with torch.no_grad():
-        want = F.conv2d(F.pad(torch.from_numpy(x), pads), w, b, stride=attrs.get("strides", 1),
-                        dilation=attrs.get("dilations", 1), groups=group).flatten(1).double().numpy()
+        want = (
+            F.conv2d(
+                F.pad(torch.from_numpy(x), pads),
+                w,
+                b,
+                stride=attrs.get("strides", 1),
+                dilation=attrs.get("dilations", 1),
+                groups=group,
+            )
+            .flatten(1)
+            .double()
+            .numpy()
+        )
     with _compiled(model, (2, 7, 6), "single") as cm:
         np.testing.assert_allclose(cm.run(x, encrypted=False), want, rtol=0, atol=ATOL)
 
 
-@pytest.mark.parametrize("layers,match", [
-    (lambda: [nn.Conv2d(1, 2, 3, padding=1, padding_mode="reflect")], r"'0'.*padding_mode='reflect'.*zero padding"),
-    (lambda: [Padded((1, 1, 1, 1), nn.Conv2d(1, 2, 3), mode="reflect")], r"mode 'reflect'.*zero padding"),
-    (lambda: [Padded((1, 1, 1, 1), nn.Conv2d(1, 2, 3), value=1.0)], r"value 1\.0.*zero padding"),
-    (lambda: [nn.ZeroPad2d(1), Square()], r"zero padding is supported right before a Conv2d or an average pool"),
-    (lambda: [Padded((-1, 0, 0, 0), nn.Conv2d(1, 2, 3))], r"non-negative zero padding"),
-])
+@pytest.mark.parametrize(
+    "layers,match",
+    [
+        (lambda: [nn.Conv2d(1, 2, 3, padding=1, padding_mode="reflect")], r"'0'.*padding_mode='reflect'.*zero padding"),
+        (lambda: [Padded((1, 1, 1, 1), nn.Conv2d(1, 2, 3), mode="reflect")], r"mode 'reflect'.*zero padding"),
+        (lambda: [Padded((1, 1, 1, 1), nn.Conv2d(1, 2, 3), value=1.0)], r"value 1\.0.*zero padding"),
+        (lambda: [nn.ZeroPad2d(1), Square()], r"zero padding is supported right before a Conv2d or an average pool"),
+        (lambda: [Padded((-1, 0, 0, 0), nn.Conv2d(1, 2, 3))], r"non-negative zero padding"),
+    ],
+)
 def test_refused_with_the_reason(layers, match):
     with pytest.raises(UnsupportedOperation, match=match):
         load_model(_seeded(*layers(), nn.Flatten()), (1, 8, 8))
@@ -192,8 +260,7 @@ def test_depthwise_separable_block_encrypted_on_lattigo():
     model = _seeded(*CONVOLUTIONS["depthwise separable"][0]())
     x = _images((3, 8, 8))
     params = insecure("insecure_test_residual_l17", 17)
-    with henn.compile(model, (3, 8, 8), backend="lattigo", mode="single", params=params,
-                      activation_check=False) as cm:
+    with henn.compile(model, (3, 8, 8), backend="lattigo", mode="single", params=params, activation_check=False) as cm:
         got = cm.run(x)
     precision_table.within("lattigo-e2e", "depthwise_separable", _torch(model, x), got, 1e-3)
 
@@ -211,23 +278,69 @@ class Mean(nn.Module):
 
 
 POOLS = {  # name: (layers, input shape, modes)
-    "avgpool 3/2 pad 1": (lambda: [nn.Conv2d(1, 2, 3), Square(), nn.AvgPool2d(3, 2, padding=1), nn.Flatten(),
-                                   nn.Linear(18, 4)], (1, 8, 8), ("single", "batch")),
-    "avgpool excluding pad": (lambda: [nn.Conv2d(1, 2, 3), Square(), nn.AvgPool2d(3, 2, padding=1,
-                                       count_include_pad=False), nn.Dropout(), nn.Flatten(), nn.Linear(18, 4)],
-                              (1, 8, 8), ("single", "batch")),
-    "avgpool (2, 3) stride (1, 2)": (lambda: [nn.Conv2d(1, 2, 3), Square(), nn.AvgPool2d((2, 3), (1, 2)),
-                                              nn.Conv2d(2, 3, 2), Square(), nn.Flatten(), nn.Linear(12, 4)],
-                                     (1, 8, 8), ("single", "batch")),
-    "adaptive 2x3": (lambda: [nn.Conv2d(1, 2, 3), Square(), nn.AdaptiveAvgPool2d((2, 3)), nn.Identity(),
-                              nn.Flatten(), nn.Linear(12, 4)], (1, 8, 8), ("single", "batch")),
-    "global mean": (lambda: [nn.Conv2d(3, 4, 3), Square(), Mean(False), nn.Linear(4, 4)], (3, 8, 8),
-                    ("single", "batch")),
-    "global mean keepdim": (lambda: [nn.Conv2d(3, 4, 3), Square(), Mean(True), nn.Flatten(), nn.Linear(4, 4)],
-                            (3, 8, 8), ("single", "batch")),
-    "F.pad + avgpool ceil_mode": (lambda: [nn.Conv2d(1, 2, 3), Square(), Padded((1, 1, 1, 1), nn.AvgPool2d(
-                                  2, ceil_mode=True, count_include_pad=False)), nn.Flatten(), nn.Linear(32, 4)],
-                                  (1, 8, 8), ("single", "batch")),
+    "avgpool 3/2 pad 1": (
+        lambda: [nn.Conv2d(1, 2, 3), Square(), nn.AvgPool2d(3, 2, padding=1), nn.Flatten(), nn.Linear(18, 4)],
+        (1, 8, 8),
+        ("single", "batch"),
+    ),
+    "avgpool excluding pad": (
+        lambda: [
+            nn.Conv2d(1, 2, 3),
+            Square(),
+            nn.AvgPool2d(3, 2, padding=1, count_include_pad=False),
+            nn.Dropout(),
+            nn.Flatten(),
+            nn.Linear(18, 4),
+        ],
+        (1, 8, 8),
+        ("single", "batch"),
+    ),
+    "avgpool (2, 3) stride (1, 2)": (
+        lambda: [
+            nn.Conv2d(1, 2, 3),
+            Square(),
+            nn.AvgPool2d((2, 3), (1, 2)),
+            nn.Conv2d(2, 3, 2),
+            Square(),
+            nn.Flatten(),
+            nn.Linear(12, 4),
+        ],
+        (1, 8, 8),
+        ("single", "batch"),
+    ),
+    "adaptive 2x3": (
+        lambda: [
+            nn.Conv2d(1, 2, 3),
+            Square(),
+            nn.AdaptiveAvgPool2d((2, 3)),
+            nn.Identity(),
+            nn.Flatten(),
+            nn.Linear(12, 4),
+        ],
+        (1, 8, 8),
+        ("single", "batch"),
+    ),
+    "global mean": (
+        lambda: [nn.Conv2d(3, 4, 3), Square(), Mean(False), nn.Linear(4, 4)],
+        (3, 8, 8),
+        ("single", "batch"),
+    ),
+    "global mean keepdim": (
+        lambda: [nn.Conv2d(3, 4, 3), Square(), Mean(True), nn.Flatten(), nn.Linear(4, 4)],
+        (3, 8, 8),
+        ("single", "batch"),
+    ),
+    "F.pad + avgpool ceil_mode": (
+        lambda: [
+            nn.Conv2d(1, 2, 3),
+            Square(),
+            Padded((1, 1, 1, 1), nn.AvgPool2d(2, ceil_mode=True, count_include_pad=False)),
+            nn.Flatten(),
+            nn.Linear(32, 4),
+        ],
+        (1, 8, 8),
+        ("single", "batch"),
+    ),
 }
 
 
@@ -237,12 +350,17 @@ def test_average_pools(name, tmp_path):
     _runs_like_torch(_seeded(*layers()), shape, modes, tmp_path)
 
 
-@pytest.mark.parametrize("layers,match", [
-    (lambda: [nn.AvgPool2d(3, 2, padding=1, count_include_pad=False), Square()],
-     r"count_include_pad=False.*right before a Linear"),
-    (lambda: [nn.AvgPool2d(3, 2, ceil_mode=True)], r"ceil_mode adds a partial window"),
-    (lambda: [nn.AdaptiveAvgPool2d(3)], r"AdaptiveAvgPool2d to 3x3 from 8x8.*divide the input"),
-])
+@pytest.mark.parametrize(
+    "layers,match",
+    [
+        (
+            lambda: [nn.AvgPool2d(3, 2, padding=1, count_include_pad=False), Square()],
+            r"count_include_pad=False.*right before a Linear",
+        ),
+        (lambda: [nn.AvgPool2d(3, 2, ceil_mode=True)], r"ceil_mode adds a partial window"),
+        (lambda: [nn.AdaptiveAvgPool2d(3)], r"AdaptiveAvgPool2d to 3x3 from 8x8.*divide the input"),
+    ],
+)
 def test_pools_refused_with_the_reason(layers, match):
     with pytest.raises(UnsupportedOperation, match=match):
         load_model(_seeded(*layers(), nn.Flatten(), nn.Linear(9, 2)), (1, 8, 8))
@@ -307,8 +425,14 @@ def test_concatenated_branches_encrypted_on_lattigo():
     torch.manual_seed(0)
     model = Inception().eval()
     x = _images((1, 8, 8))
-    with henn.compile(model, (1, 8, 8), backend="lattigo", mode="single", params=insecure(
-            "insecure_test_residual_l17", 17), activation_check=False) as cm:
+    with henn.compile(
+        model,
+        (1, 8, 8),
+        backend="lattigo",
+        mode="single",
+        params=insecure("insecure_test_residual_l17", 17),
+        activation_check=False,
+    ) as cm:
         got = cm.run(x)
     precision_table.within("lattigo-e2e", "concatenated_branches", _torch(model, x), got, 1e-3)
 
@@ -366,5 +490,6 @@ def test_views_that_move_the_batch_are_refused(how, match):
 def test_a_permutation_in_grouped_batch_packing_is_refused():
     torch.manual_seed(0)
     with pytest.raises(UnsupportedOperation, match="reshape or permute in grouped batch packing"):
-        henn.compile(Transposed().eval(), (1, 8, 8), backend="plain", mode="batch", batch_group=2,
-                     activation_check=False)
+        henn.compile(
+            Transposed().eval(), (1, 8, 8), backend="plain", mode="batch", batch_group=2, activation_check=False
+        )

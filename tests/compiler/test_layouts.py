@@ -37,19 +37,32 @@ def test_blocked_taps_layout():
     assert TapsPlan(2048, 25).blocks(8192) == 4 and TapsPlan(32, 9).blocks(1024) == 16
 
 
-@pytest.mark.parametrize("layers,shape", [
-    (mnist_layers("swish-rg7-deg4"), (1, 28, 28)),
-    ([("conv", 3, 3, 1, 1), ("poly", "swish-rg5-deg2"), ("avgpool", 2), ("conv", 4, 3, 1, 1), ("poly", "square"),
-      ("flatten",), ("gemm", 5)], (2, 8, 8)),
-    ([("flatten",), ("gemm", 20), ("poly", "square"), ("gemm", 3)], (1, 6, 6)),
-])
+@pytest.mark.parametrize(
+    "layers,shape",
+    [
+        (mnist_layers("swish-rg7-deg4"), (1, 28, 28)),
+        (
+            [
+                ("conv", 3, 3, 1, 1),
+                ("poly", "swish-rg5-deg2"),
+                ("avgpool", 2),
+                ("conv", 4, 3, 1, 1),
+                ("poly", "square"),
+                ("flatten",),
+                ("gemm", 5),
+            ],
+            (2, 8, 8),
+        ),
+        ([("flatten",), ("gemm", 20), ("poly", "square"), ("gemm", 3)], (1, 6, 6)),
+    ],
+)
 def test_lowered_single_program_computes_the_model(layers, shape, rng):
     model = build_cnn(layers, shape, seed=2)
     c = compile_model(model, None, CompileOptions(mode="single"))
     x = rng.uniform(0, 1, (2,) + shape)
     want = interpret.run(c.reference, x)
     for i in range(2):
-        np.testing.assert_allclose(simulate(c.program, x[i:i + 1])[0], want[i], rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(simulate(c.program, x[i : i + 1])[0], want[i], rtol=1e-9, atol=1e-9)
 
 
 def test_program_serialization_roundtrip(rng):
@@ -80,9 +93,17 @@ def test_multi_bsgs_and_pool_cover_a_conv():
     from henn.frontend import load_model
     from henn.passes import run_pipeline
 
-    g = run_pipeline(load_model(build_cnn([("conv", 4, 3, 1, 1), ("poly", "square"), ("avgpool", 2), ("flatten",),
-                                           ("gemm", 10)], (2, 32, 32), seed=1)),
-                     CompileOptions(mode="single"), until="merge_act_pool")
+    g = run_pipeline(
+        load_model(
+            build_cnn(
+                [("conv", 4, 3, 1, 1), ("poly", "square"), ("avgpool", 2), ("flatten",), ("gemm", 10)],
+                (2, 32, 32),
+                seed=1,
+            )
+        ),
+        CompileOptions(mode="single"),
+        until="merge_act_pool",
+    )
     conv, pool = g.nodes[0], next(n for n in g.nodes if n.op == "sumpool")
     lay_in = multi.feature_layout((2, 32, 32), (32, 32), 2048)
     lay_out = multi.feature_layout((4, 32, 32), (32, 32), 2048)

@@ -64,8 +64,9 @@ def test_tree_and_rotation_ops():
     assert len(rotation_ops([0])) == 0
 
 
-@pytest.mark.parametrize("kernel, stride, pads", [((2, 2), (2, 2), (0,) * 4), ((3, 3), (1, 1), (1,) * 4),
-                                                  ((3, 2), (2, 1), (1, 0, 1, 1))])
+@pytest.mark.parametrize(
+    "kernel, stride, pads", [((2, 2), (2, 2), (0,) * 4), ((3, 3), (1, 1), (1,) * 4), ((3, 2), (2, 1), (1, 0, 1, 1))]
+)
 def test_interpreter_matches_torch_and_padding_never_wins(kernel, stride, pads):
     x = -np.abs(np.random.default_rng(0).normal(size=(2, 3, 7, 6))) - 1.0  # all below the zero of padding
     a = {"kernel": kernel, "stride": stride, "pads": pads}
@@ -76,8 +77,9 @@ def test_interpreter_matches_torch_and_padding_never_wins(kernel, stride, pads):
     assert got.max() < -1.0
 
 
-@pytest.mark.parametrize("source, mode", [("torch", "batch"), ("onnx", "batch"), ("torch", "single"),
-                                          ("onnx", "single")])
+@pytest.mark.parametrize(
+    "source, mode", [("torch", "batch"), ("onnx", "batch"), ("torch", "single"), ("onnx", "single")]
+)
 def test_lenet_matches_torch(source, mode, digits, tmp_path):
     cal, test = digits
     model = _lenet()
@@ -107,8 +109,9 @@ def test_padded_pools(mode, stride, digits):
     x - lo (henn.passes.pad_maxpools: one 1x1 convolution more)."""
     cal, test = digits
     model = _lenet(nn.MaxPool2d(3, stride=stride, padding=1))
-    with henn.compile(model, SHAPE, backend="plain", mode=mode, calibration=cal, activation_bits=5,
-                      params=_params()) as cm:
+    with henn.compile(
+        model, SHAPE, backend="plain", mode=mode, calibration=cal, activation_bits=5, params=_params()
+    ) as cm:
         relu, pool = cm.approximations()
         got = cm.run(test[:24], encrypted=False)
         budget = _budget(cm, model[4].weight.detach().numpy())
@@ -125,8 +128,9 @@ def test_global_max_pool(mode, digits):
     cal, test = digits
     torch.manual_seed(2)
     model = nn.Sequential(nn.Conv2d(1, 6, 5, stride=4), nn.AdaptiveMaxPool2d(1), nn.Flatten(), nn.Linear(6, 10)).eval()
-    with henn.compile(model, SHAPE, backend="plain", mode=mode, calibration=cal, params=_params(),
-                      activation_bits=6) as cm:
+    with henn.compile(
+        model, SHAPE, backend="plain", mode=mode, calibration=cal, params=_params(), activation_bits=6
+    ) as cm:
         (pool,) = cm.approximations()
         got = cm.run(test[:32], encrypted=False)
         budget = _budget(cm, model[3].weight.detach().numpy())
@@ -137,8 +141,9 @@ def test_global_max_pool(mode, digits):
 def test_grouped_batch(digits):
     cal, test = digits
     model = _lenet()
-    with henn.compile(model, SHAPE, backend="plain", mode="batch", calibration=cal, params=_params(),
-                      batch_group=4) as cm:
+    with henn.compile(
+        model, SHAPE, backend="plain", mode="batch", calibration=cal, params=_params(), batch_group=4
+    ) as cm:
         got = cm.run(test[:48], encrypted=False)
         budget = _budget(cm, model[4].weight.detach().numpy())
     _check(got, _torch(model, test[:48]), budget)
@@ -165,8 +170,9 @@ def test_encrypted_on_lattigo(digits):
     torch.manual_seed(3)
     model = nn.Sequential(nn.Conv2d(1, 2, 4, stride=2), nn.MaxPool2d((1, 2)), nn.Flatten(), nn.Linear(36, 10)).eval()
     params = insecure("insecure_test_residual_l17", 17)
-    with henn.compile(model, SHAPE, backend="lattigo", mode="batch", params=params, calibration=cal,
-                      activation_bits=5) as cm:
+    with henn.compile(
+        model, SHAPE, backend="lattigo", mode="batch", params=params, calibration=cal, activation_bits=5
+    ) as cm:
         (pool,) = cm.approximations()
         got = cm.run(test[:4])
         budget = _budget(cm, model[3].weight.detach().numpy())

@@ -14,8 +14,18 @@ from henn.passes.approximate_activations import decompose
 from henn.passes.threshold_coeffs import EPS_DEFAULT, EPS_DEG4
 
 
-@pytest.mark.parametrize("coeffs", [(0.3,), (0.1, -2.0), (0.24, 0.5, 0.1), (0.0, 0.0, 1.0), (1.0, -0.5, 0.2, 0.05),
-                                    (0.1773, 0.5, 0.128, 0.0, -0.001328), (0.2, 0.1, -0.3, 0.02, 0.004)])
+@pytest.mark.parametrize(
+    "coeffs",
+    [
+        (0.3,),
+        (0.1, -2.0),
+        (0.24, 0.5, 0.1),
+        (0.0, 0.0, 1.0),
+        (1.0, -0.5, 0.2, 0.05),
+        (0.1773, 0.5, 0.128, 0.0, -0.001328),
+        (0.2, 0.1, -0.3, 0.02, 0.004),
+    ],
+)
 def test_forms_reproduce_the_polynomial(coeffs, rng):
     form = decompose(coeffs)
     x = rng.uniform(-7, 7, 200)
@@ -45,8 +55,7 @@ def test_mnist_depth_matches_paper_table5(act, depth):
 
 @pytest.mark.parametrize("act,depth", [("square", 7), ("swish-rg7-deg4", 10)])
 def test_cifar_depth_with_fused_head(act, depth):
-    g = run_pipeline(load_model(build_cnn(cifar_layers(act, (2, 2, 2), 4), (3, 32, 32))),
-                     CompileOptions(mode="batch"))
+    g = run_pipeline(load_model(build_cnn(cifar_layers(act, (2, 2, 2), 4), (3, 32, 32))), CompileOptions(mode="batch"))
     assert g.meta.depth == depth  # paper 000: 8 / 11 with an unfused 2048-256-10 head
     assert sum(n.op == "linear" for n in g.nodes) == 1
     assert all(n.op != "avgpool" for n in g.nodes)
@@ -100,8 +109,10 @@ def test_explicit_parameters_too_shallow():
 def test_branches_are_refused_in_batch_mode():
     w = np.ones((2, 2))
     values = {k: Value(k, (2,)) for k in ("x", "a", "b")}
-    nodes = [Node("linear", "l1", ["x"], "a", {}, {"weight": w, "bias": np.zeros(2)}),
-             Node("linear", "l2", ["a"], "b", {}, {"weight": w, "bias": np.zeros(2)})]
+    nodes = [
+        Node("linear", "l1", ["x"], "a", {}, {"weight": w, "bias": np.zeros(2)}),
+        Node("linear", "l2", ["a"], "b", {}, {"weight": w, "bias": np.zeros(2)}),
+    ]
     g = Graph("x", "b", nodes, values).verify()
     g.nodes[1].inputs = ["x"]  # x feeds both layers; a is dead
     g.output = "b"
@@ -125,8 +136,7 @@ def test_single_mode_keys_are_exactly_the_plan_steps():
 
 
 def test_fused_head_keeps_the_folded_gain(rng):
-    layers = [("conv", 2, 3, 1, 1), ("poly", "swish-rg7-deg4"), ("avgpool", 2), ("flatten",), ("gemm", 6),
-              ("gemm", 3)]
+    layers = [("conv", 2, 3, 1, 1), ("poly", "swish-rg7-deg4"), ("avgpool", 2), ("flatten",), ("gemm", 6), ("gemm", 3)]
     g0 = load_model(build_cnn(layers, (1, 4, 4), seed=9))
     g = run_pipeline(g0, CompileOptions(mode="batch"), until="threshold_coeffs")
     head = g.nodes[-1]

@@ -18,8 +18,17 @@ from henn.passes import PASSES, CompileOptions
 
 GOLDEN = Path(__file__).parent / "golden"
 TINY = [("conv", 2, 3, 1, 0), ("bn",), ("poly", "swish-rg5-deg2"), ("avgpool", 2), ("flatten",), ("gemm", 3)]
-DEG4 = [("conv", 2, 2, 2, 0), ("bn",), ("poly", "swish-rg7-deg4"), ("conv", 3, 2, 1, 0), ("bn",),
-        ("poly", "square"), ("flatten",), ("gemm", 4), ("gemm", 2)]
+DEG4 = [
+    ("conv", 2, 2, 2, 0),
+    ("bn",),
+    ("poly", "swish-rg7-deg4"),
+    ("conv", 3, 2, 1, 0),
+    ("bn",),
+    ("poly", "square"),
+    ("flatten",),
+    ("gemm", 4),
+    ("gemm", 2),
+]
 CASES = {
     "tiny_single": (TINY, (1, 6, 6), "single", {}),
     "tiny_batch": (TINY, (1, 6, 6), "batch", {}),
@@ -33,8 +42,12 @@ def _params(bootstrap: bool = False):
     """Depth 6; with bootstrapping, 3 levels between bootstraps (DEG4 needs 7: two bootstraps)."""
     name = "insecure_golden_boot_n11_d3" if bootstrap else "insecure_golden_n11_d6"
     if name not in presets.names():
-        presets.register(name, ParametersLiteral(11, (50,) + (36,) * 3, (50,), 36, bootstrap=BootstrapLiteral())
-                         if bootstrap else ParametersLiteral(11, (50,) + (36,) * 6, (50,), 36))
+        presets.register(
+            name,
+            ParametersLiteral(11, (50,) + (36,) * 3, (50,), 36, bootstrap=BootstrapLiteral())
+            if bootstrap
+            else ParametersLiteral(11, (50,) + (36,) * 6, (50,), 36),
+        )
     return presets.get(name)
 
 

@@ -14,16 +14,27 @@ from henn.ir import interpret
 from henn.passes import CompileOptions, run_pipeline
 from henn.passes import place_bootstraps
 
-DEG4 = [("conv", 2, 2, 2, 0), ("bn",), ("poly", "swish-rg7-deg4"), ("conv", 3, 2, 1, 0), ("bn",),
-        ("poly", "square"), ("flatten",), ("gemm", 4), ("gemm", 2)]
+DEG4 = [
+    ("conv", 2, 2, 2, 0),
+    ("bn",),
+    ("poly", "swish-rg7-deg4"),
+    ("conv", 3, 2, 1, 0),
+    ("bn",),
+    ("poly", "square"),
+    ("flatten",),
+    ("gemm", 4),
+    ("gemm", 2),
+]
 SHAPE = (1, 6, 6)
 
 
 def boot_params(levels: int, name_prefix: str = "insecure_test_boot_n11"):
     name = f"{name_prefix}_l{levels}"
     if name not in presets.names():
-        presets.register(name, ParametersLiteral(11, (50,) + (36,) * levels, (50,), 36,
-                                                 bootstrap=BootstrapLiteral(precision_bits=20.0)))
+        presets.register(
+            name,
+            ParametersLiteral(11, (50,) + (36,) * levels, (50,), 36, bootstrap=BootstrapLiteral(precision_bits=20.0)),
+        )
     return presets.get(name)
 
 
@@ -150,8 +161,15 @@ def test_an_outlier_calibration_image_is_left_out_of_the_bound_and_refused(caplo
     interpret.run(final, x, hook=hook)  # the 16 ordinary images
     for peak, bound in seen.values():
         assert peak < bound <= 1.3 * peak
-    cm = henn.compile(build_cnn(DEG4, SHAPE, seed=0), backend="plain", mode="single", params=boot_params(3),
-                      bootstrap=True, calibration=cal, activation_check="off")
+    cm = henn.compile(
+        build_cnn(DEG4, SHAPE, seed=0),
+        backend="plain",
+        mode="single",
+        params=boot_params(3),
+        bootstrap=True,
+        calibration=cal,
+        activation_check="off",
+    )
     with pytest.raises(InputError, match="beyond the bound"):
         cm.run(cal[5:6], encrypted=False)
     cm.run(x[:2], encrypted=False)

@@ -55,8 +55,15 @@ def _net(f, final=None):
 def _onnx(model, path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (torch.zeros(1, 1, 6, 6),), str(path), dynamo=False, input_names=["x"],
-                          dynamic_axes={"x": {0: "b"}}, opset_version=17)
+        torch.onnx.export(
+            model,
+            (torch.zeros(1, 1, 6, 6),),
+            str(path),
+            dynamo=False,
+            input_names=["x"],
+            dynamic_axes={"x": {0: "b"}},
+            opset_version=17,
+        )
     return str(path)
 
 
@@ -86,8 +93,9 @@ def test_polynomial_spellings_fold_and_run(name, source, images, tmp_path):
     g = load_model(src, (1, 6, 6))
     np.testing.assert_allclose(_folded(g), want_coef, rtol=1e-6, atol=1e-7)
     per_channel = len(want_coef) > 1
-    with henn.compile(src, (1, 6, 6), backend="plain", mode="single" if per_channel else "batch",
-                      activation_check=False) as cm:
+    with henn.compile(
+        src, (1, 6, 6), backend="plain", mode="single" if per_channel else "batch", activation_check=False
+    ) as cm:
         got = cm.run(images)
     np.testing.assert_allclose(got, _torch(model, images), rtol=0, atol=1e-5)
 
@@ -103,12 +111,15 @@ def test_constant_factors_fold_into_linear_layers(source, images, tmp_path):
 
 
 @pytest.mark.parametrize("source", ["torch", "onnx"])
-@pytest.mark.parametrize("f,match", [
-    (lambda m, x, inp: x * m.conv2(inp), r"product of two different computed tensors"),
-    (lambda m, x, inp: x - x * m.conv2(inp), r"product of two different computed tensors"),
-    (lambda m, x, inp: 1 / (x + 2), r"division by a computed tensor"),
-    (lambda m, x, inp: x**0.5, r"power 0\.5 is not an integer"),
-])
+@pytest.mark.parametrize(
+    "f,match",
+    [
+        (lambda m, x, inp: x * m.conv2(inp), r"product of two different computed tensors"),
+        (lambda m, x, inp: x - x * m.conv2(inp), r"product of two different computed tensors"),
+        (lambda m, x, inp: 1 / (x + 2), r"division by a computed tensor"),
+        (lambda m, x, inp: x**0.5, r"power 0\.5 is not an integer"),
+    ],
+)
 def test_non_polynomials_are_refused_naming_the_layer(f, match, source, tmp_path):
     model = _net(f)
     src = model if source == "torch" else _onnx(model, tmp_path / "m.onnx")
@@ -117,8 +128,9 @@ def test_non_polynomials_are_refused_naming_the_layer(f, match, source, tmp_path
     assert "approximate_activations" not in str(err.value) and "run " not in str(err.value)
 
 
-@pytest.mark.parametrize("name,mode", [("x*(1 + 0.25*x)", "batch"), ("degree 5", "batch"),
-                                       ("per-channel a*x*x + x", "single")])
+@pytest.mark.parametrize(
+    "name,mode", [("x*(1 + 0.25*x)", "batch"), ("degree 5", "batch"), ("per-channel a*x*x + x", "single")]
+)
 def test_polynomials_encrypted_on_lattigo(name, mode, images):
     """Small insecure ring (N = 2^11, as the residual-network tests): the square core, the general power-basis
     path and the per-channel step, encrypted, against torch."""

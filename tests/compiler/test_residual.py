@@ -22,8 +22,6 @@ from henn.passes.place_bootstraps import live_values
 from henn.program import Program, ProgramError, Step, StepKind
 
 
-
-
 DEEP = "insecure_test_residual_l17"  # random_resnet needs depth 16 without bootstrapping
 BOOT = "insecure_test_residual_boot_l9"  # 9 levels between bootstraps: a residual block takes 6
 TIGHT = "insecure_test_residual_boot_l4"  # 4 levels: a bootstrap goes inside each block
@@ -205,11 +203,22 @@ def test_resnet20_sized_program_is_exact_with_bootstraps_on_the_plain_backend(mo
 
 def test_a_chain_with_per_channel_polynomials_runs_multiplexed_and_batch_refuses_it():
     rng = np.random.default_rng(3)
-    values = {"x": Value("x", (2, 6, 6)), "c": Value("c", (3, 6, 6)), "q": Value("q", (3, 6, 6)),
-              "f": Value("f", (108,)), "y": Value("y", (4,))}
+    values = {
+        "x": Value("x", (2, 6, 6)),
+        "c": Value("c", (3, 6, 6)),
+        "q": Value("q", (3, 6, 6)),
+        "f": Value("f", (108,)),
+        "y": Value("y", (4,)),
+    }
     nodes = [
-        Node("conv2d", "c", ["x"], "c", {"stride": (1, 1), "pads": (1, 1, 1, 1)},
-             {"weight": rng.normal(size=(3, 2, 3, 3)), "bias": rng.normal(size=3)}),
+        Node(
+            "conv2d",
+            "c",
+            ["x"],
+            "c",
+            {"stride": (1, 1), "pads": (1, 1, 1, 1)},
+            {"weight": rng.normal(size=(3, 2, 3, 3)), "bias": rng.normal(size=3)},
+        ),
         Node("channel_poly", "q", ["c"], "q", {}, {"coefficients": rng.normal(size=(3, 3))}),
         Node("flatten", "f", ["q"], "f"),
         Node("linear", "y", ["f"], "y", {}, {"weight": rng.normal(size=(4, 108)), "bias": np.zeros(4)}),

@@ -1,6 +1,5 @@
 """Shared by the kernel tests: real-library backends and an Evaluator that records rotations."""
 
-
 import pytest
 
 from henn.ckks.backends import names, open_backend

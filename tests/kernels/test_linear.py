@@ -1,6 +1,5 @@
 """LinearTransform (diagonal method, BSGS) on the plain backend (exact and noisy) and real libraries."""
 
-
 import numpy as np
 import pytest
 
@@ -13,10 +12,6 @@ from kernel_support import REAL, Recorder, real_backend
 PARAMS = presets.get("insecure_short_d4")
 SLOTS = PARAMS.slots
 NOISY_TOL, EXACT_TOL = 2.0**-15, 1e-9
-
-
-
-
 
 
 @pytest.fixture(params=[False, True], ids=["exact", "noise"])
@@ -90,8 +85,8 @@ def test_matches_numpy(plain, case, layout):
     assert np.max(np.abs(got - lt.reference(lt.pack_input(x)))) < tol  # the whole slot layout as documented
     if layout == "periodic":  # every replicated block holds y, zeros beyond m
         blocks = got.reshape(-1, lt.period)
-        assert np.max(np.abs(blocks[:, :mat.shape[0]] - mat @ x)) < tol
-        assert np.max(np.abs(blocks[:, mat.shape[0]:]), initial=0) < tol
+        assert np.max(np.abs(blocks[:, : mat.shape[0]] - mat @ x)) < tol
+        assert np.max(np.abs(blocks[:, mat.shape[0] :]), initial=0) < tol
 
 
 def test_sparse_diagonals_only():

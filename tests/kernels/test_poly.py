@@ -1,6 +1,5 @@
 """evaluate_polynomial: values, levels and scales on the plain backend (exact and noisy) and real libraries."""
 
-
 import numpy as np
 import pytest
 
@@ -9,8 +8,13 @@ from henn.ckks import presets
 from henn.ckks.backends import open_backend
 from henn.ckks.params import Parameters, ParametersLiteral
 from henn.errors import InputError, LevelError
-from henn.kernels.poly import (evaluate_polynomial, logistic_coefficients, output_level, polynomial_cost,
-                               polynomial_depth)
+from henn.kernels.poly import (
+    evaluate_polynomial,
+    logistic_coefficients,
+    output_level,
+    polynomial_cost,
+    polynomial_depth,
+)
 from kernel_support import REAL, real_backend
 
 PARAMS = presets.get("insecure_short_d4")
@@ -21,8 +25,6 @@ SWISH2 = ACTIVATIONS["swish-rg5-deg2"].coefficients
 SWISH4 = ACTIVATIONS["swish-rg7-deg4"].coefficients
 RANDOM7 = tuple(np.random.default_rng(7).uniform(-1, 1, 8))
 RANDOM15 = tuple(np.random.default_rng(15).uniform(-1, 1, 16))
-
-
 
 
 def check(be, coeffs, xrange, tol, *, level=None, seed=0, **kwargs):
@@ -49,8 +51,17 @@ def test_depth_table():
     assert polynomial_depth([0, 0, 1]) == 1  # x^2: integer leading coefficient, free
     assert polynomial_depth(SWISH2) == 2 and polynomial_depth(SWISH2, "natural") == 1
     assert polynomial_depth(SWISH4) == 3 and polynomial_depth(SWISH4, "natural") == 2
-    for d, general, natural in [(1, 1, 0), (2, 2, 1), (3, 2, 2), (4, 3, 2), (7, 3, 3), (8, 4, 3), (15, 4, 4),
-                                (16, 5, 4), (31, 5, 5)]:
+    for d, general, natural in [
+        (1, 1, 0),
+        (2, 2, 1),
+        (3, 2, 2),
+        (4, 3, 2),
+        (7, 3, 3),
+        (8, 4, 3),
+        (15, 4, 4),
+        (16, 5, 4),
+        (31, 5, 5),
+    ]:
         coeffs = [0.3] * (d + 1)
         assert polynomial_depth(coeffs) == general and polynomial_depth(coeffs, 2.0**30) == general
         assert polynomial_depth(coeffs, "natural") == natural
@@ -63,9 +74,16 @@ def test_depth_table():
     assert polynomial_cost(logistic_coefficients(31), bound=8)["depth"] == 6
 
 
-@pytest.mark.parametrize("name, coeffs, xrange", [
-    ("square", (0, 0, 1), 1.0), ("swish-deg2", SWISH2, 5.0), ("swish-deg4", SWISH4, 7.0),
-    ("random-deg7", RANDOM7, 1.0), ("random-deg15", RANDOM15, 1.0)])
+@pytest.mark.parametrize(
+    "name, coeffs, xrange",
+    [
+        ("square", (0, 0, 1), 1.0),
+        ("swish-deg2", SWISH2, 5.0),
+        ("swish-deg4", SWISH4, 7.0),
+        ("random-deg7", RANDOM7, 1.0),
+        ("random-deg15", RANDOM15, 1.0),
+    ],
+)
 def test_input_scale(plain, name, coeffs, xrange):
     be, tol = plain
     ct, out = check(be, coeffs, xrange, tol)
@@ -87,9 +105,20 @@ def test_natural_scale_saves_a_level(plain, coeffs, xrange):
         assert out.scale == pytest.approx(half**2 * m / abs(coeffs[-1]) / q(top), rel=1e-12)
 
 
-@pytest.mark.parametrize("coeffs", [(0.25, 0.5), (-1, 2), (0.3, 0, 0, 0.7), (0.1, 0, -0.5, 0, 0.2),
-                                    (0, 1.5, 0, -0.4, 0, 0.05), (0, 0, 0, 0, 0, 0, 0.9), (3.0,), (0, 0, 2),
-                                    (0.5, -1, 0, 0, 0, 0, 0, 0, 0.01)])
+@pytest.mark.parametrize(
+    "coeffs",
+    [
+        (0.25, 0.5),
+        (-1, 2),
+        (0.3, 0, 0, 0.7),
+        (0.1, 0, -0.5, 0, 0.2),
+        (0, 1.5, 0, -0.4, 0, 0.05),
+        (0, 0, 0, 0, 0, 0, 0.9),
+        (3.0,),
+        (0, 0, 2),
+        (0.5, -1, 0, 0, 0, 0, 0, 0, 0.01),
+    ],
+)
 @pytest.mark.parametrize("start", ["top", "lowest"])
 def test_special_shapes(plain, coeffs, start):
     """affine, integer, odd, even, sparse, constant, monic-like; from the top and ending at level 0."""
@@ -156,9 +185,14 @@ def test_errors():
 @pytest.mark.parametrize("name", REAL)
 def test_real_backend(name):
     be = real_backend(name, PARAMS)
-    for coeffs, xrange, kwargs in [(SWISH4, 7.0, {}), (SWISH4, 7.0, {"target_scale": "natural"}),
-                                   ((0, 0, 1), 1.0, {}), (RANDOM7, 1.0, {}), (SWISH2, 5.0, {"target_scale": 2.0**35}),
-                                   (logistic_coefficients(7), 8.0, {"bound": 8})]:
+    for coeffs, xrange, kwargs in [
+        (SWISH4, 7.0, {}),
+        (SWISH4, 7.0, {"target_scale": "natural"}),
+        ((0, 0, 1), 1.0, {}),
+        (RANDOM7, 1.0, {}),
+        (SWISH2, 5.0, {"target_scale": 2.0**35}),
+        (logistic_coefficients(7), 8.0, {"bound": 8}),
+    ]:
         ct, out = check(be, coeffs, xrange, NOISY_TOL, **kwargs)
         if not kwargs and len(coeffs) != 3:
             assert out.scale == pytest.approx(ct.scale, rel=1e-12)

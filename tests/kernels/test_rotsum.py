@@ -1,6 +1,5 @@
 """rotate_and_sum / dot_product on the plain backend (exact and noisy) and on real libraries."""
 
-
 import numpy as np
 import pytest
 
@@ -12,10 +11,6 @@ from kernel_support import REAL, Recorder, real_backend
 
 PARAMS = presets.get("insecure_short_d4")
 NOISY_TOL, EXACT_TOL = 2.0**-15, 1e-9
-
-
-
-
 
 
 def setup(backend, steps):
@@ -32,8 +27,10 @@ def expected_sum(x, n, stride):
     return sum(np.roll(x, -j * stride) for j in range(n))
 
 
-@pytest.mark.parametrize("n, stride", [(n, s) for n in (1, 2, 3, 5, 6, 7, 8, 12, 13, 31, 64, 100)
-                                       for s in (1, 3, 16, -4) if n * abs(s) <= PARAMS.slots])
+@pytest.mark.parametrize(
+    "n, stride",
+    [(n, s) for n in (1, 2, 3, 5, 6, 7, 8, 12, 13, 31, 64, 100) for s in (1, 3, 16, -4) if n * abs(s) <= PARAMS.slots],
+)
 def test_rotate_and_sum(plain, n, stride):
     be, tol = plain
     steps = rotate_and_sum_steps(n, stride, be.slots)
@@ -81,8 +78,11 @@ def test_dot_product(plain, kind, n):
     sk, keys, ev = setup(be, rotate_and_sum_steps(n, 1, be.slots))
     ct = be.encrypt(a, keys.public)
     level = ct.level
-    other = {"vector": b, "plaintext": be.encode(b, level=level, scale=float(be.prime(level))),
-             "ciphertext": be.encrypt(b, keys.public)}[kind]
+    other = {
+        "vector": b,
+        "plaintext": be.encode(b, level=level, scale=float(be.prime(level))),
+        "ciphertext": be.encrypt(b, keys.public),
+    }[kind]
     out = dot_product(ev, ct, other, n)
     assert abs(be.decrypt_decode(out, sk)[0] - a @ b) < tol
     assert out.level == level - 1

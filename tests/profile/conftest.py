@@ -9,7 +9,6 @@ from henn.ckks.backends.plain import PlainBackend
 from henn.profile.harness import Settings
 
 
-
 @pytest.fixture
 def fast():
     """Timing settings for tests: 1-2 timed calls, no warm-up, two hoisted rotations."""
@@ -39,6 +38,5 @@ def fake_backends(monkeypatch):
     real_names, real_class, real_available = backends.names, backends.backend_class, backends.available
     monkeypatch.setattr(backends, "names", lambda: sorted(real_names() + list(FAKES)))
     monkeypatch.setattr(backends, "backend_class", lambda n: FAKES[n] if n in FAKES else real_class(n))
-    monkeypatch.setattr(backends, "available",
-                        lambda: {**real_available(), **{n: (True, "fake") for n in FAKES}})
+    monkeypatch.setattr(backends, "available", lambda: {**real_available(), **{n: (True, "fake") for n in FAKES}})
     return FAKES

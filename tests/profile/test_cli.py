@@ -8,9 +8,31 @@ from henn.profile.results import read_results
 
 def test_profile_primitives_and_report(tmp_path, capsys):
     out = tmp_path / "p.json"
-    rc = main(["profile", "primitives", "--backends", "plain", "nosuch", "--depths", "none", "--preset",
-               "insecure_short_d2", "--repeats", "2", "--min-repeats", "1", "--warmup", "0", "--hoisted-steps", "2",
-               "--no-progress", "--no-isolate", "--out", str(out)])
+    rc = main(
+        [
+            "profile",
+            "primitives",
+            "--backends",
+            "plain",
+            "nosuch",
+            "--depths",
+            "none",
+            "--preset",
+            "insecure_short_d2",
+            "--repeats",
+            "2",
+            "--min-repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--hoisted-steps",
+            "2",
+            "--no-progress",
+            "--no-isolate",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     doc = read_results(out)
     assert doc["run"]["suite"] == "primitives" and "--preset insecure_short_d2" in doc["run"]["command"]
@@ -28,9 +50,29 @@ def test_profile_needs_something_to_do(tmp_path, capsys):
 
 def test_profile_kernels_on_a_preset(tmp_path):
     out = tmp_path / "k.json"
-    rc = main(["profile", "kernels", "--backends", "plain", "--depths", "none", "--preset", "insecure_short_d4",
-               "--kernels", "dot_product", "mul_chain", "--dot-sizes", "16", "--repeats", "1", "--no-progress",
-               "--no-isolate", "--out", str(out)])
+    rc = main(
+        [
+            "profile",
+            "kernels",
+            "--backends",
+            "plain",
+            "--depths",
+            "none",
+            "--preset",
+            "insecure_short_d4",
+            "--kernels",
+            "dot_product",
+            "mul_chain",
+            "--dot-sizes",
+            "16",
+            "--repeats",
+            "1",
+            "--no-progress",
+            "--no-isolate",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     ops = [r["op"] for r in read_results(out)["records"]]
     assert ops == ["dot_product"] + ["mul_chain"] * 4

@@ -51,8 +51,14 @@ def test_configurations_order():
 
 
 def test_primitives_on_plain_preset(fast):
-    recs, interrupted = sweep("primitives", configurations(["plain"], [], [], ["insecure_short_d2"]),
-                              primitives.run, fast, progress=False, isolate=False)
+    recs, interrupted = sweep(
+        "primitives",
+        configurations(["plain"], [], [], ["insecure_short_d2"]),
+        primitives.run,
+        fast,
+        progress=False,
+        isolate=False,
+    )
     assert not interrupted
     by_op = {r["op"]: r for r in recs}
     # parameters without bootstrap parameters: every op but bootstrapping's
@@ -73,8 +79,14 @@ def test_primitives_on_plain_preset(fast):
 
 def test_failing_backends_do_not_stop_the_sweep(fake_backends, fast):
     cfgs = configurations(["broken_open", "broken_mul", "nosuch", "plain"], [], [], ["insecure_short_d2"])
-    recs, _ = sweep("primitives", cfgs, partial(primitives.run, ops=("add", "multiply_relin", "rescale")), fast,
-                    progress=False, isolate=False)
+    recs, _ = sweep(
+        "primitives",
+        cfgs,
+        partial(primitives.run, ops=("add", "multiply_relin", "rescale")),
+        fast,
+        progress=False,
+        isolate=False,
+    )
     by = {(r["backend"], r["op"]): r for r in recs}
     assert by[("broken_open", "open")]["status"] == "failed"
     assert "library refused to start" in by[("broken_open", "open")]["error_message"]
@@ -90,28 +102,48 @@ def test_failing_backends_do_not_stop_the_sweep(fake_backends, fast):
 def test_suite_bug_is_recorded(fake_backends, fast):
     def body(be, rec, settings):
         raise ValueError("bug in a suite")
-    recs, _ = sweep("kernels", configurations(["plain"], [], [], ["insecure_short_d2"]), body, fast,
-                    progress=False, isolate=False)
+
+    recs, _ = sweep(
+        "kernels", configurations(["plain"], [], [], ["insecure_short_d2"]), body, fast, progress=False, isolate=False
+    )
     assert recs[-1]["op"] == "suite" and "bug in a suite" in recs[-1]["error_message"]
 
 
 def test_isolated_sweep_runs_in_a_child_process(fast):
-    recs, _ = sweep("primitives", configurations(["plain"], [], [], ["insecure_short_d2"]),
-                    partial(primitives.run, ops=("add",)), fast, progress=False, isolate=True)
+    recs, _ = sweep(
+        "primitives",
+        configurations(["plain"], [], [], ["insecure_short_d2"]),
+        partial(primitives.run, ops=("add",)),
+        fast,
+        progress=False,
+        isolate=True,
+    )
     assert [r["op"] for r in recs] == ["add"] and recs[0]["status"] == "ok"
 
 
 def test_library_and_fixed_modes_select_parameters(fast):
-    recs, _ = sweep("primitives", configurations(["plain"], ["library", "fixed"], [1]),
-                    partial(primitives.run, ops=("add",)), fast, progress=False, isolate=False)
+    recs, _ = sweep(
+        "primitives",
+        configurations(["plain"], ["library", "fixed"], [1]),
+        partial(primitives.run, ops=("add",)),
+        fast,
+        progress=False,
+        isolate=False,
+    )
     assert [(r["mode"], r["depth"], r["status"]) for r in recs] == [("library", 1, "ok"), ("fixed", 1, "ok")]
     assert recs[0]["params"]["log_n"] == 13 and not recs[0]["params"]["insecure"]
     assert harness.throughput(4096, recs[0]["latency"]) > 0
 
 
 def test_bootstrap_ops_on_a_bootstrapping_preset(fast):
-    recs, _ = sweep("primitives", configurations(["plain"], [], [], ["insecure_boot_n12"]),
-                    partial(primitives.run, ops=primitives.BOOTSTRAP_OPS), fast, progress=False, isolate=False)
+    recs, _ = sweep(
+        "primitives",
+        configurations(["plain"], [], [], ["insecure_boot_n12"]),
+        partial(primitives.run, ops=primitives.BOOTSTRAP_OPS),
+        fast,
+        progress=False,
+        isolate=False,
+    )
     assert all(r["status"] == "ok" for r in recs), [r["error_message"] for r in recs if r["status"] != "ok"]
     boots = [r for r in recs if r["op"] == "bootstrap"]
     assert sorted(r["threads"] for r in boots) == [1, 2]

@@ -25,8 +25,7 @@ def _run(suite, body, fast, preset="insecure_short_d4"):
 def test_kernels_on_plain(fast):
     recs = _run("kernels", partial(kernels.run, **SMALL), fast)
     by = {(r["op"], r["size"]): r for r in recs}
-    for key in (("dot_product", 16), ("linear_transform", 16), ("polynomial", 3), ("activation", 2),
-                ("activation", 4)):
+    for key in (("dot_product", 16), ("linear_transform", 16), ("polynomial", 3), ("activation", 2), ("activation", 4)):
         assert by[key]["status"] == "ok", by[key]["error_message"]
         assert min(e["bits"] for e in by[key]["error"]) > 20
     assert by[("linear_transform", 16)]["extra"]["galois_keys"] > 0
@@ -39,6 +38,7 @@ def test_kernels_on_plain(fast):
 def test_missing_kernel_module_is_reported(fast, monkeypatch):
     def missing():
         raise ImportError("No module named 'henn.kernels.poly'")
+
     monkeypatch.setattr(kernels, "_kernels_module", missing)
     recs = _run("kernels", partial(kernels.run, **SMALL), fast)
     failed = [r for r in recs if r["status"] == "failed"]
@@ -48,8 +48,11 @@ def test_missing_kernel_module_is_reported(fast, monkeypatch):
 
 
 def test_model_suite_without_compiler_or_models(fast, monkeypatch, tmp_path):
-    monkeypatch.setattr(model, "_compiler", lambda: (_ for _ in ()).throw(
-        henn.errors.UnsupportedOperation("henn.compile is not available")))
+    monkeypatch.setattr(
+        model,
+        "_compiler",
+        lambda: (_ for _ in ()).throw(henn.errors.UnsupportedOperation("henn.compile is not available")),
+    )
     recs = _run("model", partial(model.run, models=[tmp_path / "mnist-cnn_x.onnx"]), fast, "insecure_short_d2")
     by = {(r["op"], r["threads"]): r for r in recs}
     assert by[("inference", 1)]["status"] == "failed"

@@ -30,8 +30,14 @@ def installed():
 
 
 def _sweep(suite, body, fast, modes=(), depths=(), preset_names=("insecure_short_d4",)):
-    recs, _ = sweep(suite, configurations(["openfhe"], list(modes), list(depths), list(preset_names)), body, fast,
-                    progress=False, isolate=False)
+    recs, _ = sweep(
+        suite,
+        configurations(["openfhe"], list(modes), list(depths), list(preset_names)),
+        body,
+        fast,
+        progress=False,
+        isolate=False,
+    )
     doc = results.new_document(suite, command="pytest", settings={})
     doc["records"] = recs
     results.validate(doc)

@@ -19,13 +19,26 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def _valid_doc():
     doc = results.new_document("primitives", command="henn profile primitives", settings={"repeats": 2})
     doc["records"] = [
-        results.record("primitives", "seal", "multiply_relin", mode="library", depth=1,
-                       params={"log_n": 13, "log_qp": 160.0, "log_q": [60, 40], "log_p": [60], "log_scale": 40,
-                               "slots": 4096},
-                       latency={"median": 0.001, "min": 0.0009, "max": 0.002, "q1": 0.00095, "q3": 0.0011,
-                                "repeats": 3, "warmup": 1},
-                       throughput=4.1e6, error=[{"input": "ones", "relative_pct": 1e-6, "bits": 24.5}],
-                       memory={"peak_rss_bytes": 10, "method": "vmhwm"}),
+        results.record(
+            "primitives",
+            "seal",
+            "multiply_relin",
+            mode="library",
+            depth=1,
+            params={"log_n": 13, "log_qp": 160.0, "log_q": [60, 40], "log_p": [60], "log_scale": 40, "slots": 4096},
+            latency={
+                "median": 0.001,
+                "min": 0.0009,
+                "max": 0.002,
+                "q1": 0.00095,
+                "q3": 0.0011,
+                "repeats": 3,
+                "warmup": 1,
+            },
+            throughput=4.1e6,
+            error=[{"input": "ones", "relative_pct": 1e-6, "bits": 24.5}],
+            memory={"peak_rss_bytes": 10, "method": "vmhwm"},
+        ),
         results.failed("primitives", "lattigo", "open", RuntimeError("bridge missing"), mode="fixed", depth=1),
     ]
     return doc
@@ -44,17 +57,20 @@ def test_valid_document_and_fixtures():
         results.read_results(path)
 
 
-@pytest.mark.parametrize("breakage, needle", [
-    (lambda d: d["records"][0].pop("latency"), "latency"),
-    (lambda d: d["records"][1].update(error_message=None), "error_message"),
-    (lambda d: d["records"][0].update(error_message="should be null"), "error_message"),
-    (lambda d: d["records"][0].update(status="maybe"), "status"),
-    (lambda d: d["records"][0]["latency"].update(median=-1.0), "median"),
-    (lambda d: d["records"][0].update(suite="unknown"), "suite"),
-    (lambda d: d["records"][0]["error"][0].update(input="zeros"), "input"),
-    (lambda d: d["run"].pop("machine"), "machine"),
-    (lambda d: d["records"][0].update(surprise=1), "surprise"),
-])
+@pytest.mark.parametrize(
+    "breakage, needle",
+    [
+        (lambda d: d["records"][0].pop("latency"), "latency"),
+        (lambda d: d["records"][1].update(error_message=None), "error_message"),
+        (lambda d: d["records"][0].update(error_message="should be null"), "error_message"),
+        (lambda d: d["records"][0].update(status="maybe"), "status"),
+        (lambda d: d["records"][0]["latency"].update(median=-1.0), "median"),
+        (lambda d: d["records"][0].update(suite="unknown"), "suite"),
+        (lambda d: d["records"][0]["error"][0].update(input="zeros"), "input"),
+        (lambda d: d["run"].pop("machine"), "machine"),
+        (lambda d: d["records"][0].update(surprise=1), "surprise"),
+    ],
+)
 def test_invalid_records_are_refused(breakage, needle):
     doc = copy.deepcopy(_valid_doc())
     breakage(doc)

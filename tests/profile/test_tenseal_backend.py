@@ -48,9 +48,14 @@ def test_arithmetic_matches_numpy(be, rng):
 
 
 def test_profiled_like_any_library(fast):
-    recs, _ = sweep("primitives", configurations(["tenseal"], ["library", "fixed"], [1]),
-                    partial(primitives.run, ops=("encode", "multiply_relin", "rescale", "rotate")), fast,
-                    progress=False, isolate=False)
+    recs, _ = sweep(
+        "primitives",
+        configurations(["tenseal"], ["library", "fixed"], [1]),
+        partial(primitives.run, ops=("encode", "multiply_relin", "rescale", "rotate")),
+        fast,
+        progress=False,
+        isolate=False,
+    )
     by = {(r["mode"], r["op"]): r for r in recs}
     assert by[("library", "multiply_relin")]["status"] == "ok"
     assert by[("library", "multiply_relin")]["extra"]["includes_rescale"] is True

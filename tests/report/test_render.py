@@ -26,12 +26,22 @@ def test_markdown_report(rendered):
     out, written = rendered
     md = written["markdown"].read_text()
     assert md.startswith("# fixture report")
-    for heading in ("## Runs", "## Primitive operations", "## Kernels", "## Models, threads and memory",
-                    "## Failed measurements"):
+    for heading in (
+        "## Runs",
+        "## Primitive operations",
+        "## Kernels",
+        "## Models, threads and memory",
+        "## Failed measurements",
+    ):
         assert heading in md
     figs = re.findall(r"\]\((figures/[\w.]+\.png)\)", md)
-    assert {"figures/primitives_latency.png", "figures/primitives_sizes.png", "figures/kernels_chain.png",
-            "figures/model_memory.png", "figures/model_threads.png"} <= set(figs)
+    assert {
+        "figures/primitives_latency.png",
+        "figures/primitives_sizes.png",
+        "figures/kernels_chain.png",
+        "figures/model_memory.png",
+        "figures/model_threads.png",
+    } <= set(figs)
     for f in figs:
         assert (out / f).read_bytes().startswith(b"\x89PNG")
     assert "| depth | encode |" in md and "nosuch" in md

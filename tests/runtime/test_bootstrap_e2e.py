@@ -29,8 +29,16 @@ def digits():
 
 
 def _compile(backend: str, calibration, mode: str = "single", activation_check="error"):
-    return henn.compile(ZOO, (1, 28, 28), backend=backend, mode=mode, params=presets.get(PRESET), bootstrap=True,
-                        calibration=calibration, activation_check=activation_check)
+    return henn.compile(
+        ZOO,
+        (1, 28, 28),
+        backend=backend,
+        mode=mode,
+        params=presets.get(PRESET),
+        bootstrap=True,
+        calibration=calibration,
+        activation_check=activation_check,
+    )
 
 
 def test_compiled_program_bootstraps(digits):
@@ -70,8 +78,14 @@ def test_openfhe_encrypted_logits_match_plaintext(digits):
     """OpenFHE bootstraps only at a scale equal to its 59-bit primes under a 60-bit q0: level 0 holds no
     logit, so the network ends at level 1 or above (place_bootstraps.output_floor)."""
     cal, x, y = digits
-    cm = henn.compile(ZOO, (1, 28, 28), backend="openfhe", params=presets.get("insecure_boot_n12_openfhe"),
-                      bootstrap=True, calibration=cal)
+    cm = henn.compile(
+        ZOO,
+        (1, 28, 28),
+        backend="openfhe",
+        params=presets.get("insecure_boot_n12_openfhe"),
+        bootstrap=True,
+        calibration=cal,
+    )
     assert cm.program.bootstraps >= 2 and cm.program.final_level >= 1
     with cm:
         out, ref = cm.run(x), cm.reference(x)
@@ -98,9 +112,30 @@ def test_secure_deep_mlp_on_lattigo_n16(tmp_path):
     its own: its peak (keys ~9 GiB, weights cached in what is left) must fit the machine, and none of
     it may stay behind in the suite's process (a CI run was once killed for memory after it)."""
     out = tmp_path / "deep.json"
-    proc = subprocess.run([sys.executable, "-m", "henn.cli", "infer", "--model", "mnist-mlp", "--activation",
-                           "swish-rg5-deg2", "--backend", "lattigo", "--params", "boot-n16", "--bootstrap",
-                           "--images", "1", "--json", str(out)], capture_output=True, text=True, timeout=1500)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "henn.cli",
+            "infer",
+            "--model",
+            "mnist-mlp",
+            "--activation",
+            "swish-rg5-deg2",
+            "--backend",
+            "lattigo",
+            "--params",
+            "boot-n16",
+            "--bootstrap",
+            "--images",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(out.read_text())
     assert r["bootstraps"] >= 1 and r["log_n"] == 16 and "insecure" not in r["params"]

@@ -22,8 +22,16 @@ from henn.runtime.client import Client
 from henn.runtime.server import Server
 
 ZOO = Path(henn.__file__).parent / "zoo"
-LAYERS = [("conv", 2, 3, 2, 0), ("bn",), ("poly", "swish-rg5-deg2"), ("conv", 3, 2, 1, 0), ("bn",),
-          ("poly", "square"), ("flatten",), ("gemm", 4)]
+LAYERS = [
+    ("conv", 2, 3, 2, 0),
+    ("bn",),
+    ("poly", "swish-rg5-deg2"),
+    ("conv", 3, 2, 1, 0),
+    ("bn",),
+    ("poly", "square"),
+    ("flatten",),
+    ("gemm", 4),
+]
 
 
 def need(backend: str) -> None:
@@ -48,8 +56,9 @@ def test_both_parts_match_plaintext(backend, rng):
     """A set of 2 x 1024 images at N = 2^11: the 1024 in the real parts and the 7 in the imaginary parts
     (the rest repeat them) give the plaintext logits."""
     need(backend)
-    with henn.compile(small_cnn(), backend=backend, mode="batch", complex_packing=True,
-                      params=params("insecure_cpx_n11", 11, 5, 36)) as cm:
+    with henn.compile(
+        small_cnn(), backend=backend, mode="batch", complex_packing=True, params=params("insecure_cpx_n11", 11, 5, 36)
+    ) as cm:
         p = cm.program
         assert p.complex_packed and p.images_per_set == 2 * p.params.slots == 2048
         assert [s.attrs["form"] for s in p.steps if s.kind == "act"] == ["square", "square"]
@@ -86,15 +95,23 @@ def test_real_digits_through_lattigo_match_real_packing():
 def test_seal_refuses_complex_squares_with_the_fix():
     need("seal")
     with pytest.raises(UnsupportedOperation, match="-i exactly.*lattigo"):
-        henn.compile(small_cnn(), backend="seal", mode="batch", complex_packing=True,
-                     params=params("insecure_cpx_n11", 11, 5, 36))
+        henn.compile(
+            small_cnn(),
+            backend="seal",
+            mode="batch",
+            complex_packing=True,
+            params=params("insecure_cpx_n11", 11, 5, 36),
+        )
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"mode": "single"}, "mode='batch'"),
-    ({"mode": "batch", "batch_group": 4}, "batch_group"),
-    ({"mode": "batch", "params": "n14-d5-real"}, "ring='standard'"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"mode": "single"}, "mode='batch'"),
+        ({"mode": "batch", "batch_group": 4}, "batch_group"),
+        ({"mode": "batch", "params": "n14-d5-real"}, "ring='standard'"),
+    ],
+)
 def test_what_cannot_be_complex_packed_is_refused(kw, match):
     if "params" in kw:
         kw = {**kw, "params": presets.get(kw["params"])}
@@ -111,8 +128,9 @@ def test_higher_degree_activations_are_refused():
 
 
 def _program() -> Program:
-    cm = henn.compile(small_cnn(), backend="plain", mode="batch", complex_packing=True,
-                      params=params("insecure_cpx_n11", 11, 5, 36))
+    cm = henn.compile(
+        small_cnn(), backend="plain", mode="batch", complex_packing=True, params=params("insecure_cpx_n11", 11, 5, 36)
+    )
     return cm.program
 
 
@@ -152,13 +170,29 @@ def test_a_complex_packed_model_file_serves_through_the_deployment_client(tmp_pa
     from henn.deploy import Server as FileServer
     from henn.deploy.checks import InputChecks
 
-    cm = henn.compile(small_cnn(), backend="plain", mode="batch", complex_packing=True,
-                      params=params("insecure_cpx_n11", 11, 5, 36), activation_check="off")
+    cm = henn.compile(
+        small_cnn(),
+        backend="plain",
+        mode="batch",
+        complex_packing=True,
+        params=params("insecure_cpx_n11", 11, 5, 36),
+        activation_check="off",
+    )
     checks = InputChecks.from_compiled(cm.compiled.checked, cm.activation_intervals(), cm.activation_check)
     path = tmp_path / "cpx.henn"
     Artefact(cm.program, "plain", checks, model="cpx").save(path)
-    real = Artefact(henn.compile(small_cnn(), backend="plain", mode="batch", activation_check="off",
-                                 params=params("insecure_cpx_n11", 11, 5, 36)).program, "plain", checks, model="r")
+    real = Artefact(
+        henn.compile(
+            small_cnn(),
+            backend="plain",
+            mode="batch",
+            activation_check="off",
+            params=params("insecure_cpx_n11", 11, 5, 36),
+        ).program,
+        "plain",
+        checks,
+        model="r",
+    )
     facts, real_facts = Artefact.load(path).describe(), real.describe()
     assert facts["complex_packing"] and not real_facts["complex_packing"] and facts["images_per_request"] == 2048
     assert facts["max_bytes"]["galois_keys"] > real_facts["max_bytes"]["galois_keys"]  # the conjugation key

@@ -82,8 +82,13 @@ def test_server_refuses_another_scale_level_or_count(parties):
     with pytest.raises(InputError, match="level"):
         server.evaluate([be.encrypt(vec, pk, level=level - 1)])
     good = a.encrypt(images())
-    for bad, match in ((good * 2, "list of 1 ciphertexts"), ([], "list of 1"), (good[0], "got a Ciphertext"),
-                       ([be.encode(vec, level=level)], "not a Ciphertext"), ((x for x in good), "generator")):
+    for bad, match in (
+        (good * 2, "list of 1 ciphertexts"),
+        ([], "list of 1"),
+        (good[0], "got a Ciphertext"),
+        ([be.encode(vec, level=level)], "not a Ciphertext"),
+        ((x for x in good), "generator"),
+    ):
         with pytest.raises(InputError, match=match):
             server.evaluate(bad, consume=True)
     foreign = dataclasses.replace(good[0], backend="lattigo" if be.name != "lattigo" else "plain")
@@ -118,11 +123,15 @@ def test_server_checks_the_keys_it_is_given(parties):
 # ---- the client's input ----------------------------------------------------------------------------
 def test_client_encrypt_checks_images_as_run_does(parties):
     _, _, a, _, _ = parties
-    for bad, match in ((np.zeros((1, 1, 7, 8)), r"shape \(B, 1, 7, 7\)"), (np.zeros(SHAPE), "shape"),
-                       (np.zeros((0,) + SHAPE), "shape"), ("pixels", "numeric"),
-                       (np.full((1,) + SHAPE, np.nan), "NaN"),
-                       (np.full((1,) + SHAPE, 1e400, dtype=object), "NaN or infinity"),
-                       (np.full((1,) + SHAPE, 10**400, dtype=object), "numeric")):
+    for bad, match in (
+        (np.zeros((1, 1, 7, 8)), r"shape \(B, 1, 7, 7\)"),
+        (np.zeros(SHAPE), "shape"),
+        (np.zeros((0,) + SHAPE), "shape"),
+        ("pixels", "numeric"),
+        (np.full((1,) + SHAPE, np.nan), "NaN"),
+        (np.full((1,) + SHAPE, 1e400, dtype=object), "NaN or infinity"),
+        (np.full((1,) + SHAPE, 10**400, dtype=object), "numeric"),
+    ):
         with pytest.raises(InputError, match=match):
             a.encrypt(bad)
     with pytest.raises(InputError, match="1 to 1 images"):

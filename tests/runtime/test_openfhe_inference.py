@@ -58,8 +58,7 @@ def test_zoo_mnist_batch_mode(digits):
     """The square MNIST CNN in batch mode: one pixel of every image per ciphertext, 24 digits in one set."""
     images, labels = digits
     x = images[100:124]
-    with henn.compile(str(ZOO / "mnist-cnn_square.onnx"), backend="openfhe", mode="batch",
-                      params=_short(5, 11)) as cm:
+    with henn.compile(str(ZOO / "mnist-cnn_square.onnx"), backend="openfhe", mode="batch", params=_short(5, 11)) as cm:
         assert cm.program.images_per_set == 1024
         ref = cm.reference(x)
         enc = cm.run(x)

@@ -28,9 +28,20 @@ DATA = datasets.default_data_dir()
 @pytest.mark.skipif(DATA is None, reason="no dataset folder (CIFAR-10 in ../shared/datasets or $HENN_DATA_DIR)")
 def test_trained_resnet20_on_one_real_image(tmp_path):
     out = tmp_path / "resnet20.json"
-    cmd = [sys.executable, str(REPO / "benchmarks" / "resnet20.py"), "--weights",
-           str(REPO / "src" / "henn" / "zoo" / "resnet20_aespa.onnx"), "--data-dir", str(DATA),
-           "--calibration", "200", "--images", "1", "--out", str(out)]  # the default path: no cache flag
+    cmd = [
+        sys.executable,
+        str(REPO / "benchmarks" / "resnet20.py"),
+        "--weights",
+        str(REPO / "src" / "henn" / "zoo" / "resnet20_aespa.onnx"),
+        "--data-dir",
+        str(DATA),
+        "--calibration",
+        "200",
+        "--images",
+        "1",
+        "--out",
+        str(out),
+    ]  # the default path: no cache flag
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(out.read_text())["result"]

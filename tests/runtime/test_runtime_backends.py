@@ -66,10 +66,19 @@ def test_single_mode_over_several_ciphertexts(backend, rng):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_batch_mode_small_cnn(backend, rng):
     need(backend)
-    layers = [("conv", 2, 3, 2, 0), ("bn",), ("poly", "swish-rg5-deg2"), ("conv", 3, 2, 1, 0), ("bn",),
-              ("poly", "square"), ("flatten",), ("gemm", 4)]
-    with henn.compile(build_cnn(layers, (1, 8, 8), seed=3), backend=backend, mode="batch",
-                      params=short_params(5, 11)) as cm:
+    layers = [
+        ("conv", 2, 3, 2, 0),
+        ("bn",),
+        ("poly", "swish-rg5-deg2"),
+        ("conv", 3, 2, 1, 0),
+        ("bn",),
+        ("poly", "square"),
+        ("flatten",),
+        ("gemm", 4),
+    ]
+    with henn.compile(
+        build_cnn(layers, (1, 8, 8), seed=3), backend=backend, mode="batch", params=short_params(5, 11)
+    ) as cm:
         x = rng.uniform(0, 1, (6, 1, 8, 8))
         ref = cm.reference(x)
         enc = cm.run(x)
@@ -132,8 +141,9 @@ def test_lazy_relinearization_keeps_the_eager_precision(backend, monkeypatch):
     errors = {}
     for lazy in (True, False):
         if not lazy:
-            monkeypatch.setattr(pipeline, "PASSES", tuple((n, (lambda g, o: g) if n == "lazy_relin" else f)
-                                                          for n, f in pipeline.PASSES))
+            monkeypatch.setattr(
+                pipeline, "PASSES", tuple((n, (lambda g, o: g) if n == "lazy_relin" else f) for n, f in pipeline.PASSES)
+            )
         model = str(ZOO / "mnist-cnn_square.onnx")
         with henn.compile(model, backend=backend, mode="batch", params=presets.get(name)) as cm:
             assert [s.attrs["relin"] for s in cm.program.steps if s.kind == "act"] == [True, not lazy]

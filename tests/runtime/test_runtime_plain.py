@@ -27,7 +27,7 @@ def run_encrypted(program, x, noise=True, threads=2):
     server = Server(program, be, client.generate_keys(), threads=threads)
     outs = []
     for r in client.batches(len(x)):
-        outs.append(client.decrypt(server.evaluate(client.encrypt(x[r.start:r.stop])), len(r)))
+        outs.append(client.decrypt(server.evaluate(client.encrypt(x[r.start : r.stop])), len(r)))
     server.close()
     return np.concatenate(outs).reshape(len(x), -1)
 
@@ -37,8 +37,7 @@ def run_encrypted(program, x, noise=True, threads=2):
 def test_mnist_shaped_three_way(mode, act, rng):
     layers = mnist_layers(act)
     layers[0], layers[3] = ("conv", 2, 5, 2, 0), ("conv", 4, 5, 2, 0)  # small channels, MNIST shapes
-    c = compile_model(build_cnn(layers, seed=11), None,
-                      CompileOptions(mode=mode, params=short_params(7, 12)))
+    c = compile_model(build_cnn(layers, seed=11), None, CompileOptions(mode=mode, params=short_params(7, 12)))
     check_three_way(c, rng.uniform(0, 1, (3, 1, 28, 28)))
 
 
@@ -89,8 +88,9 @@ def test_cifar_shaped_grouped_batch_three_way(act, rng):
 def test_mnist_shaped_grouped_batch_three_way(rng):
     layers = mnist_layers("swish-rg5-deg2")
     layers[0], layers[3] = ("conv", 3, 5, 2, 0), ("conv", 6, 5, 2, 0)
-    c = compile_model(build_cnn(layers, seed=8), None, CompileOptions(mode="batch", params=short_params(5),
-                                                                      batch_group=4))
+    c = compile_model(
+        build_cnn(layers, seed=8), None, CompileOptions(mode="batch", params=short_params(5), batch_group=4)
+    )
     assert c.program.group == 4
     check_three_way(c, rng.uniform(0, 1, (5, 1, 28, 28)))
 

@@ -62,8 +62,7 @@ def run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
             axis = a.get("axis", 1)
             out = ins[0].reshape(int(np.prod(ins[0].shape[:axis])), -1)
         elif op == "Reshape":
-            out = ins[0].reshape([d if d != 0 else ins[0].shape[i]
-                                  for i, d in enumerate(ins[1].astype(np.int64))])
+            out = ins[0].reshape([d if d != 0 else ins[0].shape[i] for i, d in enumerate(ins[1].astype(np.int64))])
         elif op == "Gemm":
             aa = ins[0].T if a.get("transA", 0) else ins[0]
             bb = ins[1].T if a.get("transB", 0) else ins[1]

@@ -16,7 +16,8 @@ from henn.activations import ACTIVATIONS
 from henn.errors import InputError
 
 _spec = importlib.util.spec_from_file_location(
-    "henn_test_onnx_reference", Path(__file__).with_name("onnx_reference.py"))
+    "henn_test_onnx_reference", Path(__file__).with_name("onnx_reference.py")
+)
 onnx_reference = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(onnx_reference)
 
@@ -24,10 +25,10 @@ REPO = Path(__file__).resolve().parents[2]
 ZOO = REPO / "src" / "henn" / "zoo"
 DATA = datasets.default_data_dir()
 EXPECTED_OPS = {
-    "mnist-cnn": ["Conv", "BatchNormalization", "Poly", "Conv", "BatchNormalization", "Poly",
-                  "Flatten", "Gemm"],
+    "mnist-cnn": ["Conv", "BatchNormalization", "Poly", "Conv", "BatchNormalization", "Poly", "Flatten", "Gemm"],
     "cifar-cnn": ["Conv", "BatchNormalization", "Poly", "AveragePool"] * 1
-    + ["Conv", "BatchNormalization", "Poly", "AveragePool"] * 2 + ["Flatten", "Gemm", "Gemm"],
+    + ["Conv", "BatchNormalization", "Poly", "AveragePool"] * 2
+    + ["Flatten", "Gemm", "Gemm"],
     "mnist-mlp": ["Flatten"] + ["Gemm", "BatchNormalization", "Poly"] * 7 + ["Gemm"],
     # the peers' networks (benchmarks/peers.py)
     "lola": ["Conv", "BatchNormalization", "Poly", "Flatten", "Gemm", "BatchNormalization", "Poly", "Gemm"],
@@ -38,9 +39,11 @@ EXPECTED_OPS = {
 }
 PEER_MODELS = ["lola", "orion-mlp", "lenet", "tenseal-cnn", "cryptonets"]
 # the deep MLP (bootstrapping's test model) is trained with one activation
-ZOO_MODELS = [(m, a) for m in ("mnist-cnn", "cifar-cnn") for a in ACTIVATIONS] + [("mnist-mlp", "swish-rg5-deg2")] + [
-    (m, "square") for m in PEER_MODELS
-]
+ZOO_MODELS = (
+    [(m, a) for m in ("mnist-cnn", "cifar-cnn") for a in ACTIVATIONS]
+    + [("mnist-mlp", "swish-rg5-deg2")]
+    + [(m, "square") for m in PEER_MODELS]
+)
 
 
 def _zoo(model, act):
@@ -138,6 +141,7 @@ def test_zoo_resnet20_relu_reference_accuracy():
 
 # ---- torch-specific -------------------------------------------------------------------------
 
+
 def _randomize_bn(model, torch):
     g = torch.Generator().manual_seed(0)
     for m in model.modules():
@@ -233,8 +237,19 @@ def test_train_command_reports_missing_data(tmp_path):
 
     parser = argparse.ArgumentParser()
     add_train_command(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["train", "--model", "mnist-cnn", "--activation", "square",
-                              "--data-dir", str(tmp_path), "--out", str(tmp_path / "m.onnx")])
+    args = parser.parse_args(
+        [
+            "train",
+            "--model",
+            "mnist-cnn",
+            "--activation",
+            "square",
+            "--data-dir",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "m.onnx"),
+        ]
+    )
     with pytest.raises(InputError, match="missing.*--data-dir"):
         args.handler(args)
     assert (tmp_path / "m.log").exists()

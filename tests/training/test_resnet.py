@@ -118,8 +118,7 @@ def test_resume_refuses_what_it_cannot_continue(tmp_path, tiny_cifar):
         _train(tmp_path, "none.onnx", resume=True)
     _train(tmp_path, "run.onnx", time_budget_s=0.0)
     with pytest.raises(InputError, match="another run"):
-        train_mod.train("resnet20", "aespa", tmp_path, tmp_path / "run.onnx", epochs=3, seed=3, threads=1,
-                        resume=True)
+        train_mod.train("resnet20", "aespa", tmp_path, tmp_path / "run.onnx", epochs=3, seed=3, threads=1, resume=True)
     ckpt = tmp_path / "run.ckpt"
     ckpt.write_bytes(ckpt.read_bytes()[:1000])
     with pytest.raises(InputError, match="cannot be read"):

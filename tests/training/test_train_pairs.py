@@ -70,8 +70,24 @@ def test_pairs_the_model_is_not_made_for_are_refused_before_training(tmp_path, t
 
 
 def _cli(tmp_path, *extra: str) -> int:
-    return cli.main(["train", "--model", "mnist-mlp", "--activation", "swish-rg5-deg2", "--epochs", "1",
-                     "--threads", "1", "--data-dir", str(tmp_path), "--out", str(tmp_path / "m.onnx"), *extra])
+    return cli.main(
+        [
+            "train",
+            "--model",
+            "mnist-mlp",
+            "--activation",
+            "swish-rg5-deg2",
+            "--epochs",
+            "1",
+            "--threads",
+            "1",
+            "--data-dir",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "m.onnx"),
+            *extra,
+        ]
+    )
 
 
 def test_the_reported_command_trains_and_exports(tmp_path, tiny_data, capsys):
@@ -102,8 +118,9 @@ def test_resume_after_a_failed_export_exports_the_same_weights(tmp_path, tiny_da
         train_mod.train("mnist-cnn", "swish-rg7-deg4", tmp_path, tmp_path / "m.onnx", epochs=1, seed=2, threads=1)
     trained = torch.load(tmp_path / "m.ckpt", weights_only=True)
     monkeypatch.setattr(train_mod, "export_onnx", models.export_onnx)
-    again = train_mod.train("mnist-cnn", "swish-rg7-deg4", tmp_path, tmp_path / "m.onnx", epochs=1, seed=2,
-                            threads=1, resume=True)
+    again = train_mod.train(
+        "mnist-cnn", "swish-rg7-deg4", tmp_path, tmp_path / "m.onnx", epochs=1, seed=2, threads=1, resume=True
+    )
     assert again["status"] == "complete" and again["history"] == trained["history"]
     after = torch.load(tmp_path / "m.ckpt", weights_only=True)
     assert all(torch.equal(trained["model"][k], after["model"][k]) for k in trained["model"])
