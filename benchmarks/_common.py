@@ -23,8 +23,15 @@ def time_op(fn, repeats: int, warmup: int = 2) -> dict:
         fn()
         samples.append(time.perf_counter() - t0)
     q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
-    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
-            "q1": q[0], "q3": q[2], "repeats": repeats, "warmup": warmup}
+    return {
+        "median": statistics.median(samples),
+        "min": min(samples),
+        "max": max(samples),
+        "q1": q[0],
+        "q3": q[2],
+        "repeats": repeats,
+        "warmup": warmup,
+    }
 
 
 def machine() -> dict:
@@ -35,8 +42,13 @@ def machine() -> dict:
     except OSError:
         pass
     mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {"cpu": cpu, "cores": os.cpu_count(), "ram_gib": round(mem_gib, 1), "python": platform.python_version(),
-            "henn": henn.__version__}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gib": round(mem_gib, 1),
+        "python": platform.python_version(),
+        "henn": henn.__version__,
+    }
 
 
 def write_json(path: str | Path, payload: dict) -> Path:
@@ -50,8 +62,14 @@ def write_json(path: str | Path, payload: dict) -> Path:
 def summarize(samples: list[float]) -> dict:
     """Median and spread of already-collected samples (same keys as time_op, without repeats/warmup)."""
     q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
-    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "q1": q[0], "q3": q[2],
-            "samples": len(samples)}
+    return {
+        "median": statistics.median(samples),
+        "min": min(samples),
+        "max": max(samples),
+        "q1": q[0],
+        "q3": q[2],
+        "samples": len(samples),
+    }
 
 
 def peak_rss_mib() -> float | None:

@@ -62,15 +62,21 @@ def run(preset: str, repeats: int, dft: str = "preset") -> dict:
         boot = dataclasses.replace(lit.bootstrap, stream_dft=dft == "stream")
         params = Parameters.from_literal(dataclasses.replace(lit, bootstrap=boot), name=f"{preset} ({dft} DFT)")
     be = open_backend("lattigo", params)
-    out = {"preset": preset, "params": params.describe(), "bootstrap_info": be.bootstrap_info,
-           "stream_dft": params.bootstrap.literal.stream_dft, "cpu_busy_before": busy}
+    out = {
+        "preset": preset,
+        "params": params.describe(),
+        "bootstrap_info": be.bootstrap_info,
+        "stream_dft": params.bootstrap.literal.stream_dft,
+        "cpu_busy_before": busy,
+    }
     t0 = time.perf_counter()
     sk, keys = be.generate_keys(bootstrap=True)
     out["keygen_s"] = time.perf_counter() - t0
     out["bootstrap_key_gib"] = keys.bootstrap.nbytes / GIB
     out["rss_after_keygen_gib"] = _rss_gib()
-    log.info("keys: %.1f s, %.2f GiB (RSS %.2f GiB)", out["keygen_s"], out["bootstrap_key_gib"],
-             out["rss_after_keygen_gib"])
+    log.info(
+        "keys: %.1f s, %.2f GiB (RSS %.2f GiB)", out["keygen_s"], out["bootstrap_key_gib"], out["rss_after_keygen_gib"]
+    )
     ev = be.evaluator(keys)
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, be.slots)
@@ -95,8 +101,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default=presets.DEFAULT_BOOTSTRAP)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--dft", choices=("preset", "stream", "keep"), default="preset",
-                    help="encode the DFT factors when they run (stream) or keep them encoded (keep)")
+    ap.add_argument(
+        "--dft",
+        choices=("preset", "stream", "keep"),
+        default="preset",
+        help="encode the DFT factors when they run (stream) or keep them encoded (keep)",
+    )
     ap.add_argument("--out", default="results/bootstrap.json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")

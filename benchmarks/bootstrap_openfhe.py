@@ -63,12 +63,21 @@ def main() -> None:
         out = ev.bootstrap(ct)
         seconds.append(time.perf_counter() - t0)
         bits.append(precision_bits(x, be.decrypt_decode(out, sk)))
-    result = {"preset": args.preset, "params": params.describe(), "log_qp": round(info["log_qp"], 1),
-              "primes": len(info["q"]) + len(info["p"]), "dnum": info["dnum"], "level_budget": info["level_budget"],
-              "open_s": round(opened, 2), "keygen_s": round(keygen, 2),
-              "bootstrap_key_gib": round(keys.bootstrap.nbytes / GIB, 2),
-              "bootstrap_s": [round(s, 2) for s in seconds], "precision_bits": [round(b, 2) for b in bits],
-              "worker_peak_gib": round(_worker_peak_gib(), 2), "worker": be.worker_info}
+    result = {
+        "preset": args.preset,
+        "params": params.describe(),
+        "log_qp": round(info["log_qp"], 1),
+        "primes": len(info["q"]) + len(info["p"]),
+        "dnum": info["dnum"],
+        "level_budget": info["level_budget"],
+        "open_s": round(opened, 2),
+        "keygen_s": round(keygen, 2),
+        "bootstrap_key_gib": round(keys.bootstrap.nbytes / GIB, 2),
+        "bootstrap_s": [round(s, 2) for s in seconds],
+        "precision_bits": [round(b, 2) for b in bits],
+        "worker_peak_gib": round(_worker_peak_gib(), 2),
+        "worker": be.worker_info,
+    }
     be.close()
     print(result)
     write_json(Path(args.out), result)

@@ -79,8 +79,11 @@ def op_time(fn, device: torch.device, reps: int = 10) -> dict:
         sync(device)
         samples.append(time.perf_counter() - start)
     samples.sort()
-    return {"median_ms": 1e3 * statistics.median(samples), "p90_ms": 1e3 * samples[int(0.9 * (len(samples) - 1))],
-            "reps": reps}
+    return {
+        "median_ms": 1e3 * statistics.median(samples),
+        "p90_ms": 1e3 * samples[int(0.9 * (len(samples) - 1))],
+        "reps": reps,
+    }
 
 
 def section_ntt(device: torch.device, log_n: int, limbs: int) -> dict:
@@ -94,8 +97,10 @@ def section_ntt(device: torch.device, log_n: int, limbs: int) -> dict:
     ref_fwd, ref_inv = ntt.forward_reference(x, tables), ntt.inverse_reference(x, tables)
     cpu_tables = ntt.NttTables.build(primes, log_n, torch.device("cpu"))
     out["equal_to_reference"] = bool(torch.equal(fwd, ref_fwd) and torch.equal(inv, ref_inv))
-    out["equal_to_cpu"] = bool(torch.equal(fwd.cpu(), ntt.forward_reference(x.cpu(), cpu_tables))
-                               and torch.equal(inv.cpu(), ntt.inverse_reference(x.cpu(), cpu_tables)))
+    out["equal_to_cpu"] = bool(
+        torch.equal(fwd.cpu(), ntt.forward_reference(x.cpu(), cpu_tables))
+        and torch.equal(inv.cpu(), ntt.inverse_reference(x.cpu(), cpu_tables))
+    )
     out["round_trip"] = bool(torch.equal(ntt.inverse(fwd, tables), x))
     out["forward"] = kernel_time(lambda: ntt.forward(x, tables), device)
     out["inverse"] = kernel_time(lambda: ntt.inverse(x, tables), device)
@@ -180,8 +185,10 @@ def section_ops(device: torch.device, log_n: int, levels: int, cpu_check: bool) 
         "encrypt_symmetric": precision_bits(x, be.decrypt_decode(be.encrypt(x, sk), sk)),
         "mul_relin_rescale": precision_bits(x * y, be.decrypt_decode(ev.rescale(prod), sk)),
         "rotate": precision_bits(np.roll(x, -3), be.decrypt_decode(ev.rotate(cx, 3), sk)),
-        "hoisted": min(precision_bits(np.roll(x, -k), be.decrypt_decode(c, sk))
-                       for k, c in ev.rotate_hoisted(cx, list(range(1, 9))).items()),
+        "hoisted": min(
+            precision_bits(np.roll(x, -k), be.decrypt_decode(c, sk))
+            for k, c in ev.rotate_hoisted(cx, list(range(1, 9))).items()
+        ),
     }
     if device.type == "cuda":
         out["key_switch_profile"] = kernel_profile(lambda: be._relinearize(tensor, rk))
@@ -193,9 +200,11 @@ def section_ops(device: torch.device, log_n: int, levels: int, cpu_check: bool) 
         rot_cpu = cpu._rotate(_moved(cx.raw, "cpu"), 5, _moved(gk, "cpu")).data
         res_gpu = be._rescale(prod.raw).data.cpu()
         res_cpu = cpu._rescale(_moved(prod.raw, "cpu")).data
-        out["equal_to_cpu"] = {"key_switch": bool(torch.equal(rel_gpu, rel_cpu)),
-                               "rotate": bool(torch.equal(rot_gpu, rot_cpu)),
-                               "rescale": bool(torch.equal(res_gpu, res_cpu))}
+        out["equal_to_cpu"] = {
+            "key_switch": bool(torch.equal(rel_gpu, rel_cpu)),
+            "rotate": bool(torch.equal(rot_gpu, rot_cpu)),
+            "rescale": bool(torch.equal(res_gpu, res_cpu)),
+        }
     if device.type == "cuda":
         out["peak_device_gib"] = torch.cuda.max_memory_allocated() / 2**30
     return out
@@ -205,9 +214,13 @@ def section_bootstrap(device: torch.device, log_n: int, reps: int) -> dict:
     params = presets.get("boot-n16-gpu" if log_n >= 16 else "insecure_boot_gpu_n10")
     start = time.perf_counter()
     be = GpuBackend(params, device=str(device), seed=3)
-    out: dict = {"params": params.describe(), "open_s": time.perf_counter() - start,
-                 "log_qp": be.bootstrap_info["log_qp"], "galois_keys": be.bootstrap_info["galois_keys"],
-                 "words": len(be._bootstrapper.inner.chain.words)}
+    out: dict = {
+        "params": params.describe(),
+        "open_s": time.perf_counter() - start,
+        "log_qp": be.bootstrap_info["log_qp"],
+        "galois_keys": be.bootstrap_info["galois_keys"],
+        "words": len(be._bootstrapper.inner.chain.words),
+    }
     start = time.perf_counter()
     sk, keys = be.generate_keys(bootstrap=True)
     sync(device)
@@ -223,10 +236,11 @@ def section_bootstrap(device: torch.device, log_n: int, reps: int) -> dict:
     out["bootstrap"] = op_time(lambda: ev.bootstrap(ct), device, reps=reps)
     got = be.decode(be.decrypt(refreshed, sk), as_complex=True)
     squared = ev.rescale(ev.multiply(refreshed, refreshed))
-    out["precision_bits"] = {"bootstrap": precision_bits(x, got),
-                             "vs_input": precision_bits(be.decode(be.decrypt(ct, sk), as_complex=True), got),
-                             "square_after": precision_bits(x * x, be.decode(be.decrypt(squared, sk),
-                                                                             as_complex=True))}
+    out["precision_bits"] = {
+        "bootstrap": precision_bits(x, got),
+        "vs_input": precision_bits(be.decode(be.decrypt(ct, sk), as_complex=True), got),
+        "square_after": precision_bits(x * x, be.decode(be.decrypt(squared, sk), as_complex=True)),
+    }
     out["level_after"], out["max_level"] = refreshed.level, be.max_level
     if device.type == "cuda":
         out["peak_device_gib"] = torch.cuda.max_memory_allocated() / 2**30
@@ -243,6 +257,7 @@ def kernel_profile(fn, rows: int = 15) -> list[dict]:
         for _ in range(5):
             fn()
         torch.cuda.synchronize()
+
     def device_us(e) -> float:
         return getattr(e, "self_device_time_total", 0.0)
 
@@ -294,10 +309,22 @@ def section_resnet20(images_file: Path, count: int) -> dict:
     data = np.load(images_file)
     x, labels = data["images"][:count], data["labels"][:count]
     start = time.perf_counter()
-    cm = henn.compile(str(RESNET20_MODEL), (3, 32, 32), backend="gpu", mode="single", bootstrap=True,
-                      calibration=data["calibration"], params=presets.get("boot-n16-gpu"))
-    out: dict = {"model": RESNET20_MODEL.name, "params": cm.params.describe(), "compile_s": time.perf_counter() - start,
-                 "bootstraps": cm.program.bootstraps, "rotation_keys": len(cm.rotation_steps)}
+    cm = henn.compile(
+        str(RESNET20_MODEL),
+        (3, 32, 32),
+        backend="gpu",
+        mode="single",
+        bootstrap=True,
+        calibration=data["calibration"],
+        params=presets.get("boot-n16-gpu"),
+    )
+    out: dict = {
+        "model": RESNET20_MODEL.name,
+        "params": cm.params.describe(),
+        "compile_s": time.perf_counter() - start,
+        "bootstraps": cm.program.bootstraps,
+        "rotation_keys": len(cm.rotation_steps),
+    }
     logits = cm.run(x)
     reference = cm.reference(x)
     out["timings"] = {k: v for k, v in cm.timings.items() if isinstance(v, (int, float, list, dict))}
@@ -321,8 +348,12 @@ def export_images(path: Path, data_dir: str, count: int) -> None:
     np.savez_compressed(path, images=images[:count], labels=labels[:count])
     test, test_labels = load_cifar10(data_dir, "test")
     train, _ = load_cifar10(data_dir, "train")
-    np.savez_compressed(cifar_file(path), images=test[:count], labels=test_labels[:count],
-                        calibration=train[:RESNET20_CALIBRATION].copy())
+    np.savez_compressed(
+        cifar_file(path),
+        images=test[:count],
+        labels=test_labels[:count],
+        calibration=train[:RESNET20_CALIBRATION].copy(),
+    )
 
 
 def cifar_file(images: Path) -> Path:
@@ -333,17 +364,23 @@ def run(args) -> dict:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     report: dict = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "machine": {"device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor(),
-                    "python": platform.python_version(), "torch": torch.__version__,
-                    "triton": getattr(ntt.triton_ntt.triton, "__version__", None), "cpu": platform.machine()},
+        "machine": {
+            "device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "triton": getattr(ntt.triton_ntt.triton, "__version__", None),
+            "cpu": platform.machine(),
+        },
         "command": " ".join(sys.argv),
     }
-    sections = {"ntt": lambda: section_ntt(device, args.log_n, args.limbs),
-                "ops": lambda: section_ops(device, args.log_n, args.levels, not args.no_cpu_check),
-                "mnist": lambda: section_mnist(args.images, args.count),
-                "mnist_paper000": lambda: section_mnist(args.images, args.count, PAPER000_MNIST),
-                "bootstrap": lambda: section_bootstrap(device, args.log_n, args.bootstrap_reps),
-                "resnet20": lambda: section_resnet20(cifar_file(args.images), args.resnet_images)}
+    sections = {
+        "ntt": lambda: section_ntt(device, args.log_n, args.limbs),
+        "ops": lambda: section_ops(device, args.log_n, args.levels, not args.no_cpu_check),
+        "mnist": lambda: section_mnist(args.images, args.count),
+        "mnist_paper000": lambda: section_mnist(args.images, args.count, PAPER000_MNIST),
+        "bootstrap": lambda: section_bootstrap(device, args.log_n, args.bootstrap_reps),
+        "resnet20": lambda: section_resnet20(cifar_file(args.images), args.resnet_images),
+    }
     for name in args.sections.split(","):
         start = time.perf_counter()
         try:
@@ -371,8 +408,11 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=16, help="MNIST images to infer")
     ap.add_argument("--resnet-images", type=int, default=1, help="CIFAR-10 test images through ResNet-20")
     ap.add_argument("--no-cpu-check", action="store_true", help="skip the bit-for-bit comparison with the CPU")
-    ap.add_argument("--export-images", type=Path,
-                    help="write the first 16 MNIST test images here (and CIFAR-10's beside them) and exit")
+    ap.add_argument(
+        "--export-images",
+        type=Path,
+        help="write the first 16 MNIST test images here (and CIFAR-10's beside them) and exit",
+    )
     ap.add_argument("--data-dir", help="datasets folder for --export-images (../shared/datasets)")
     args = ap.parse_args()
     if args.export_images:

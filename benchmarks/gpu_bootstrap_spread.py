@@ -61,8 +61,9 @@ def one_seed(seed: int) -> dict:
     sparse = open_backend("gpu", presets.get(SPARSE), seed=seed)
     ssk, skeys = sparse.generate_keys(bootstrap=True)
     xs = _values(rng, sparse.slots, 32)
-    got = sparse.decode(sparse.decrypt(sparse.evaluator(skeys).bootstrap(sparse.encrypt(xs, ssk, level=1)), ssk),
-                        as_complex=True)
+    got = sparse.decode(
+        sparse.decrypt(sparse.evaluator(skeys).bootstrap(sparse.encrypt(xs, ssk, level=1)), ssk), as_complex=True
+    )
     out["sparse"] = precision_bits(xs, got)
     return out
 
@@ -78,12 +79,19 @@ def main() -> None:
     for seed in range(args.seeds):
         runs.append(one_seed(seed))
         print(seed, json.dumps({k: round(v, 2) for k, v in runs[-1].items()}), flush=True)
-    summary = {k: {"min": min(r[k] for r in runs), "mean": statistics.mean(r[k] for r in runs),
-                   "sd": statistics.pstdev(r[k] for r in runs)} for k in runs[0]}
+    summary = {
+        k: {
+            "min": min(r[k] for r in runs),
+            "mean": statistics.mean(r[k] for r in runs),
+            "sd": statistics.pstdev(r[k] for r in runs),
+        }
+        for k in runs[0]
+    }
     print(json.dumps(summary, indent=1))
     if args.out:
-        Path(args.out).write_text(json.dumps({"preset": PRESET, "seeds": args.seeds, "summary": summary,
-                                              "runs": runs}, indent=1))
+        Path(args.out).write_text(
+            json.dumps({"preset": PRESET, "seeds": args.seeds, "summary": summary, "runs": runs}, indent=1)
+        )
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def prepare_job(net: str, args, workdir: Path) -> Path:
     job.mkdir(parents=True, exist_ok=True)
     if args.data_dir is None:
         x, y = datasets.load_embedded_mnist()
-        cal = x[-args.calibration:]  # the end of the embedded digits: disjoint from the test images
+        cal = x[-args.calibration :]  # the end of the embedded digits: disjoint from the test images
     else:
         x, y = datasets.load_mnist(args.data_dir, "test")
         cal = datasets.load_mnist(args.data_dir, "train")[0][: args.calibration]
@@ -96,10 +96,13 @@ def score(logits: np.ndarray, job: Path) -> dict:
     """Accuracy, agreement with the plaintext reference and the largest logit difference, over the images
     after the warm-up (what the workers return)."""
     y, ref = np.load(job / "labels.npy")[1:], np.load(job / "reference.npy")[1:]
-    return {"images": len(y), "accuracy": float((logits.argmax(1) == y).mean()),
-            "plaintext_accuracy": float((ref.argmax(1) == y).mean()),
-            "agreement": float((logits.argmax(1) == ref.argmax(1)).mean()),
-            "max_logit_error": float(np.abs(logits - ref).max())}
+    return {
+        "images": len(y),
+        "accuracy": float((logits.argmax(1) == y).mean()),
+        "plaintext_accuracy": float((ref.argmax(1) == y).mean()),
+        "agreement": float((logits.argmax(1) == ref.argmax(1)).mean()),
+        "max_logit_error": float(np.abs(logits - ref).max()),
+    }
 
 
 def latency(samples: list[float]) -> dict:
@@ -114,10 +117,22 @@ def run_henn(job: Path, mode: str) -> dict:
 
     spec = json.loads((job / "job.json").read_text())
     x = np.load(job / ("batch_images.npy" if mode == "batch" else "images.npy"))
-    cm = henn.compile(spec["model"], (1, 28, 28), backend="lattigo", mode=mode, threads=spec["threads"],
-                      calibration=np.load(job / "calibration.npy"))
-    result = {"system": "henn", "mode": mode, "params": cm.params.describe(), "depth": cm.depth,
-              "rotation_keys": len(cm.rotation_steps), "threads": spec["threads"]}
+    cm = henn.compile(
+        spec["model"],
+        (1, 28, 28),
+        backend="lattigo",
+        mode=mode,
+        threads=spec["threads"],
+        calibration=np.load(job / "calibration.npy"),
+    )
+    result = {
+        "system": "henn",
+        "mode": mode,
+        "params": cm.params.describe(),
+        "depth": cm.depth,
+        "rotation_keys": len(cm.rotation_steps),
+        "threads": spec["threads"],
+    }
     with cm:
         if mode == "batch":  # every image in as few ciphertext sets as hold them
             cm.run(x[:1])  # keys and weights first
@@ -125,10 +140,17 @@ def run_henn(job: Path, mode: str) -> dict:
             logits = cm.run(x)
             wall = time.perf_counter() - t0
             y = np.load(job / "batch_labels.npy")
-            result.update({"images_per_set": cm.program.images_per_set, "batch_images": len(x), "seconds": wall,
-                           "evaluate_seconds": cm.timings["evaluate"], "images_per_second": len(x) / wall,
-                           "evaluate_images_per_second": len(x) / cm.timings["evaluate"],
-                           "batch_accuracy": float((logits.argmax(1) == y).mean())})
+            result.update(
+                {
+                    "images_per_set": cm.program.images_per_set,
+                    "batch_images": len(x),
+                    "seconds": wall,
+                    "evaluate_seconds": cm.timings["evaluate"],
+                    "images_per_second": len(x) / wall,
+                    "evaluate_images_per_second": len(x) / cm.timings["evaluate"],
+                    "batch_accuracy": float((logits.argmax(1) == y).mean()),
+                }
+            )
             logits = logits[1 : len(np.load(job / "images.npy"))]  # scored on the single-mode images
         else:
             outs, evaluate, total = [], [], []
@@ -163,8 +185,9 @@ def run_tenseal(job: Path) -> dict:
         t0 = time.perf_counter()
         enc, windows = ts.im2col_encoding(ctx, img.reshape(28, 28).tolist(), kernel, kernel, stride)
         t1 = time.perf_counter()
-        chans = [enc.conv2d_im2col(k.reshape(kernel, kernel).tolist(), windows) + float(b)
-                 for k, b in zip(conv_w, conv_b)]
+        chans = [
+            enc.conv2d_im2col(k.reshape(kernel, kernel).tolist(), windows) + float(b) for k, b in zip(conv_w, conv_b)
+        ]
         y = ts.CKKSVector.pack_vectors(chans)
         y.square_()
         y = y.mm(fc1_w.tolist()) + fc1_b.tolist()
@@ -176,10 +199,18 @@ def run_tenseal(job: Path) -> dict:
         if i:
             evaluate.append(t2 - t1)
             total.append(t3 - t0)
-    return {"system": "tenseal", "mode": "single", "version": ts.__version__,
-            "params": "N=8192 log_q=[31, 26x6, 31] scale=2^26 (TenSEAL tutorial 4)", "keygen_seconds": keygen,
-            "threads": os.cpu_count(), "evaluate_samples": evaluate, "total_samples": total, "logits": outs[1:],
-            "peak_rss_mib": peak_rss_mib()}
+    return {
+        "system": "tenseal",
+        "mode": "single",
+        "version": ts.__version__,
+        "params": "N=8192 log_q=[31, 26x6, 31] scale=2^26 (TenSEAL tutorial 4)",
+        "keygen_seconds": keygen,
+        "threads": os.cpu_count(),
+        "evaluate_samples": evaluate,
+        "total_samples": total,
+        "logits": outs[1:],
+        "peak_rss_mib": peak_rss_mib(),
+    }
 
 
 # ---- orchestration -------------------------------------------------------------------------
@@ -195,8 +226,11 @@ def isolated(cmd: list[str], job: Path, out: Path, timeout: float, what: dict) -
         tail = [line for line in lines if "%|" not in line][-3:]  # the error, not the progress bars before it
         return {**what, "status": "failed", "message": " | ".join(tail)}
     raw = json.loads(out.read_text())
-    result = {**what, "status": "ok", **{k: v for k, v in raw.items() if k not in ("logits", "evaluate_samples",
-                                                                                     "total_samples")}}
+    result = {
+        **what,
+        "status": "ok",
+        **{k: v for k, v in raw.items() if k not in ("logits", "evaluate_samples", "total_samples")},
+    }
     if "evaluate_samples" in raw:
         result["latency"], result["total_latency"] = latency(raw["evaluate_samples"]), latency(raw["total_samples"])
     return {**result, **score(np.asarray(raw["logits"]), job)}
@@ -206,18 +240,28 @@ def ratios(results: list[dict]) -> list[dict]:
     """Peer latency / henn latency (single mode, median evaluate), per network: > 1 means henn is faster."""
     out = []
     for net in {r["net"] for r in results}:
-        mine = next((r for r in results if r["net"] == net and r["system"] == "henn" and r.get("mode") == "single"
-                     and r["status"] == "ok"), None)
+        mine = next(
+            (
+                r
+                for r in results
+                if r["net"] == net and r["system"] == "henn" and r.get("mode") == "single" and r["status"] == "ok"
+            ),
+            None,
+        )
         for r in results:
             if mine and r["net"] == net and r["system"] != "henn" and r["status"] == "ok":
-                out.append({"net": net, "peer": r["system"],
-                            "speedup": r["latency"]["median"] / mine["latency"]["median"]})
+                out.append(
+                    {"net": net, "peer": r["system"], "speedup": r["latency"]["median"] / mine["latency"]["median"]}
+                )
     return sorted(out, key=lambda r: r["net"])
 
 
 def markdown(results: list[dict]) -> str:
-    lines = ["| net | system | mode | evaluate median / p90 (s) | images/s | accuracy | agreement | max logit err | "
-             "peak RSS MiB | params |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| net | system | mode | evaluate median / p90 (s) | images/s | accuracy | agreement | max logit err | "
+        "peak RSS MiB | params |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         if r["status"] != "ok":
             lines.append(f"| {r['net']} | {r['system']} | | {r['status']}: {r.get('message', '')[:80]} | | | | | | |")
@@ -225,9 +269,11 @@ def markdown(results: list[dict]) -> str:
         lat = r.get("latency")
         lat_s = f"{lat['median']:.3f} / {lat['p90']:.3f}" if lat else ""
         ips = f"{r['images_per_second']:.0f}" if "images_per_second" in r else ""
-        lines.append(f"| {r['net']} | {r['system']} | {r['mode']} | {lat_s} | {ips} | {r['accuracy'] * 100:.1f}% | "
-                     f"{r['agreement'] * 100:.0f}% | {r['max_logit_error']:.2g} | {r['peak_rss_mib']:.0f} | "
-                     f"{r['params']} |")
+        lines.append(
+            f"| {r['net']} | {r['system']} | {r['mode']} | {lat_s} | {ips} | {r['accuracy'] * 100:.1f}% | "
+            f"{r['agreement'] * 100:.0f}% | {r['max_logit_error']:.2g} | {r['peak_rss_mib']:.0f} | "
+            f"{r['params']} |"
+        )
     return "\n".join(lines)
 
 
@@ -236,8 +282,12 @@ def main() -> None:
     ap.add_argument("--nets", nargs="+", choices=NETS, default=list(NETS))
     ap.add_argument("--images", type=int, default=100, help="test images per network (after one warm-up image)")
     ap.add_argument("--calibration", type=int, default=500, help="training images for ranges and parameters")
-    ap.add_argument("--batch-images", type=int, default=8192,
-                    help="batch mode: images in the timed set(s), at least --images + 1 (0: no batch mode)")
+    ap.add_argument(
+        "--batch-images",
+        type=int,
+        default=8192,
+        help="batch mode: images in the timed set(s), at least --images + 1 (0: no batch mode)",
+    )
     ap.add_argument("--data-dir", type=Path, default=None, help="folder with mnist/ (default: embedded digits)")
     ap.add_argument("--threads", type=int, default=2, help="henn's worker threads")
     ap.add_argument("--orion-python", default=None, help="an interpreter with orion-fhe 1.0.2 (default: skip Orion)")
@@ -269,8 +319,14 @@ def main() -> None:
                     orion = [args.orion_python, str(Path(__file__).with_name("peers_orion.py")), str(job)]
                     runs.append(("orion", orion, "orion.json"))
                 else:
-                    results.append({"net": net, "system": "orion", "status": "skipped",
-                                    "message": "no --orion-python (an interpreter with orion-fhe 1.0.2)"})
+                    results.append(
+                        {
+                            "net": net,
+                            "system": "orion",
+                            "status": "skipped",
+                            "message": "no --orion-python (an interpreter with orion-fhe 1.0.2)",
+                        }
+                    )
             for system, cmd, name in runs:
                 log.info("%s on %s", system, net)
                 results.append(isolated(cmd, job, job / name, args.timeout, {"net": net, "system": system}))

@@ -24,16 +24,42 @@ import numpy as np
 # Orion's configs for its MNIST networks (LoLA: "Figure 3 of arXiv 1812.10659"; MLP; "LeNet Large"): the
 # 128-bit secure ones (log QP 217 <= 218 at N = 2^13, 380 <= 438 at 2^14); henn holds itself to the same bound
 CONFIGS = {
-    "lola": ("LoLA", {"LogN": 13, "LogQ": [29, 26, 26, 26, 26, 26], "LogP": [29, 29], "LogScale": 26, "H": 8192,
-                      "RingType": "ConjugateInvariant"}),
-    "orion-mlp": ("MLP", {"LogN": 13, "LogQ": [29, 26, 26, 26, 26, 26], "LogP": [29, 29], "LogScale": 26,
-                          "H": 8192, "RingType": "ConjugateInvariant"}),
-    "lenet": ("LeNet", {"LogN": 14, "LogQ": [45] + [35] * 7, "LogP": [45, 45], "LogScale": 35,
-                        "RingType": "ConjugateInvariant"}),
+    "lola": (
+        "LoLA",
+        {
+            "LogN": 13,
+            "LogQ": [29, 26, 26, 26, 26, 26],
+            "LogP": [29, 29],
+            "LogScale": 26,
+            "H": 8192,
+            "RingType": "ConjugateInvariant",
+        },
+    ),
+    "orion-mlp": (
+        "MLP",
+        {
+            "LogN": 13,
+            "LogQ": [29, 26, 26, 26, 26, 26],
+            "LogP": [29, 29],
+            "LogScale": 26,
+            "H": 8192,
+            "RingType": "ConjugateInvariant",
+        },
+    ),
+    "lenet": (
+        "LeNet",
+        {"LogN": 14, "LogQ": [45] + [35] * 7, "LogP": [45, 45], "LogScale": 35, "RingType": "ConjugateInvariant"},
+    ),
 }
 # Orion 1.0.2's own settings (its OrionParameters), as its configs give them; nothing saved or loaded
-ORION = {"margin": 2, "embedding_method": "hybrid", "backend": "lattigo", "fuse_modules": True, "debug": False,
-         "io_mode": "none"}
+ORION = {
+    "margin": 2,
+    "embedding_method": "hybrid",
+    "backend": "lattigo",
+    "fuse_modules": True,
+    "debug": False,
+    "io_mode": "none",
+}
 
 
 def _version() -> str:
@@ -61,8 +87,9 @@ def main(job: Path) -> None:
     x = torch.from_numpy(np.load(job / "images.npy")).float()
     # a loader of batch size 1, as Orion's examples give it: fit() takes the loader's batch size as the
     # batch the network is compiled for (a tensor of 200 images would compile it for 200 at once)
-    cal = torch.utils.data.TensorDataset(torch.from_numpy(np.load(job / "calibration.npy")).float(),
-                                         torch.zeros(len(np.load(job / "calibration.npy"))))
+    cal = torch.utils.data.TensorDataset(
+        torch.from_numpy(np.load(job / "calibration.npy")).float(), torch.zeros(len(np.load(job / "calibration.npy")))
+    )
     orion.fit(net, torch.utils.data.DataLoader(cal, batch_size=1))
     t0 = time.perf_counter()
     level = orion.compile(net)
@@ -82,10 +109,15 @@ def main(job: Path) -> None:
             total.append(t3 - t0)
     ring = "real slots" if ckks["RingType"] == "ConjugateInvariant" else "complex slots"
     result = {
-        "system": "orion", "mode": "single", "version": _version(),
+        "system": "orion",
+        "mode": "single",
+        "version": _version(),
         "params": f"N=2^{ckks['LogN']} {ring} log_q={ckks['LogQ']} log_p={ckks['LogP']} scale=2^{ckks['LogScale']}",
-        "compile_seconds": compile_s, "threads": os.cpu_count(), "evaluate_samples": evaluate,
-        "total_samples": total, "logits": [v.tolist() for v in logits[1:]],
+        "compile_seconds": compile_s,
+        "threads": os.cpu_count(),
+        "evaluate_samples": evaluate,
+        "total_samples": total,
+        "logits": [v.tolist() for v in logits[1:]],
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
     (job / "orion.json").write_text(json.dumps(result))

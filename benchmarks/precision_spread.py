@@ -34,14 +34,23 @@ SUITES = {
     "ckks": ["tests/ckks/test_conformance.py", "tests/ckks/test_bootstrap.py"],
     # whole networks on the unseeded libraries: the margin of each tolerance over the measured error
     "e2e": [
-        "tests/runtime/test_runtime_backends.py", "tests/runtime/test_bootstrap_e2e.py",
-        "tests/runtime/test_complex_packing.py", "tests/runtime/test_hostile_inputs.py",
-        "tests/deploy/test_serve_lattigo.py", "tests/compiler/test_residual.py",
-        "tests/compiler/test_images_per_set.py", "tests/compiler/test_precision_selection.py",
-        "tests/compiler/test_polynomial_expressions.py", "tests/compiler/test_chain_refresh.py",
-        "tests/compiler/test_maxpool.py", "tests/compiler/test_composite_relu.py", "tests/compiler/test_layers.py",
-        "tests/compiler/test_client_aided.py", "tests/compiler/test_approximated_activations.py",
-        "tests/runtime/test_openfhe_inference.py", "tests/deploy/test_serve_openfhe.py",
+        "tests/runtime/test_runtime_backends.py",
+        "tests/runtime/test_bootstrap_e2e.py",
+        "tests/runtime/test_complex_packing.py",
+        "tests/runtime/test_hostile_inputs.py",
+        "tests/deploy/test_serve_lattigo.py",
+        "tests/compiler/test_residual.py",
+        "tests/compiler/test_images_per_set.py",
+        "tests/compiler/test_precision_selection.py",
+        "tests/compiler/test_polynomial_expressions.py",
+        "tests/compiler/test_chain_refresh.py",
+        "tests/compiler/test_maxpool.py",
+        "tests/compiler/test_composite_relu.py",
+        "tests/compiler/test_layers.py",
+        "tests/compiler/test_client_aided.py",
+        "tests/compiler/test_approximated_activations.py",
+        "tests/runtime/test_openfhe_inference.py",
+        "tests/deploy/test_serve_openfhe.py",
         "tests/runtime/test_gpu_inference.py",
     ],
 }
@@ -62,8 +71,9 @@ def checking_tests(files: list[str]) -> list[str]:
 
 
 def one_run(run: int, suites: list[str], report: Path, select: str | None) -> float:
-    env = dict(os.environ, HENN_PRECISION_REPORT=str(report), HENN_PRECISION_MEASURE_ONLY="1",
-               HENN_TEST_NOISE_SEED=str(run))
+    env = dict(
+        os.environ, HENN_PRECISION_REPORT=str(report), HENN_PRECISION_MEASURE_ONLY="1", HENN_TEST_NOISE_SEED=str(run)
+    )
     env.pop("CI", None)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"]
     cmd += checking_tests(suites)
@@ -98,32 +108,46 @@ def main() -> None:
                 samples[(row["ctx"], row["op"])].append(row["bits"])
             sys.stderr.write(f"run {run + 1}/{args.runs}: {seconds[-1]:.0f} s\n")
     rows = [_row(ctx, op, bits, args.suites) for (ctx, op), bits in sorted(samples.items())]
-    run = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "files": SUITES[args.suites],
-           "runs": args.runs, "seconds_per_run": round(statistics.median(seconds), 1)}
+    run = {
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "files": SUITES[args.suites],
+        "runs": args.runs,
+        "seconds_per_run": round(statistics.median(seconds), 1),
+    }
     out = Path(args.out)
     old = json.loads(out.read_text()) if out.exists() else {"suites": {}, "distributions": []}
     new = {(r["ctx"], r["op"]) for r in rows}
     # a whole suite replaces its rows; a -k subset (a new backend, say) replaces only the rows it measured
-    kept = [r for r in old["distributions"]
-            if (r["ctx"], r["op"]) not in new and (args.select or r["suite"] != args.suites)]
+    kept = [
+        r for r in old["distributions"] if (r["ctx"], r["op"]) not in new and (args.select or r["suite"] != args.suites)
+    ]
     name = f"{args.suites} -k {args.select}" if args.select else args.suites
-    payload = {"k_sigma": precision_table.K_SIGMA, "sd_floor": precision_table.SD_FLOOR,
-               "suites": {**old["suites"], name: run},
-               "distributions": sorted(kept + rows, key=lambda r: (r["ctx"], r["op"]))}
+    payload = {
+        "k_sigma": precision_table.K_SIGMA,
+        "sd_floor": precision_table.SD_FLOOR,
+        "suites": {**old["suites"], name: run},
+        "distributions": sorted(kept + rows, key=lambda r: (r["ctx"], r["op"])),
+    }
     sys.stderr.write(f"wrote {write_json(out, payload)}\n")
 
 
 def markdown(payload: dict) -> str:
     """The distributions as a Markdown table: bits (ckks) or a tolerance's margin in bits (e2e)."""
     m = payload["machine"]
-    lines = [f"Measured {payload['timestamp'][:10]} on {m['cpu']} ({m['cores']} cores); commands: "
-             + "; ".join(f"`{s['command']}` ({s['runs']} runs, {s['seconds_per_run']} s each)"
-                         for s in payload["suites"].values()), "",
-             "| suite | backend-profile | op | runs | mean | sd | min | bound | sd to bound |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"Measured {payload['timestamp'][:10]} on {m['cpu']} ({m['cores']} cores); commands: "
+        + "; ".join(
+            f"`{s['command']}` ({s['runs']} runs, {s['seconds_per_run']} s each)" for s in payload["suites"].values()
+        ),
+        "",
+        "| suite | backend-profile | op | runs | mean | sd | min | bound | sd to bound |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in payload["distributions"]:
-        lines.append(f"| {r['suite']} | {r['ctx']} | {r['op']} | {r['runs']} | {r['mean']:.2f} | {r['sd']:.2f} | "
-                     f"{r['min']:.2f} | {r['bound']} | {r['sigmas_to_bound'] or '-'} |")
+        lines.append(
+            f"| {r['suite']} | {r['ctx']} | {r['op']} | {r['runs']} | {r['mean']:.2f} | {r['sd']:.2f} | "
+            f"{r['min']:.2f} | {r['bound']} | {r['sigmas_to_bound'] or '-'} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -133,9 +157,18 @@ def _row(ctx: str, op: str, samples: list[float], suite: str) -> dict:
     mean = round(statistics.fmean(samples), 3)  # rounded first: the bound follows from the numbers written
     sd = round(statistics.stdev(samples), 3) if len(samples) > 1 else 0.0
     bound = precision_table.bound(mean, sd) if suite == "ckks" else 0.0
-    return {"suite": suite, "ctx": ctx, "op": op, "runs": len(samples), "mean": mean, "sd": sd,
-            "min": min(samples), "max": max(samples), "bound": bound,
-            "sigmas_to_bound": round((mean - bound) / sd, 1) if sd else None}
+    return {
+        "suite": suite,
+        "ctx": ctx,
+        "op": op,
+        "runs": len(samples),
+        "mean": mean,
+        "sd": sd,
+        "min": min(samples),
+        "max": max(samples),
+        "bound": bound,
+        "sigmas_to_bound": round((mean - bound) / sd, 1) if sd else None,
+    }
 
 
 if __name__ == "__main__":

@@ -70,23 +70,42 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=1)
     ap.add_argument("--first", type=int, default=0, help="index of the first test image (runs split over sessions)")
     ap.add_argument("--calibration", type=int, default=64, help="images that set the bootstraps' ranges")
-    ap.add_argument("--images-per-set", type=int, default=1,
-                    help="images packed side by side in one ciphertext set (ResNet-20: up to 8 share the last stage)")
+    ap.add_argument(
+        "--images-per-set",
+        type=int,
+        default=1,
+        help="images packed side by side in one ciphertext set (ResNet-20: up to 8 share the last stage)",
+    )
     ap.add_argument("--backend", default="lattigo")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--plaintext-cache", type=float, default=None, metavar="GIB",
-                    help="cap on weight plaintexts kept encoded ($HENN_PLAINTEXT_CACHE; 0: encode each when it runs)")
-    ap.add_argument("--activation-bits", type=float, default=None,
-                    help="ReLU models: the composite sign's precision (henn.compile's activation_bits)")
+    ap.add_argument(
+        "--plaintext-cache",
+        type=float,
+        default=None,
+        metavar="GIB",
+        help="cap on weight plaintexts kept encoded ($HENN_PLAINTEXT_CACHE; 0: encode each when it runs)",
+    )
+    ap.add_argument(
+        "--activation-bits",
+        type=float,
+        default=None,
+        help="ReLU models: the composite sign's precision (henn.compile's activation_bits)",
+    )
     ap.add_argument("--out", default="results/resnet20.json")
     args = ap.parse_args()
     if args.plaintext_cache is not None:
         os.environ["HENN_PLAINTEXT_CACHE"] = str(args.plaintext_cache)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     graph, cal, x, labels = _inputs(args)
-    options = CompileOptions(mode="single", backend=args.backend, bootstrap=True, calibration=cal,
-                             memory_budget=machine_budget(), images_per_set=args.images_per_set,
-                             activation_bits=args.activation_bits)
+    options = CompileOptions(
+        mode="single",
+        backend=args.backend,
+        bootstrap=True,
+        calibration=cal,
+        memory_budget=machine_budget(),
+        images_per_set=args.images_per_set,
+        activation_bits=args.activation_bits,
+    )
     t0 = time.perf_counter()
     cm = CompiledModel(compile_graph(graph, options), args.backend, activation_check=False)
     compile_s = time.perf_counter() - t0
@@ -96,15 +115,21 @@ def main() -> None:
     outs: list[np.ndarray] = []
     totals: dict = {}
     base = {
-        "weights": str(args.weights) if args.weights else f"random (seed {args.seed})", "backend": args.backend,
-        "first_image": args.first, "images_asked": len(x), "images_refused": [args.first + i for i in refused],
+        "weights": str(args.weights) if args.weights else f"random (seed {args.seed})",
+        "backend": args.backend,
+        "first_image": args.first,
+        "images_asked": len(x),
+        "images_refused": [args.first + i for i in refused],
         "images_per_set": cm.program.images_per_set,
-        "params": cm.params.describe(), "bootstraps": cm.program.bootstraps, "compile_seconds": compile_s,
-        "rotation_keys": len(cm.rotation_steps), "plaintext_cache_gib": args.plaintext_cache,
+        "params": cm.params.describe(),
+        "bootstraps": cm.program.bootstraps,
+        "compile_seconds": compile_s,
+        "rotation_keys": len(cm.rotation_steps),
+        "plaintext_cache_gib": args.plaintext_cache,
         "plaintext_accuracy_all": None if labels is None else float((cm.reference(x).argmax(1) == labels).mean()),
-        "approximated_accuracy_all": None if labels is None else float(
-            (approximated(cm, x).argmax(1) == labels).mean()
-        ),
+        "approximated_accuracy_all": None
+        if labels is None
+        else float((approximated(cm, x).argmax(1) == labels).mean()),
         "activation_bits": args.activation_bits,
     }
     per = cm.program.images_per_set
@@ -151,14 +176,18 @@ def _add(totals: dict, timings: dict) -> None:
 def _summary(out: np.ndarray, ref: np.ndarray, labels, t: dict) -> dict:
     n = len(out)
     return {
-        "images": n, "sets": t["sets"], "max_logit_error": float(np.abs(out - ref).max()),
+        "images": n,
+        "sets": t["sets"],
+        "max_logit_error": float(np.abs(out - ref).max()),
         "agreement": float((out.argmax(1) == ref.argmax(1)).mean()),
         "accuracy": None if labels is None else float((out.argmax(1) == labels).mean()),
         "plaintext_accuracy": None if labels is None else float((ref.argmax(1) == labels).mean()),
         "per_image_seconds": {k: t[k] / n for k in ("encode", "encrypt", "evaluate", "decrypt")},
         "per_set_evaluate_seconds": t["evaluate"] / t["sets"],
         "evaluate_seconds_per_image_by_step": {k: v / n for k, v in sorted(t["steps"].items())},
-        "keygen_seconds": t["keygen"], "prepare_seconds": t["prepare"], "peak_rss_mib": peak_rss_mib(),
+        "keygen_seconds": t["keygen"],
+        "prepare_seconds": t["prepare"],
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 

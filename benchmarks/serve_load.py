@@ -73,9 +73,12 @@ class PeakRSS(threading.Thread):
         step = max(1, len(self.samples) // points)
         tenth = max(1, len(self.samples) // 10)
         mib = [r / 2**20 for _, r in self.samples]
-        return {"t_s": [round(t, 1) for t, _ in self.samples[::step]], "rss_mib": [round(m, 1) for m in mib[::step]],
-                "first_tenth_median_mib": float(np.median(mib[:tenth])),
-                "last_tenth_median_mib": float(np.median(mib[-tenth:]))}
+        return {
+            "t_s": [round(t, 1) for t, _ in self.samples[::step]],
+            "rss_mib": [round(m, 1) for m in mib[::step]],
+            "first_tenth_median_mib": float(np.median(mib[:tenth])),
+            "last_tenth_median_mib": float(np.median(mib[-tenth:])),
+        }
 
 
 def percentiles(samples: list[float]) -> dict:
@@ -144,8 +147,14 @@ def load(remote, bodies: list[list[bytes]], clients: int, per_client: int) -> di
         for lat in pool.map(one_client, range(clients)):
             latencies += lat
     wall = time.perf_counter() - t0
-    return {"clients": clients, "requests": len(latencies), "wall_s": wall, "requests_per_s": len(latencies) / wall,
-            "latency_s": percentiles(latencies), "retried_429": busy[0]}
+    return {
+        "clients": clients,
+        "requests": len(latencies),
+        "wall_s": wall,
+        "requests_per_s": len(latencies) / wall,
+        "latency_s": percentiles(latencies),
+        "retried_429": busy[0],
+    }
 
 
 def run_mode(mode: str, args, tmp: Path) -> dict:
@@ -159,8 +168,11 @@ def run_mode(mode: str, args, tmp: Path) -> dict:
         t0 = time.perf_counter()
         remote = henn.connect(server.url, progress=False, retries=0)
         result["connect_s"] = time.perf_counter() - t0
-        result["sizes"] = {"key_bytes": remote.stats["key_bytes"], "keygen_s": remote.stats["keygen_s"],
-                           "upload_s": remote.stats["upload_s"]}
+        result["sizes"] = {
+            "key_bytes": remote.stats["key_bytes"],
+            "keygen_s": remote.stats["keygen_s"],
+            "upload_s": remote.stats["upload_s"],
+        }
         client = remote.client
         per_set = args.batch_images if mode == "batch" else 1
         if mode == "single":
@@ -208,8 +220,10 @@ def main() -> int:
         args.modes = ["single"]
     with tempfile.TemporaryDirectory(prefix="henn-serve-load-") as tmp:
         results = [run_mode(mode, args, Path(tmp)) for mode in args.modes]
-    path = write_json(args.out, {"benchmark": "serve_load", "quick": args.quick, "results": results,
-                                 "load_average": list(psutil.getloadavg())})
+    path = write_json(
+        args.out,
+        {"benchmark": "serve_load", "quick": args.quick, "results": results, "load_average": list(psutil.getloadavg())},
+    )
     print(f"wrote {path}")
     return 0
 

@@ -143,13 +143,17 @@ class Soak:
 
     @staticmethod
     def post_head(path: str, length: int) -> bytes:
-        return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {CONTENT_TYPE}\r\n"
-                f"Content-Length: {length}\r\n\r\n").encode()
+        return (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {CONTENT_TYPE}\r\n"
+            f"Content-Length: {length}\r\n\r\n"
+        ).encode()
 
     def stalled_upload(self) -> None:
         while self.running():
-            self.note("stalled_upload", self.answer(self.connect(self.post_head("/v1/sessions", len(self.keys))
-                                                                 + self.keys[:24])))
+            self.note(
+                "stalled_upload",
+                self.answer(self.connect(self.post_head("/v1/sessions", len(self.keys)) + self.keys[:24])),
+            )
 
     def stalled_infer(self, sid: str) -> None:
         while self.running():
@@ -170,8 +174,10 @@ class Soak:
         while self.running():
             t0 = time.monotonic()
             outcome = self.answer(self.connect())
-            self.note("idle", f"{outcome} after {'<' if time.monotonic() - t0 < READ_TIMEOUT + 2 else '>='}"
-                              f"{READ_TIMEOUT + 2} s")
+            self.note(
+                "idle",
+                f"{outcome} after {'<' if time.monotonic() - t0 < READ_TIMEOUT + 2 else '>='}{READ_TIMEOUT + 2} s",
+            )
 
     def huge_header(self) -> None:
         piece = b"a" * 65536
@@ -194,8 +200,7 @@ class Soak:
         huge = bytes(head) + self.body[serialization.HEADER_SIZE :]
         while self.running():
             for body in (huge, self.body * 2):  # announced too large; more than the model's request takes
-                r = httpx.post(f"{self.server.url}/v1/sessions/{sid}/infer", content=body, headers=OCTETS,
-                               timeout=60)
+                r = httpx.post(f"{self.server.url}/v1/sessions/{sid}/infer", content=body, headers=OCTETS, timeout=60)
                 self.note("oversized_body", str(r.status_code))
             time.sleep(0.5)
 
@@ -249,11 +254,17 @@ def rss_summary(samples: list[tuple[float, int]]) -> dict:
     mib = [r / 2**20 for _, r in samples]
     tenth, step = max(1, len(mib) // 10), max(1, len(mib) // 60)
     tenths = [float(np.median(mib[i * tenth : (i + 1) * tenth])) for i in range(min(10, len(mib)))]
-    return {"every_s": 1.0, "t_s": [round(t, 1) for t, _ in samples[::step]],
-            "rss_mib": [round(m, 1) for m in mib[::step]], "start_mib": round(mib[0], 1), "end_mib": round(mib[-1], 1),
-            "first_tenth_median_mib": float(np.median(mib[:tenth])),
-            "last_tenth_median_mib": float(np.median(mib[-tenth:])), "peak_mib": round(max(mib), 1),
-            "tenth_medians_mib": [round(m, 1) for m in tenths]}
+    return {
+        "every_s": 1.0,
+        "t_s": [round(t, 1) for t, _ in samples[::step]],
+        "rss_mib": [round(m, 1) for m in mib[::step]],
+        "start_mib": round(mib[0], 1),
+        "end_mib": round(mib[-1], 1),
+        "first_tenth_median_mib": float(np.median(mib[:tenth])),
+        "last_tenth_median_mib": float(np.median(mib[-tenth:])),
+        "peak_mib": round(max(mib), 1),
+        "tenth_medians_mib": [round(m, 1) for m in tenths],
+    }
 
 
 def main() -> int:
@@ -298,25 +309,41 @@ def main() -> int:
     lat = np.asarray(soak.legit.pop("latency_s") or [0.0])
     latency = {f"p{q}": float(np.percentile(lat, q)) for q in (50, 90, 99)}
     legit = dict(soak.legit, clients=args.clients, latency_s=latency)
-    verdict = {"failed_predictions_zero": legit["failed"] == 0 and legit["predictions"] > 0,
-               "server_5xx_zero": fives == 0, "no_tracebacks": tracebacks == 0,
-               "no_full_session_ids_in_log": leaked == 0}
+    verdict = {
+        "failed_predictions_zero": legit["failed"] == 0 and legit["predictions"] > 0,
+        "server_5xx_zero": fives == 0,
+        "no_tracebacks": tracebacks == 0,
+        "no_full_session_ids_in_log": leaked == 0,
+    }
     payload = {
-        "benchmark": "soak_server", "seconds": args.seconds, "duration_s": round(duration, 1),
-        "model": "mnist-cnn_swish-rg7-deg4 (plain backend)", "server_args": list(SERVER_ARGS),
+        "benchmark": "soak_server",
+        "seconds": args.seconds,
+        "duration_s": round(duration, 1),
+        "model": "mnist-cnn_swish-rg7-deg4 (plain backend)",
+        "server_args": list(SERVER_ARGS),
         "legit": legit,
         "hostile": {k: dict(v) for k, v in sorted(soak.hostile.items())},
         "huge_header_most_sent_mib": round(soak.most_sent / 2**20, 2),
-        "server": {"statuses": dict(sorted(statuses.items())), "5xx": fives, "tracebacks_in_log": tracebacks,
-                   "full_session_ids_in_log": leaked, "session_ids_checked": len(soak.sids),
-                   "log_bytes": len(log), "rss": rss_summary(soak.rss), "metrics": metrics,
-                   "sigterm": {"exit": code, "seconds": round(shutdown_s, 2)}},
-        "verdict": verdict, "pass": all(verdict.values()),
+        "server": {
+            "statuses": dict(sorted(statuses.items())),
+            "5xx": fives,
+            "tracebacks_in_log": tracebacks,
+            "full_session_ids_in_log": leaked,
+            "session_ids_checked": len(soak.sids),
+            "log_bytes": len(log),
+            "rss": rss_summary(soak.rss),
+            "metrics": metrics,
+            "sigterm": {"exit": code, "seconds": round(shutdown_s, 2)},
+        },
+        "verdict": verdict,
+        "pass": all(verdict.values()),
     }
     path = write_json(args.out, payload)
     rss = payload["server"]["rss"]
-    print(f"wrote {path}: {legit['predictions']} predictions, {legit['failed']} failed, {fives} 5xx, RSS "
-          f"{rss['start_mib']} -> {rss['end_mib']} MiB, pass={payload['pass']}")
+    print(
+        f"wrote {path}: {legit['predictions']} predictions, {legit['failed']} failed, {fives} 5xx, RSS "
+        f"{rss['start_mib']} -> {rss['end_mib']} MiB, pass={payload['pass']}"
+    )
     return 0 if payload["pass"] else 1
 
 

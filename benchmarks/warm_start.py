@@ -80,9 +80,11 @@ def main() -> None:
                 row = {"model": name, "mode": mode, "params": cm.params.describe(), **measure(path, args.repeats)}
                 cm.close()
                 rows.append(row)
-                print(f"{name:28s} {mode:6s} ready {row['ready']:.2f} s (import {row['import']:.2f}, load "
-                      f"{row['load']:.2f} of which encode {row['encode']:.2f}), session {row['session']:.2f} s",
-                      flush=True)
+                print(
+                    f"{name:28s} {mode:6s} ready {row['ready']:.2f} s (import {row['import']:.2f}, load "
+                    f"{row['load']:.2f} of which encode {row['encode']:.2f}), session {row['session']:.2f} s",
+                    flush=True,
+                )
     write_json(args.out, {"benchmark": "warm_start", "backend": args.backend, "rows": rows})
 
 

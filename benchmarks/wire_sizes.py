@@ -33,11 +33,29 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import write_json
 
 ZOO = Path(__file__).resolve().parents[1] / "src" / "henn" / "zoo"
-SHAPES = {"mnist": (1, 28, 28), "cryptonets": (1, 28, 28), "lenet": (1, 28, 28), "lola": (1, 28, 28),
-          "orion": (1, 28, 28), "tenseal": (1, 28, 28), "cifar": (3, 32, 32)}
-MODELS = ("mnist-cnn_square", "mnist-cnn_swish-rg5-deg2", "mnist-cnn_swish-rg7-deg4", "mnist-mlp_swish-rg5-deg2",
-          "cryptonets_square", "lenet_square", "lola_square", "orion-mlp_square", "tenseal-cnn_square",
-          "cifar-cnn_square", "cifar-cnn_swish-rg5-deg2", "cifar-cnn_swish-rg7-deg4")
+SHAPES = {
+    "mnist": (1, 28, 28),
+    "cryptonets": (1, 28, 28),
+    "lenet": (1, 28, 28),
+    "lola": (1, 28, 28),
+    "orion": (1, 28, 28),
+    "tenseal": (1, 28, 28),
+    "cifar": (3, 32, 32),
+}
+MODELS = (
+    "mnist-cnn_square",
+    "mnist-cnn_swish-rg5-deg2",
+    "mnist-cnn_swish-rg7-deg4",
+    "mnist-mlp_swish-rg5-deg2",
+    "cryptonets_square",
+    "lenet_square",
+    "lola_square",
+    "orion-mlp_square",
+    "tenseal-cnn_square",
+    "cifar-cnn_square",
+    "cifar-cnn_swish-rg5-deg2",
+    "cifar-cnn_swish-rg7-deg4",
+)
 HEADLINE = "mnist-cnn_square"  # 784 input ciphertexts (one a pixel), 8,192 images a set
 
 
@@ -52,8 +70,9 @@ def calibration(name: str, count: int) -> np.ndarray:
 def compiled(name: str, mode: str, count: int):
     import henn
 
-    return henn.compile(str(ZOO / f"{name}.onnx"), shape_of(name), backend="lattigo", mode=mode,
-                        calibration=calibration(name, count))
+    return henn.compile(
+        str(ZOO / f"{name}.onnx"), shape_of(name), backend="lattigo", mode=mode, calibration=calibration(name, count)
+    )
 
 
 def shape_of(name: str) -> tuple[int, ...]:
@@ -84,8 +103,12 @@ def side(be, cts, count: int) -> dict:
         per = len(blobs[0])
         assert all(len(b) == per for b in blobs)
         scale = count / len(cts)
-        out[label] = {"bytes": per * count, "bytes_per_ciphertext": per, "serialize_s": ser * scale,
-                      "parse_s": parse_seconds(be, blobs) * scale}
+        out[label] = {
+            "bytes": per * count,
+            "bytes_per_ciphertext": per,
+            "serialize_s": ser * scale,
+            "parse_s": parse_seconds(be, blobs) * scale,
+        }
     out["ratio"] = out["new"]["bytes"] / out["old"]["bytes"]
     return out
 
@@ -99,14 +122,24 @@ def measure(name: str, mode: str, sample: int, count: int, rng) -> dict:
     try:
         sk = be.generate_secret_key()
         pk = be.generate_public_key(sk)
-        ins = [be.encrypt(rng.uniform(0, 0.5, be.slots), sk, level=p.input_level)
-               for _ in range(min(sample, p.input_cts))]
-        outs = [be.encrypt(rng.uniform(-1, 1, be.slots), pk, level=p.final_level)
-                for _ in range(min(sample, p.output_cts))]
-        return {"model": name, "mode": mode, "params": cm.params.describe(),
-                "prime_bits": [q.bit_length() for q in be.q_primes], "max_level": be.max_level,
-                "input_level": p.input_level, "final_level": p.final_level, "images": p.images_per_set,
-                "request": side(be, ins, p.input_cts), "response": side(be, outs, p.output_cts)}
+        ins = [
+            be.encrypt(rng.uniform(0, 0.5, be.slots), sk, level=p.input_level) for _ in range(min(sample, p.input_cts))
+        ]
+        outs = [
+            be.encrypt(rng.uniform(-1, 1, be.slots), pk, level=p.final_level) for _ in range(min(sample, p.output_cts))
+        ]
+        return {
+            "model": name,
+            "mode": mode,
+            "params": cm.params.describe(),
+            "prime_bits": [q.bit_length() for q in be.q_primes],
+            "max_level": be.max_level,
+            "input_level": p.input_level,
+            "final_level": p.final_level,
+            "images": p.images_per_set,
+            "request": side(be, ins, p.input_cts),
+            "response": side(be, outs, p.output_cts),
+        }
     finally:
         be.close()
 
@@ -131,8 +164,16 @@ def headline(sample_images: int, count: int, rng) -> dict:
         cts = client.runtime.encrypt(x)
         encrypt_s = time.perf_counter() - t0
         be = client.backend
-        row = {"model": HEADLINE, "mode": "batch", "images": n, "encrypt_s": encrypt_s, "params": cm.params.describe(),
-               "input_level": cm.program.input_level, "max_level": be.max_level, "ciphertexts": len(cts)}
+        row = {
+            "model": HEADLINE,
+            "mode": "batch",
+            "images": n,
+            "encrypt_s": encrypt_s,
+            "params": cm.params.describe(),
+            "input_level": cm.program.input_level,
+            "max_level": be.max_level,
+            "ciphertexts": len(cts),
+        }
         for label, encoding in (("old", "full"), ("new", None)):
             blobs, ser = timed_bytes(be, cts, encoding)
             msg = Message("request", client.model.model_sha256, client.key_id or "", [n], [blobs])
@@ -143,8 +184,13 @@ def headline(sample_images: int, count: int, rng) -> dict:
             t0 = time.perf_counter()
             for b in back.blobs[0]:
                 be.deserialize(b)
-            row[label] = {"bytes": len(data), "MiB": len(data) / 2**20, "serialize_s": ser, "read_s": read_s,
-                          "deserialize_s": time.perf_counter() - t0}
+            row[label] = {
+                "bytes": len(data),
+                "MiB": len(data) / 2**20,
+                "serialize_s": ser,
+                "read_s": read_s,
+                "deserialize_s": time.perf_counter() - t0,
+            }
             del data, back, blobs
         row["ratio"] = row["new"]["bytes"] / row["old"]["bytes"]
         return row
@@ -166,8 +212,11 @@ def main() -> None:
     rows = []
     head = None if args.no_headline else headline(args.headline_images, args.calibration, rng)
     if head:
-        print(f"{head['model']} batch request, {head['images']} images: {head['old']['MiB']:.1f} MiB -> "
-              f"{head['new']['MiB']:.1f} MiB ({head['ratio']:.3f})", flush=True)
+        print(
+            f"{head['model']} batch request, {head['images']} images: {head['old']['MiB']:.1f} MiB -> "
+            f"{head['new']['MiB']:.1f} MiB ({head['ratio']:.3f})",
+            flush=True,
+        )
     for name in args.models:
         for mode in args.modes:
             try:
@@ -178,9 +227,12 @@ def main() -> None:
                 continue
             rows.append(row)
             rq, rs = row["request"], row["response"]
-            print(f"{name} {mode}: request {rq['old']['bytes'] / 2**20:.2f} -> {rq['new']['bytes'] / 2**20:.2f} MiB, "
-                  f"response {rs['old']['bytes'] / 2**20:.3f} -> {rs['new']['bytes'] / 2**20:.3f} MiB "
-                  f"(levels in {row['input_level']}/{row['max_level']}, out {row['final_level']})", flush=True)
+            print(
+                f"{name} {mode}: request {rq['old']['bytes'] / 2**20:.2f} -> {rq['new']['bytes'] / 2**20:.2f} MiB, "
+                f"response {rs['old']['bytes'] / 2**20:.3f} -> {rs['new']['bytes'] / 2**20:.3f} MiB "
+                f"(levels in {row['input_level']}/{row['max_level']}, out {row['final_level']})",
+                flush=True,
+            )
     write_json(args.out, {"command": " ".join(sys.argv), "headline": head, "rows": rows})
 
 

@@ -33,9 +33,15 @@ sys.path.insert(0, str(HERE))
 import stages  # noqa: E402
 
 RSS_TAG = "HEORG_MAXRSS_KB="
-HARNESS_ORDER = ("client_key_generation", "server_preprocess_model", "client_preprocess_input",
-                 "client_encode_encrypt_input", "server_encrypted_compute", "client_decrypt_decode",
-                 "client_postprocess")
+HARNESS_ORDER = (
+    "client_key_generation",
+    "server_preprocess_model",
+    "client_preprocess_input",
+    "client_encode_encrypt_input",
+    "server_encrypted_compute",
+    "client_decrypt_decode",
+    "client_postprocess",
+)
 
 
 def plaintext_logits(x: np.ndarray) -> np.ndarray:
@@ -93,7 +99,7 @@ def run_stage(name: str, root: Path, size: int) -> dict:
     if proc.returncode:
         raise RuntimeError(f"{name} {size} failed ({proc.returncode}):\n{proc.stdout}")
     lines = proc.stdout.strip().splitlines()
-    rss = next((int(x[len(RSS_TAG):]) / 1024 for x in lines if x.startswith(RSS_TAG)), None)
+    rss = next((int(x[len(RSS_TAG) :]) / 1024 for x in lines if x.startswith(RSS_TAG)), None)
     out = "\n".join(x for x in lines if not x.startswith(RSS_TAG))
     return {"seconds": round(seconds, 3), "peak_rss_mib": None if rss is None else round(rss, 1), "output": out}
 
@@ -115,27 +121,41 @@ def run_instance(root: Path, size: int, x: np.ndarray, y: np.ndarray) -> dict:
     logits = np.load(lay.logits)
     ref = plaintext_logits(x)
     ref_preds = ref.argmax(1)
-    result.update({
-        "predictions": preds.tolist(),
-        "labels": y.tolist(),
-        "plaintext_predictions": ref_preds.tolist(),
-        "encrypted_accuracy": float((preds == y).mean()),
-        "plaintext_accuracy": float((ref_preds == y).mean()),
-        "agree_with_plaintext": float((preds == ref_preds).mean()),
-        "max_logit_error": float(np.abs(logits - ref).max()),
-    })
+    result.update(
+        {
+            "predictions": preds.tolist(),
+            "labels": y.tolist(),
+            "plaintext_predictions": ref_preds.tolist(),
+            "encrypted_accuracy": float((preds == y).mean()),
+            "plaintext_accuracy": float((ref_preds == y).mean()),
+            "agree_with_plaintext": float((preds == ref_preds).mean()),
+            "max_logit_error": float(np.abs(logits - ref).max()),
+        }
+    )
     timed = [s for s in HARNESS_ORDER if s != "client_key_generation" and s != "server_preprocess_model"]
     result["per_query_seconds"] = round(sum(result["stages"][s]["seconds"] for s in timed), 3)
     return result
 
 
 def machine() -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    mem = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-               if line.startswith("MemTotal"))
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem / 2**20, 1),
-            "python": platform.python_version(), "load_average_at_start": os.getloadavg()}
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    mem = next(
+        int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
+    )
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem / 2**20, 1),
+        "python": platform.python_version(),
+        "load_average_at_start": os.getloadavg(),
+    }
 
 
 def mib(n: int) -> str:
@@ -192,23 +212,35 @@ def main(argv=None) -> int:
             for name, s in r["stages"].items():
                 print(f"  {name:30s} {s['seconds']:8.2f} s  {s['peak_rss_mib'] or 0:8.0f} MiB")
             runs.append(r)
-        describe = json.loads(subprocess.run(
-            [sys.executable, "-c", "import json,sys; from henn.deploy.artefact import Artefact; "
-             "print(json.dumps(Artefact.load(sys.argv[1]).describe(), default=str))",
-             str(stages.build_dir(root) / "model.henn")],
-            capture_output=True, text=True, check=True, env=dict(os.environ, PYTHONPATH=str(REPO / "src"))).stdout)
+        describe = json.loads(
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "import json,sys; from henn.deploy.artefact import Artefact; "
+                    "print(json.dumps(Artefact.load(sys.argv[1]).describe(), default=str))",
+                    str(stages.build_dir(root) / "model.henn"),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=dict(os.environ, PYTHONPATH=str(REPO / "src")),
+            ).stdout
+        )
     if args.out:
         out = Path(args.out)
         doc = json.loads(out.read_text()) if out.exists() else {"runs": []}
         keep = {(r["instance"], r["images"]) for r in runs}
         doc["runs"] = [r for r in doc["runs"] if (r["instance"], r["images"]) not in keep] + runs
-        doc.update({
-            "benchmark": "HomomorphicEncryption.org FHE Benchmarking Suite, ML inference (MNIST), henn's stages",
-            "note": "each run has its own command, date and machine (load average at its start)",
-            "backend": stages.BACKEND,
-            "compile_options": stages.COMPILE_OPTIONS,
-            "model": describe,
-        })
+        doc.update(
+            {
+                "benchmark": "HomomorphicEncryption.org FHE Benchmarking Suite, ML inference (MNIST), henn's stages",
+                "note": "each run has its own command, date and machine (load average at its start)",
+                "backend": stages.BACKEND,
+                "compile_options": stages.COMPILE_OPTIONS,
+                "model": describe,
+            }
+        )
         out.write_text(json.dumps(doc, indent=1, default=str) + "\n")
         print(f"wrote {out}")
     return 0

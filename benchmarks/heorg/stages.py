@@ -50,8 +50,15 @@ BACKEND = "lattigo"
 # per set (--images-per-set) need more rotation keys (16: 131 keys) than this machine's memory allows.
 COMPILE_OPTIONS = ["--backend", BACKEND, "--mode", "single", "--input-check", "warn"]
 
-STAGES = ("client_key_generation", "client_preprocess_input", "client_encode_encrypt_input",
-          "server_preprocess_model", "server_encrypted_compute", "client_decrypt_decode", "client_postprocess")
+STAGES = (
+    "client_key_generation",
+    "client_preprocess_input",
+    "client_encode_encrypt_input",
+    "server_preprocess_model",
+    "server_encrypted_compute",
+    "client_decrypt_decode",
+    "client_postprocess",
+)
 
 
 class Layout:
@@ -113,8 +120,19 @@ def build(root: Path, data_dir: str | None = None) -> Path:
     np.save(calib, calibration_images(data_dir))
     for f in (model, client):
         f.unlink(missing_ok=True)
-    henn("compile", MODEL_ONNX, "--input-shape", "1,28,28", *COMPILE_OPTIONS, "--calibration", calib,
-         "--out", model, "--client-out", client)
+    henn(
+        "compile",
+        MODEL_ONNX,
+        "--input-shape",
+        "1,28,28",
+        *COMPILE_OPTIONS,
+        "--calibration",
+        calib,
+        "--out",
+        model,
+        "--client-out",
+        client,
+    )
     stamp_file.write_text(stamp)
     return model
 
@@ -183,21 +201,24 @@ def install(harness: Path, python: str) -> None:
     scripts.mkdir(exist_ok=True)
     files = {
         scripts / "get_openfhe.sh": "#!/usr/bin/env bash\n# henn's submission does not use OpenFHE\nexit 0\n",
-        scripts / "build_task.sh": "\n".join([
-            "#!/usr/bin/env bash",
-            "# henn's submission: compile the model (skipped when up to date)",
-            "set -euo pipefail",
-            'ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"',
-            f'exec {py} {me} build --root "$ROOT"',
-            "",
-        ]),
+        scripts / "build_task.sh": "\n".join(
+            [
+                "#!/usr/bin/env bash",
+                "# henn's submission: compile the model (skipped when up to date)",
+                "set -euo pipefail",
+                'ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"',
+                f'exec {py} {me} build --root "$ROOT"',
+                "",
+            ]
+        ),
     }
     for name in STAGES:
-        files[build_dir(harness) / name] = f"#!/usr/bin/env bash\nexec {py} {me} {name} \"$@\"\n"
+        files[build_dir(harness) / name] = f'#!/usr/bin/env bash\nexec {py} {me} {name} "$@"\n'
     (harness / "submission" / "README.md").parent.mkdir(exist_ok=True)
     files[harness / "submission" / "README.md"] = (
         "# henn's submission\n\nThe stages are henn's (benchmarks/heorg/stages.py in the henn repository, "
-        f"{REPO}); see benchmarks/heorg/README.md there for the model, the parameters and their security.\n")
+        f"{REPO}); see benchmarks/heorg/README.md there for the model, the parameters and their security.\n"
+    )
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
