@@ -1,5 +1,7 @@
 """Per-operation latency of each backend at N = 2^14, depth 5 (median of >= 20 repeats).
 
+Run:
+
     .venv/bin/python benchmarks/ops_latency.py --backends seal lattigo --repeats 21 --out results/ops_latency.json
 """
 

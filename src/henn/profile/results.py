@@ -1,5 +1,7 @@
 """Results files: one versioned JSON schema (schema.json, documented in docs/profile-schema.md).
 
+Writing and reading one:
+
     doc = new_document("primitives", command="henn profile primitives ...", settings={...})
     doc["records"].append(record("primitives", "seal", "multiply_relin", mode="library", depth=3, ...))
     write_results("results/primitives.json", doc)      # validates first

@@ -1,5 +1,7 @@
 """`henn report`: results files (henn profile ...) -> report.md (+ figures/) and report.html.
 
+From Python:
+
     render(["results/primitives.json", "results/kernels.json"], "docs/profile")
 """
 
