@@ -54,8 +54,13 @@ def measure(backend_name: str, preset: str, repeats: int) -> dict:
     for name, fn in ops.items():
         results[name] = time_op(fn, repeats)
         log.info("%s %-28s %8.3f ms", backend_name, name, results[name]["median"] * 1e3)
-    return {"backend": backend_name, "version": be.version(), "params": be.actual_params.describe(),
-            "ciphertext_bytes": len(be.serialize(ct_x)), "ops": results}
+    return {
+        "backend": backend_name,
+        "version": be.version(),
+        "params": be.actual_params.describe(),
+        "ciphertext_bytes": len(be.serialize(ct_x)),
+        "ops": results,
+    }
 
 
 def main(argv=None) -> int:
@@ -67,9 +72,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     runs = [measure(b, args.preset, args.repeats) for b in args.backends]
-    path = write_json(args.out, {"benchmark": "ops_latency", "preset": args.preset,
-                                 "command": " ".join(["python", "benchmarks/ops_latency.py", *(argv or sys.argv[1:])]),
-                                 "runs": runs})
+    path = write_json(
+        args.out,
+        {
+            "benchmark": "ops_latency",
+            "preset": args.preset,
+            "command": " ".join(["python", "benchmarks/ops_latency.py", *(argv or sys.argv[1:])]),
+            "runs": runs,
+        },
+    )
     names = list(runs[0]["ops"])
     print(f"| op (ms, median of {args.repeats}) | " + " | ".join(r["backend"] for r in runs) + " |")
     print("|---|" + "---|" * len(runs))

@@ -49,13 +49,17 @@ def validation_errors(doc) -> list[str]:
 def validate(doc, source: str = "results") -> None:
     """Raise InputError naming the first problems if `doc` does not follow schema version 1."""
     if isinstance(doc, dict) and doc.get("schema_version") not in (None, SCHEMA_VERSION):
-        raise InputError(f"{source}: schema_version {doc.get('schema_version')!r} is not supported by this henn "
-                         f"(it reads version {SCHEMA_VERSION}): re-run `henn profile` with this version")
+        raise InputError(
+            f"{source}: schema_version {doc.get('schema_version')!r} is not supported by this henn "
+            f"(it reads version {SCHEMA_VERSION}): re-run `henn profile` with this version"
+        )
     problems = validation_errors(doc)
     if problems:
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-        raise InputError(f"{source} does not follow the henn profile schema v{SCHEMA_VERSION} "
-                         f"(src/henn/profile/schema.json, docs/profile-schema.md): " + "; ".join(problems[:5]) + more)
+        raise InputError(
+            f"{source} does not follow the henn profile schema v{SCHEMA_VERSION} "
+            f"(src/henn/profile/schema.json, docs/profile-schema.md): " + "; ".join(problems[:5]) + more
+        )
 
 
 # ---- building documents -------------------------------------------------------------------
@@ -66,10 +70,14 @@ def machine() -> dict:
             cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
     except OSError:
         pass
-    return {"cpu": cpu or "unknown", "cores": psutil.cpu_count(logical=False) or os.cpu_count(),
-            "logical_cores": psutil.cpu_count(logical=True) or os.cpu_count(),
-            "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
-            "os": f"{platform.system()} {platform.release()}", "python": platform.python_version()}
+    return {
+        "cpu": cpu or "unknown",
+        "cores": psutil.cpu_count(logical=False) or os.cpu_count(),
+        "logical_cores": psutil.cpu_count(logical=True) or os.cpu_count(),
+        "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+    }
 
 
 def backend_versions() -> dict:
@@ -81,34 +89,75 @@ def backend_versions() -> dict:
 def new_document(suite: str, *, command: str, settings: dict) -> dict:
     if suite not in SUITES:
         raise InputError(f"unknown suite {suite!r}; use one of {SUITES}")
-    return {"schema_version": SCHEMA_VERSION,
-            "run": {"suite": suite, "command": command,
-                    "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
-                    "duration_s": None, "machine": machine(),
-                    "versions": {"henn": henn.__version__, "backends": backend_versions()},
-                    "settings": settings},
-            "records": []}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run": {
+            "suite": suite,
+            "command": command,
+            "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+            "duration_s": None,
+            "machine": machine(),
+            "versions": {"henn": henn.__version__, "backends": backend_versions()},
+            "settings": settings,
+        },
+        "records": [],
+    }
 
 
 def params_dict(params) -> dict:
     """The schema's `params` object of a henn Parameters (primes the backend actually uses)."""
-    return {"log_n": int(params.log_n), "log_qp": round(float(params.log_qp), 3),
-            "log_q": [int(b) for b in params.log_q], "log_p": [int(b) for b in params.log_p],
-            "log_scale": int(params.log_scale), "slots": int(params.slots), "name": str(params.name),
-            "insecure": bool(params.insecure)}
+    return {
+        "log_n": int(params.log_n),
+        "log_qp": round(float(params.log_qp), 3),
+        "log_q": [int(b) for b in params.log_q],
+        "log_p": [int(b) for b in params.log_p],
+        "log_scale": int(params.log_scale),
+        "slots": int(params.slots),
+        "name": str(params.name),
+        "insecure": bool(params.insecure),
+    }
 
 
-def record(suite: str, backend: str, op: str, *, mode: str | None = None, depth: int | None = None,
-           size: int | None = None, size_name: str | None = None, threads: int | None = None,
-           params: dict | None = None, latency: dict | None = None, throughput: float | None = None,
-           error: list | None = None, sizes: dict | None = None, memory: dict | None = None,
-           status: str = "ok", error_message: str | None = None, extra: dict | None = None) -> dict:
+def record(
+    suite: str,
+    backend: str,
+    op: str,
+    *,
+    mode: str | None = None,
+    depth: int | None = None,
+    size: int | None = None,
+    size_name: str | None = None,
+    threads: int | None = None,
+    params: dict | None = None,
+    latency: dict | None = None,
+    throughput: float | None = None,
+    error: list | None = None,
+    sizes: dict | None = None,
+    memory: dict | None = None,
+    status: str = "ok",
+    error_message: str | None = None,
+    extra: dict | None = None,
+) -> dict:
     """One measurement; every schema field present (null where it does not apply)."""
-    return {"suite": suite, "backend": backend, "mode": mode, "depth": depth, "op": op, "size": size,
-            "size_name": size_name, "threads": threads, "params": params, "latency": latency,
-            "throughput": _finite(throughput), "error": list(error or []), "sizes": sizes, "memory": memory,
-            "status": status, "error_message": error_message if status == "failed" else None,
-            "extra": dict(extra or {})}
+    return {
+        "suite": suite,
+        "backend": backend,
+        "mode": mode,
+        "depth": depth,
+        "op": op,
+        "size": size,
+        "size_name": size_name,
+        "threads": threads,
+        "params": params,
+        "latency": latency,
+        "throughput": _finite(throughput),
+        "error": list(error or []),
+        "sizes": sizes,
+        "memory": memory,
+        "status": status,
+        "error_message": error_message if status == "failed" else None,
+        "extra": dict(extra or {}),
+    }
 
 
 def failed(suite: str, backend: str, op: str, exc: BaseException | str, **fields) -> dict:
@@ -156,7 +205,8 @@ def read_results(path: str | os.PathLike) -> dict:
     except FileNotFoundError:
         raise InputError(f"results file {path} does not exist: give the path `henn profile ... --out` wrote") from None
     except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON or bad UTF-8
-        raise InputError(f"cannot read results file {path} ({type(exc).__name__}: {exc}): give a JSON file "
-                         "`henn profile` wrote") from None
+        raise InputError(
+            f"cannot read results file {path} ({type(exc).__name__}: {exc}): give a JSON file `henn profile` wrote"
+        ) from None
     validate(doc, source=str(path))
     return doc

@@ -23,8 +23,13 @@ def build(docs: list[tuple[str, dict]], title: str = "henn CKKS library profile"
     """The report of already validated results documents (label, document)."""
     records = [r for _, doc in docs for r in doc["records"]]
     secs = [sections.runs_section(docs)]
-    for make in (sections.primitives_section, sections.bootstrap_section, sections.kernels_section,
-                 sections.model_section, sections.failures_section):
+    for make in (
+        sections.primitives_section,
+        sections.bootstrap_section,
+        sections.kernels_section,
+        sections.model_section,
+        sections.failures_section,
+    ):
         sec = make(records)
         if sec is not None and not sec.empty():
             secs.append(sec)
