@@ -95,35 +95,19 @@ def primitives_section(records) -> Section | None:
         "and one shared parameter set with identical primes (mode `fixed`, dashed). Latency is the median of "
         "the timed calls (shaded: interquartile range); throughput is slots × operations per call / median "
         "latency; error is measured against NumPy on inputs of 1 (as paper 001) and on uniform [-1, 1] inputs."])
-    depth_of = (lambda r: r["depth"])
-    sec.figure("primitives_latency", "Latency against depth (ms, log scale), one panel per operation.",
-               figures.line_panels(ok, ops, panel_of=lambda r: r["op"], x_of=depth_of, y_of=_ms, band_of=_band_ms,
-                                   ylabel="latency (ms)", title="Latency"))
-    tp_ops = [op for op in ops if not op.startswith("keygen")]
-    sec.figure("primitives_throughput", "Throughput against depth (slot-operations per second, log scale).",
-               figures.line_panels(ok, tp_ops, panel_of=lambda r: r["op"], x_of=depth_of,
-                                   y_of=lambda r: r["throughput"],
-                                   ylabel="slot-ops / s", title="Throughput"))
     err_ops = [op for op in ops if any(_err(r) is not None for r in ok if r["op"] == op)]
-    sec.figure("primitives_error_bits", "Bits of precision against depth (-log2 of the max absolute error), "
-               "uniform [-1, 1] inputs.",
-               figures.line_panels(ok, err_ops, panel_of=lambda r: r["op"], x_of=depth_of, y_of=_err, logy=False,
-                                   ylabel="bits", title="Precision (random inputs)"))
-    sec.figure("primitives_error_pct", "Relative error (%) against depth on inputs of 1 (paper 001, Figs. 2, 7, 12).",
-               figures.line_panels(ok, err_ops, panel_of=lambda r: r["op"], x_of=depth_of,
-                                   y_of=lambda r: _err(r, "ones", "relative_pct"), ylabel="error (%)",
-                                   title="Relative error (inputs of 1)"))
+    _primitive_figures(sec, ok, ops, err_ops)
     sizes = _ok(recs, op="sizes")
     kinds = [k for k in SIZE_KINDS if any(k in (r["sizes"] or {}) for r in sizes)]
     labels = [_size_label(k) for k in kinds]
     pseudo = [{**r, "op": _size_label(k), "_v": r["sizes"][k] / MB} for r in sizes for k in kinds if k in r["sizes"]]
     sec.figure("primitives_sizes", "Serialized sizes against depth (MiB, log scale).",
-               figures.line_panels(pseudo, labels, panel_of=lambda r: r["op"], x_of=depth_of, y_of=lambda r: r["_v"],
+               figures.line_panels(pseudo, labels, panel_of=lambda r: r["op"], x_of=_depth, y_of=lambda r: r["_v"],
                                    ylabel="MiB", title="Ciphertext and key sizes"))
     mem_ops = [op for op in ("keygen_sk_pk_relin", "keygen_galois", "rotate_hoisted", "multiply_relin") if op in ops]
     sec.figure("primitives_memory", "Peak memory: the resident set's high-water mark during the timed calls "
                "(MiB; each configuration runs in a fresh process, so this includes its keys and ciphertexts).",
-               figures.line_panels(ok, mem_ops, panel_of=lambda r: r["op"], x_of=depth_of,
+               figures.line_panels(ok, mem_ops, panel_of=lambda r: r["op"], x_of=_depth,
                                    y_of=lambda r: (r["memory"] or {}).get("peak_rss_bytes", 0) / MB or None,
                                    ylabel="MiB", title="Peak resident memory"))
     sec.tables.append(parameters_table(recs))
@@ -137,6 +121,30 @@ def primitives_section(records) -> Section | None:
                                  + [fmt((r["sizes"] or {}).get(k, 0) / MB) if k in (r["sizes"] or {}) else "–"
                                     for k in kinds] for r in sorted(sizes, key=_order)]))
     return sec
+
+
+def _depth(r):
+    return r["depth"]
+
+
+def _primitive_figures(sec: Section, ok, ops, err_ops) -> None:
+    """Latency, throughput and precision against depth, one panel per operation."""
+    sec.figure("primitives_latency", "Latency against depth (ms, log scale), one panel per operation.",
+               figures.line_panels(ok, ops, panel_of=lambda r: r["op"], x_of=_depth, y_of=_ms, band_of=_band_ms,
+                                   ylabel="latency (ms)", title="Latency"))
+    tp_ops = [op for op in ops if not op.startswith("keygen")]
+    sec.figure("primitives_throughput", "Throughput against depth (slot-operations per second, log scale).",
+               figures.line_panels(ok, tp_ops, panel_of=lambda r: r["op"], x_of=_depth,
+                                   y_of=lambda r: r["throughput"],
+                                   ylabel="slot-ops / s", title="Throughput"))
+    sec.figure("primitives_error_bits", "Bits of precision against depth (-log2 of the max absolute error), "
+               "uniform [-1, 1] inputs.",
+               figures.line_panels(ok, err_ops, panel_of=lambda r: r["op"], x_of=_depth, y_of=_err, logy=False,
+                                   ylabel="bits", title="Precision (random inputs)"))
+    sec.figure("primitives_error_pct", "Relative error (%) against depth on inputs of 1 (paper 001, Figs. 2, 7, 12).",
+               figures.line_panels(ok, err_ops, panel_of=lambda r: r["op"], x_of=_depth,
+                                   y_of=lambda r: _err(r, "ones", "relative_pct"), ylabel="error (%)",
+                                   title="Relative error (inputs of 1)"))
 
 
 def _size_label(kind: str) -> str:
@@ -185,6 +193,11 @@ def bootstrap_section(records) -> Section | None:
                figures.line_panels(pseudo, panels, panel_of=lambda r: r["_panel"],
                                    x_of=lambda r: r["extra"].get("levels_left"), y_of=lambda r: r["_v"],
                                    series_of=series, xlabel="levels left", logy=False, title="Bootstrapping"))
+    sec.tables.append(_bootstrap_table(boots, keygen))
+    return sec
+
+
+def _bootstrap_table(boots, keygen) -> Table:
     rows = []
     for r in sorted(boots, key=lambda r: (r["backend"], r["extra"].get("levels_left") or 0, -(r["threads"] or 0))):
         name = r["params"]["name"] if r.get("params") else ""
@@ -194,10 +207,9 @@ def bootstrap_section(records) -> Section | None:
                      fmt(r["extra"].get("bootstrap_key_bytes", 0) / GIB, 3),
                      fmt((r["memory"] or {}).get("peak_rss_bytes", 0) / GIB, 3),
                      fmt((kg["latency"] or {}).get("median") if kg else None, 3)])
-    sec.tables.append(Table("Bootstrapping", ["backend", "parameters", "levels left", "slots", "threads",
-                                              "latency (s)", "precision (bits)", "keys (GiB)", "peak RSS (GiB)",
-                                              "key generation (s)"], rows))
-    return sec
+    return Table("Bootstrapping", ["backend", "parameters", "levels left", "slots", "threads",
+                                   "latency (s)", "precision (bits)", "keys (GiB)", "peak RSS (GiB)",
+                                   "key generation (s)"], rows)
 
 
 def kernels_section(records) -> Section | None:
@@ -209,23 +221,37 @@ def kernels_section(records) -> Section | None:
         "Dot product (multiply, then log2 n rotate-and-add steps), linear transformation y = M x (n × n, "
         "diagonal method with baby-step giant-step), the logistic function's least-squares polynomial on [-8, 8] "
         "(paper 001's polynomial test) and consecutive multiplications down the modulus chain."])
+    _kernel_figures(sec, recs, ok)
+    sec.tables.append(_kernel_table(ok))
+    sec.tables.append(parameters_table(recs))
+    return sec
+
+
+def _size_x(r):
+    return r["size"]
+
+
+def _kernel_figures(sec: Section, recs, ok) -> None:
+    """Latency and precision against problem size; precision after k multiplications."""
     kernels = [k for k in KERNEL_OPS if any(r["op"] == k for r in ok)]
-    size_x = (lambda r: r["size"])
     sec.figure("kernels_latency", "Kernel latency against problem size (ms; n for the dot product and the "
                "linear transformation, degree for the polynomial).",
-               figures.line_panels(ok, kernels, panel_of=lambda r: r["op"], x_of=size_x, y_of=_ms, band_of=_band_ms,
+               figures.line_panels(ok, kernels, panel_of=lambda r: r["op"], x_of=_size_x, y_of=_ms, band_of=_band_ms,
                                    series_of=_kernel_series, xlabel="n / degree", ylabel="latency (ms)", logx=True,
                                    title="Kernel latency"))
     sec.figure("kernels_error", "Kernel precision against problem size (bits, random inputs).",
-               figures.line_panels(ok, kernels, panel_of=lambda r: r["op"], x_of=size_x, y_of=_err, logy=False,
+               figures.line_panels(ok, kernels, panel_of=lambda r: r["op"], x_of=_size_x, y_of=_err, logy=False,
                                    series_of=_kernel_series, xlabel="n / degree", ylabel="bits", logx=True,
                                    title="Kernel precision"))
     chain = [{**r, "_input": e["input"], "_bits": e["bits"]} for r in _ok(recs, op="mul_chain") for e in r["error"]]
     sec.figure("kernels_chain", "Consecutive multiplications: bits of precision after k multiplications "
                "(paper 001 Fig. 3).",
-               figures.line_panels(chain, ["ones", "random"], panel_of=lambda r: r["_input"], x_of=size_x,
+               figures.line_panels(chain, ["ones", "random"], panel_of=lambda r: r["_input"], x_of=_size_x,
                                    y_of=lambda r: r["_bits"], series_of=_kernel_series, logy=False,
                                    xlabel="multiplications", ylabel="bits", title="Error against depth"))
+
+
+def _kernel_table(ok) -> Table:
     rows = []
     for r in sorted([r for r in ok if r["op"] != "mul_chain"], key=lambda r: (r["op"],) + _order(r)):
         x = r["extra"]
@@ -233,10 +259,8 @@ def kernels_section(records) -> Section | None:
         rows.append([r["op"], r["backend"], r["mode"] or "", str(r["depth"]), f"{r['size_name']}={r['size']}",
                      fmt(_ms(r)), fmt(_err(r)), fmt(_err(r, "ones")), fmt(keys),
                      fmt(x.get("keygen_s") * 1e3 if x.get("keygen_s") is not None else None)])
-    sec.tables.append(Table("Kernels", ["kernel", "backend", "mode", "depth", "size", "median (ms)",
-                                        "bits (random)", "bits (ones)", "Galois keys", "keygen (ms)"], rows))
-    sec.tables.append(parameters_table(recs))
-    return sec
+    return Table("Kernels", ["kernel", "backend", "mode", "depth", "size", "median (ms)",
+                             "bits (random)", "bits (ones)", "Galois keys", "keygen (ms)"], rows)
 
 
 # ---- model --------------------------------------------------------------------------------------
