@@ -39,7 +39,7 @@ def cifar_layers(activation: str = "square", channels=(32, 64, 128), hidden: int
 
 def build_cnn(layers, input_shape=(1, 28, 28), seed: int = 0, gain: float = 1.0):
     """An onnx.ModelProto for `layers` with random weights drawn from `seed`."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     rng = np.random.default_rng(seed)
     nodes, inits = [], []
@@ -67,13 +67,7 @@ def build_cnn(layers, input_shape=(1, 28, 28), seed: int = 0, gain: float = 1.0)
             names = [init(f"{name}.{k}", v) for k, v in zip(("scale", "bias", "mean", "var"), params)]
             nodes.append(helper.make_node("BatchNormalization", [cur] + names, [out], name=name, epsilon=1e-5))
         elif kind == "poly":
-            act = get_activation(spec[1])
-            attrs: dict[str, Any] = {"coefficients": [float(c) for c in act.coefficients]}
-            if act.fitted_range is not None:
-                attrs["range"] = [float(r) for r in act.fitted_range]
-            node = helper.make_node("Poly", [cur], [out], name=name, domain="henn", **attrs)
-            node.attribute.append(helper.make_attribute("name", act.name))  # clashes with make_node's name
-            nodes.append(node)
+            nodes.append(_poly_node(spec[1], cur, out, name))
         elif kind in ("avgpool", "maxpool"):
             k = spec[1]
             nodes.append(helper.make_node("AveragePool" if kind == "avgpool" else "MaxPool", [cur], [out], name=name,
@@ -102,9 +96,29 @@ def build_cnn(layers, input_shape=(1, 28, 28), seed: int = 0, gain: float = 1.0)
         else:
             raise InputError(f"unknown layer kind {kind!r} in build_cnn")
         cur = out
+    return _model(nodes, inits, tuple(input_shape), cur, shape)
+
+
+def _poly_node(activation: str, cur: str, out: str, name: str):
+    """A henn.Poly node of the activation's coefficients (and fitted range)."""
+    from onnx import helper
+
+    act = get_activation(activation)
+    attrs: dict[str, Any] = {"coefficients": [float(c) for c in act.coefficients]}
+    if act.fitted_range is not None:
+        attrs["range"] = [float(r) for r in act.fitted_range]
+    node = helper.make_node("Poly", [cur], [out], name=name, domain="henn", **attrs)
+    node.attribute.append(helper.make_attribute("name", act.name))  # clashes with make_node's name
+    return node
+
+
+def _model(nodes, inits, input_shape: tuple, output: str, output_shape: tuple):
+    """The ModelProto of these nodes from "input" to `output` (opset 17 and henn 1)."""
+    from onnx import TensorProto, helper
+
     graph = helper.make_graph(
         nodes, "henn-test", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", *input_shape])],
-        [helper.make_tensor_value_info(cur, TensorProto.FLOAT, ["batch", *shape])], initializer=inits)
+        [helper.make_tensor_value_info(output, TensorProto.FLOAT, ["batch", *output_shape])], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("henn", 1)],
                               producer_name="henn")
     model.ir_version = 8
