@@ -20,8 +20,16 @@ import numpy as np
 from henn.activations import get_activation
 from henn.errors import InputError
 
-MNIST_LAYERS = [("conv", 5, 5, 2, 0), ("bn",), ("poly", "{act}"), ("conv", 50, 5, 2, 0), ("bn",),
-                ("poly", "{act}"), ("flatten",), ("gemm", 10)]
+MNIST_LAYERS = [
+    ("conv", 5, 5, 2, 0),
+    ("bn",),
+    ("poly", "{act}"),
+    ("conv", 50, 5, 2, 0),
+    ("bn",),
+    ("poly", "{act}"),
+    ("flatten",),
+    ("gemm", 10),
+]
 
 
 def mnist_layers(activation: str = "square") -> list[tuple]:
@@ -58,8 +66,17 @@ def build_cnn(layers, input_shape=(1, 28, 28), seed: int = 0, gain: float = 1.0)
             fan_in = shape[0] * k * k
             w = rng.normal(0, gain * math.sqrt(2.0 / fan_in), (oc, shape[0], k, k))
             b = rng.normal(0, 0.1, oc)
-            nodes.append(helper.make_node("Conv", [cur, init(f"{name}.w", w), init(f"{name}.b", b)], [out], name=name,
-                                          kernel_shape=[k, k], strides=[s, s], pads=[p, p, p, p]))
+            nodes.append(
+                helper.make_node(
+                    "Conv",
+                    [cur, init(f"{name}.w", w), init(f"{name}.b", b)],
+                    [out],
+                    name=name,
+                    kernel_shape=[k, k],
+                    strides=[s, s],
+                    pads=[p, p, p, p],
+                )
+            )
             shape = (oc, (shape[1] + 2 * p - k) // s + 1, (shape[2] + 2 * p - k) // s + 1)
         elif kind == "bn":
             c = shape[0]
@@ -70,8 +87,16 @@ def build_cnn(layers, input_shape=(1, 28, 28), seed: int = 0, gain: float = 1.0)
             nodes.append(_poly_node(spec[1], cur, out, name))
         elif kind in ("avgpool", "maxpool"):
             k = spec[1]
-            nodes.append(helper.make_node("AveragePool" if kind == "avgpool" else "MaxPool", [cur], [out], name=name,
-                                          kernel_shape=[k, k], strides=[k, k]))
+            nodes.append(
+                helper.make_node(
+                    "AveragePool" if kind == "avgpool" else "MaxPool",
+                    [cur],
+                    [out],
+                    name=name,
+                    kernel_shape=[k, k],
+                    strides=[k, k],
+                )
+            )
             shape = (shape[0], shape[1] // k, shape[2] // k)
         elif kind == "globalavgpool":
             nodes.append(helper.make_node("GlobalAveragePool", [cur], [out], name=name))
@@ -84,8 +109,11 @@ def build_cnn(layers, input_shape=(1, 28, 28), seed: int = 0, gain: float = 1.0)
             w = rng.normal(0, gain * math.sqrt(1.0 / n_in), (n_out, n_in))
             b = rng.normal(0, 0.1, n_out)
             if kind == "gemm":
-                nodes.append(helper.make_node("Gemm", [cur, init(f"{name}.w", w), init(f"{name}.b", b)], [out],
-                                              name=name, transB=1))
+                nodes.append(
+                    helper.make_node(
+                        "Gemm", [cur, init(f"{name}.w", w), init(f"{name}.b", b)], [out], name=name, transB=1
+                    )
+                )
             else:
                 nodes.append(helper.make_node("MatMul", [cur, init(f"{name}.w", w.T)], [out], name=name))
             shape = (n_out,)
@@ -117,10 +145,15 @@ def _model(nodes, inits, input_shape: tuple, output: str, output_shape: tuple):
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
-        nodes, "henn-test", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", *input_shape])],
-        [helper.make_tensor_value_info(output, TensorProto.FLOAT, ["batch", *output_shape])], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("henn", 1)],
-                              producer_name="henn")
+        nodes,
+        "henn-test",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", *input_shape])],
+        [helper.make_tensor_value_info(output, TensorProto.FLOAT, ["batch", *output_shape])],
+        initializer=inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("henn", 1)], producer_name="henn"
+    )
     model.ir_version = 8
     return model
 
