@@ -320,7 +320,8 @@ def report(r: dict) -> None:
     predicted = (
         ""
         if r["predicted_logit_error"] is None
-        else f" (predicted by the noise model: {r['predicted_logit_error']:.3g}, tolerance {r['precision_tolerance']:.3g})"
+        else f" (predicted by the noise model: {r['predicted_logit_error']:.3g}, "
+        f"tolerance {r['precision_tolerance']:.3g})"
     )
     print(f"error     max |logit difference| {r['max_logit_error']:.3g}{predicted}")
     print(

@@ -155,7 +155,8 @@ def _insert(source: str, name: str, hooks: tuple[tuple[str, str], ...]) -> str:
 # otherwise) and makes each factor's shape only (lattigo_patch/dft/shapes.go)
 _DFT_HOOKS = (
     (
-        "func (d MatrixLiteral) GenMatrices(LogN int, prec uint) (plainVector []ltcommon.Diagonals[*bignum.Complex]) {\n",
+        "func (d MatrixLiteral) GenMatrices(LogN int, prec uint) "
+        "(plainVector []ltcommon.Diagonals[*bignum.Complex]) {\n",
         "\tif shapesOnly.on {\n\t\tif indices, ok := d.generateShapesOnly(LogN, prec); ok {\n\t\t\treturn indices\n"
         "\t\t}\n\t}\n",
     ),
