@@ -70,6 +70,7 @@ def test_info_bad_depth_reported(capsys):
 
 def test_info_lists_the_bootstrapping_backends_and_their_presets(info_output):
     _, out = info_output
-    assert re.search(r"^bootstrapping: .*\bopenfhe\b", out, re.M)
+    assert re.search(r"^bootstrapping: .*\bgpu\b.*\bopenfhe\b", out, re.M)
     assert re.search(r"^  boot-n16-openfhe .*\[lattigo, openfhe, plain\]$", out, re.M)
-    assert re.search(r"^  boot-n16 .*\[lattigo, plain\]$", out, re.M)
+    assert re.search(r"^  boot-n16 .*\[lattigo, plain\]$", out, re.M)  # no 40-bit levels from 31-bit words
+    assert re.search(r"^  boot-n16-gpu .*\[gpu, lattigo, openfhe, plain\]$", out, re.M)

@@ -51,9 +51,25 @@ def _bootstrapping() -> None:
 
 
 def _bootstrap_backends(params) -> list[str]:
-    """The bootstrapping backends that take these parameters: OpenFHE's modular reduction needs its scaling
-    primes of >= 50 bits (henn.ckks.backends.openfhe.mapping), Lattigo's has primes of its own."""
+    """The bootstrapping backends that take these parameters: each must make the network's chain and the
+    bootstrapping chain (the gpu backend's 31-bit words cannot make 32-45-bit primes at N = 2^16), and
+    OpenFHE's modular reduction needs its scaling primes of >= 50 bits (henn.ckks.backends.openfhe.mapping);
+    Lattigo's has primes of its own."""
     from henn.ckks.backends.openfhe.mapping import MIN_BOOT_SCALING_BITS
 
     wide = len(params.log_q) > 1 and params.log_q[1] >= MIN_BOOT_SCALING_BITS and params.log_scale == params.log_q[1]
-    return [n for n in backends.with_capability("bootstraps") if n != "openfhe" or wide]
+    boot = params.bootstrap
+    chains = (
+        (*params.log_q, *params.log_p),
+        (*params.log_q, *boot.circuit_log_q(params.log_scale), *boot.log_p(len(params.log_q))),
+    )
+    out = []
+    for name in backends.with_capability("bootstraps"):
+        try:
+            for sizes in chains:
+                backends.backend_class(name).chain_primes(sizes, params.log_n, params.ring)
+        except ValueError:
+            continue
+        if name != "openfhe" or wide:
+            out.append(name)
+    return out
