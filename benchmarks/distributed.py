@@ -1,23 +1,31 @@
 """The cluster path's overhead on one machine: MNIST in batch mode (8,192 images per ciphertext set) through
-henn.distributed.run on a local Ray instance, against the same compiled model run in one process
-(CompiledModel.run), on the same cores.
+henn's Ray path on a local Ray instance, against the same compiled model evaluated in one process, on the
+same cores.
 
 Compiled as `henn infer --mode batch` compiles it (mnist-cnn_square, Lattigo, parameters chosen for
-precision on 256 calibration digits). The single-process run and each cluster configuration (workers x
-threads per worker) run the same --sets sets of real MNIST digits (the test set when --data-dir has it, else
-the embedded digits, repeated to fill the sets). Reported per set (medians over the sets of one run):
+precision on 256 calibration digits), on --sets sets of real MNIST digits (the test set when --data-dir has
+it, else the embedded digits, repeated to fill the sets).
 
-- single: evaluation (the server's), and the wall time per set of the whole loop (encrypt, evaluate, decrypt);
-- cluster: the workers' evaluation, the workers' (de)serialization, the client's (de)serialization, the wall
-  time per set once the workers run (start-up: connect, keys to the object store, workers' first model load,
-  reported apart), and the bytes that crossed (evaluation keys once, requests, responses);
-- overhead: (cluster wall per set - single wall per set) / single evaluation per set, and the cluster-only
-  work ((de)serialization on both ends) / single evaluation per set;
-- evaluation only: every set encrypted first, then one started worker of 2 threads evaluates them: (wall from
-  the first dispatch to the last result - evaluation) / evaluation, the cluster path without the client's
-  encryption sharing the cores.
+**The overhead** (`overhead` in the JSON): the sets encrypted once, then --repeats rounds, each round
+1. one process (henn.deploy.Server, 2 threads, in this process) evaluates every set: its evaluation seconds
+   and its response bytes;
+2. the cluster path runs the same ciphertexts on one started worker of 2 threads: the client writes each
+   set's request and puts it in the object store, Ray calls the worker, the worker parses (the next set
+   while the current one evaluates), evaluates and writes, Ray returns the response, the client reads it
+   (henn.distributed.batch.SetLoop, as henn.distributed.run does it, less the encryption that both paths do).
+   Every response must be byte for byte the one process's.
+Per round: steady = (last result's arrival - first result's arrival) / (one process's evaluation of sets
+2..S) - 1, the per-set cost of the cluster path once its pipeline runs; run = (wall from the first request to
+the last result, decryption left out) / (one process's evaluation of all S sets) - 1, which adds the first
+set's latency (written, put, parsed before any evaluation) and the last one's (written, returned, read) once
+per run; each stage's seconds per set (result.STAGES) as a share of one process's evaluation. Reported: the
+median over rounds, and each round.
 
-    flock /tmp/henn-heavy.lock .venv/bin/python benchmarks/distributed.py --sets 4 \\
+**End to end** (`single`, `cluster`): henn.distributed.run with --configs (workers x threads per worker) against
+CompiledModel.run, both encrypting and decrypting: on one 2-core machine the client's encryption of the next
+set shares the cores with the workers, which separate machines do not.
+
+    flock /tmp/henn-heavy.lock .venv/bin/python benchmarks/distributed.py --sets 4 --repeats 3 \\
         --out benchmarks/results/distributed_mnist_batch.json
 """
 
@@ -36,6 +44,7 @@ from _common import write_json
 
 import henn
 from henn import datasets, distributed
+from henn.distributed.result import STAGES
 
 ZOO = Path(__file__).resolve().parents[1] / "src" / "henn" / "zoo"
 MODEL = "mnist-cnn_square"
@@ -88,10 +97,7 @@ def cluster(cm, images: np.ndarray, workers: int, threads: int) -> dict:
         "sets": sets,
         "evaluate_per_set_s": statistics.median(t.evaluate_per_set),
         "wall_per_set_s": steady / sets,
-        "worker_wire_per_set_s": t.worker_wire / sets,
-        "worker_wire_each_set_s": list(t.worker_wire_per_set),
-        "evaluate_each_set_s": list(t.evaluate_per_set),
-        "client_wire_per_set_s": t.serialize / sets,
+        "stages_each_set_s": t.stages,
         "encrypt_per_set_s": (t.encode + t.encrypt) / sets,
         "decrypt_per_set_s": t.decrypt / sets,
         "startup_s": t.startup,
@@ -106,54 +112,152 @@ def cluster(cm, images: np.ndarray, workers: int, threads: int) -> dict:
     }
 
 
-def evaluation_only(cm, images: np.ndarray, threads: int) -> dict:
-    """The cluster path alone: every set encrypted first (the client's work out of the way), then one worker of
-    `threads` threads, already started, evaluates them as they are dispatched; wall time from the first
-    dispatch to the last result, against the workers' own evaluation seconds."""
-    import ray
+class Pipeline:
+    """One process's server and a started worker of the cluster path, on the same encrypted sets."""
 
-    from henn.deploy.local import Client
-    from henn.distributed.batch import request_encoding
-    from henn.distributed.cluster import capacities
-    from henn.distributed.placement import plan, worker_need
-    from henn.distributed.session import ClusterSession
-    from henn.distributed.source import artefact_of
+    def __init__(self, cm, images: np.ndarray, threads: int, depth: int):
+        import ray
 
-    artefact = artefact_of(cm)
-    model = artefact.to_bytes()
-    client = Client(artefact, threads=threads)
-    try:
-        client.generate_keys()
-        sets = client.batches(len(images))
-        encoding = request_encoding(client.backend)
-        blobs = [
-            [client.backend.serialize(ct, encoding=encoding) for ct in client.runtime.encrypt(images[r.start : r.stop])]
-            for r in sets
-        ]
+        from henn.deploy.local import Client, Server
+        from henn.distributed.cluster import capacities
+        from henn.distributed.placement import plan, worker_need
+        from henn.distributed.session import ClusterSession
+        from henn.distributed.source import artefact_of
+
+        artefact = artefact_of(cm)
+        model = artefact.to_bytes()
+        self.client = Client(artefact, threads=threads)
+        self.client.generate_keys()
+        keys = self.client.key_blobs()
+        self.sets = self.client.batches(len(images))
+        self.cts = [self.client.runtime.encrypt(images[r.start : r.stop]) for r in self.sets]
+        self.server = Server(artefact, threads=threads)
+        self.target = self.server.target(self.server.open_session(self.server.read_keys(keys)))
         nodes = capacities(ray)
-        need = worker_need(artefact.program, client.backend, len(model), threads, max(n.memory for n in nodes))
-        placement = plan(nodes, need, len(sets), workers=1)
-        results: dict = {}
-        with ClusterSession(ray, model, client.key_blobs(), placement) as s:
-            requests = [s.request(i, len(r), b) for i, (r, b) in enumerate(zip(sets, blobs))]
-            s.stats()  # the worker is up: its model load and key read are start-up, not this
-            t0 = time.perf_counter()
-            s.evaluate(iter(requests), len(sets), lambda q, res: results.setdefault(q.index, res))
-            wall = time.perf_counter() - t0
-        evaluate = sum(r.evaluate_s for r in results.values())
-        wire = sum(r.wire_s for r in results.values())
-        return {"workers": 1, "threads_per_worker": threads, "sets": len(sets), "wall_s": wall,
-                "evaluate_s": evaluate, "worker_wire_s": wire, "overhead": (wall - evaluate) / evaluate,
-                "worker_wire_each_set_s": [results[i].wire_s for i in range(len(sets))]}
+        need = worker_need(artefact.program, self.client.backend, len(model), threads, max(n.memory for n in nodes))
+        self.session = ClusterSession(ray, model, keys, plan(nodes, need, len(self.sets), workers=1), depth)
+        self.ready_s = self.session.stats()[0].ready_s  # the worker is up: its start is no part of a round
+
+    def one_process(self) -> tuple[list[float], list[list[bytes]]]:
+        seconds, responses = [], []
+        be = self.client.backend
+        for c in self.cts:  # the same ciphertexts, read into this server's backend (untimed)
+            cts = self.server.read_inputs([be.serialize(ct, encoding="packed") for ct in c])
+            out, s = self.server.evaluate_inputs(self.target, cts)
+            seconds.append(s)
+            responses.append(self.server.write_outputs(out))
+        return seconds, responses
+
+    def cluster_path(self):
+        from henn.distributed.batch import SetLoop
+        from henn.distributed.result import RunTimings
+
+        t = RunTimings()
+        loop = SetLoop(self.client, self.session, t)
+        got: dict[int, list[bytes]] = {}
+        arrived: dict[int, float] = {}
+
+        def on_result(req, res) -> None:
+            arrived[req.index] = req.received
+            got[req.index] = res.blobs
+            loop.on_result(req, res)
+
+        n = len(self.sets)
+        t0 = time.time()
+        requests = (loop.request(i, len(r), c) for i, (r, c) in enumerate(zip(self.sets, self.cts)))
+        self.session.evaluate(requests, n, on_result)
+        wall = time.time() - t0 - t.decrypt
+        t.in_order(n)
+        return wall, [arrived[i] - t0 for i in range(n)], t, [got[i] for i in range(n)]
+
+    def round(self) -> dict:
+        single_s, expected = self.one_process()
+        wall, arrivals, t, got = self.cluster_path()
+        first_done = min(arrivals)
+        return {
+            "one_process_evaluate_each_set_s": single_s,
+            "cluster_wall_s": wall,
+            "arrivals_s": arrivals,
+            "stages_each_set_s": t.stages,
+            "request_mib_per_set": t.request_bytes / len(got) / 2**20 if t.request_bytes else None,
+            "responses_identical": all(g == e for g, e in zip(got, expected)),
+            "overhead_run": wall / sum(single_s) - 1,
+            "overhead_steady": (max(arrivals) - first_done) / sum(single_s[1:]) - 1,
+            "overhead_steady_vs_worker": (max(arrivals) - first_done) / sum(t.stages["evaluate"][1:]) - 1,
+            "first_set_latency_s": first_done - single_s[0],
+        }
+
+    def close(self) -> None:
+        self.session.close()
+        self.server.close()
+        self.client.close()
+
+
+def overhead(cm, images: np.ndarray, repeats: int, threads: int = 2, depth: int = 2) -> dict:
+    p = Pipeline(cm, images, threads, depth)
+    try:
+        rounds = []
+        for k in range(repeats):
+            r = p.round()
+            rounds.append(r)
+            print(
+                f"round {k + 1}: one process {sum(r['one_process_evaluate_each_set_s']):.2f} s, cluster path "
+                f"{r['cluster_wall_s']:.2f} s; overhead steady {r['overhead_steady'] * 100:+.1f} %, run "
+                f"{r['overhead_run'] * 100:+.1f} %; responses identical: {r['responses_identical']}"
+            )
     finally:
-        client.close()
+        p.close()
+    evaluation = statistics.median(s for r in rounds for s in r["one_process_evaluate_each_set_s"])
+    stages = {
+        name: statistics.median(statistics.median(r["stages_each_set_s"][name]) for r in rounds) for name in STAGES
+    }
+    med = lambda key: statistics.median(r[key] for r in rounds)
+    return {
+        "sets": len(p.sets),
+        "repeats": repeats,
+        "threads": threads,
+        "depth": depth,
+        "worker_ready_s": p.ready_s,
+        "one_process_evaluate_per_set_s": evaluation,
+        "stages_per_set_s": stages,
+        "stages_share_of_evaluation": {k: v / evaluation for k, v in stages.items()},
+        "added_work_share": sum(v for k, v in stages.items() if k not in ("evaluate", "wait")) / evaluation,
+        "overhead_steady": med("overhead_steady"),
+        "overhead_steady_vs_worker": med("overhead_steady_vs_worker"),
+        "overhead_run": med("overhead_run"),
+        "first_set_latency_s": med("first_set_latency_s"),
+        "responses_identical": all(r["responses_identical"] for r in rounds),
+        "rounds": rounds,
+    }
+
+
+def end_to_end(cm, images: np.ndarray, base: dict, configs: str, ref: np.ndarray) -> list[dict]:
+    runs = []
+    for cfg in configs.split(","):
+        w, th = (int(v) for v in cfg.split("x"))
+        c = cluster(cm, images, w, th)
+        same = int(np.sum(c["logits"].argmax(1) == base["logits"].argmax(1)))
+        c["predictions_equal_single"] = same  # of len(images)
+        c["agreement_plaintext"] = float(np.mean(c["logits"].argmax(1) == ref))
+        c["max_logit_difference_to_single"] = float(np.max(np.abs(c["logits"] - base["logits"])))
+        c["overhead_wall"] = (c["wall_per_set_s"] - base["wall_per_set_s"]) / base["evaluate_per_set_s"]
+        print(
+            f"cluster   {w} x {th}: evaluate {c['evaluate_per_set_s']:.3f} s/set, wall {c['wall_per_set_s']:.3f} "
+            f"s/set, start-up {c['startup_s']:.2f} s; end to end {c['overhead_wall'] * 100:+.1f} % of one "
+            f"process's evaluation; predictions equal to one process's: {same} of {len(images)}"
+        )
+        del c["logits"]
+        runs.append(c)
+    return runs
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sets", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=3, help="rounds of the overhead measurement")
+    ap.add_argument("--depth", type=int, default=2, help="sets in flight to the worker (1: no read-ahead)")
     ap.add_argument("--data-dir", type=Path, default=None)
-    ap.add_argument("--configs", default="1x2,2x1", help="workers x threads per worker, comma-separated")
+    ap.add_argument("--configs", default="1x2,2x1", help="end to end: workers x threads per worker ('' for none)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/distributed_mnist_batch.json"))
     args = ap.parse_args()
 
@@ -169,48 +273,29 @@ def main() -> None:
     images, source = digits(args.data_dir, args.sets * per_set)
     print(f"{MODEL} batch, {cm.params.describe()}, {per_set} images per set; {len(images)} images: {source}")
 
-    ref = cm.reference(images).argmax(1)
-    base = single(cm, images, threads=2)
-    base["agreement_plaintext"] = float(np.mean(base["logits"].argmax(1) == ref))
-    print(f"single    evaluate {base['evaluate_per_set_s']:.3f} s/set, wall {base['wall_per_set_s']:.3f} s/set")
     ray.init(num_cpus=2, include_dashboard=False, object_store_memory=2 * 2**30, log_to_driver=False)
-    runs = []
     try:
-        for cfg in args.configs.split(","):
-            w, th = (int(v) for v in cfg.split("x"))
-            c = cluster(cm, images, w, th)
-            same = int(np.sum(c["logits"].argmax(1) == base["logits"].argmax(1)))
-            c["predictions_equal_single"] = same  # of len(images): near-ties flip with the encryption noise
-            c["agreement_plaintext"] = float(np.mean(c["logits"].argmax(1) == ref))
-            c["max_logit_difference_to_single"] = float(np.max(np.abs(c["logits"] - base["logits"])))
-            c["overhead_wall"] = (c["wall_per_set_s"] - base["wall_per_set_s"]) / base["evaluate_per_set_s"]
-            c["overhead_wire"] = (c["worker_wire_per_set_s"] + c["client_wire_per_set_s"]) / base["evaluate_per_set_s"]
-            print(
-                f"cluster   {w} x {th}: evaluate {c['evaluate_per_set_s']:.3f} s/set, wall {c['wall_per_set_s']:.3f} "
-                f"s/set, wire {c['worker_wire_per_set_s']:.3f} + {c['client_wire_per_set_s']:.3f} s/set, start-up "
-                f"{c['startup_s']:.2f} s; overhead wall {c['overhead_wall'] * 100:+.1f} %, wire "
-                f"{c['overhead_wire'] * 100:.1f} %; predictions equal to one process's: {same} of {len(images)}"
-            )
-            del c["logits"]
-            runs.append(c)
-        alone = evaluation_only(cm, images, threads=2)
-        alone["overhead_vs_single"] = (alone["wall_s"] - sum(base["evaluate_each_set_s"])) / sum(
-            base["evaluate_each_set_s"]
-        )
+        summary = overhead(cm, images, args.repeats, depth=args.depth)
         print(
-            f"cluster   evaluation only, 1 x 2: wall {alone['wall_s']:.2f} s for {alone['sets']} sets, workers' "
-            f"evaluation {alone['evaluate_s']:.2f} s, parse+write {alone['worker_wire_s']:.2f} s; overhead "
-            f"{alone['overhead'] * 100:.1f} % of the workers' evaluation, {alone['overhead_vs_single'] * 100:.1f} % "
-            "of one process's"
+            f"overhead (median of {args.repeats} rounds): steady {summary['overhead_steady'] * 100:+.1f} % of one "
+            f"process's evaluation ({summary['one_process_evaluate_per_set_s']:.2f} s/set), whole run "
+            f"{summary['overhead_run'] * 100:+.1f} %; stages: "
+            + ", ".join(f"{k} {v * 100:.1f} %" for k, v in summary["stages_share_of_evaluation"].items())
         )
+        base, runs = None, []
+        if args.configs:
+            ref = cm.reference(images).argmax(1)
+            base = single(cm, images, threads=2)
+            base["agreement_plaintext"] = float(np.mean(base["logits"].argmax(1) == ref))
+            print(f"single    evaluate {base['evaluate_per_set_s']:.3f} s/set, wall {base['wall_per_set_s']:.3f} s/set")
+            runs = end_to_end(cm, images, base, args.configs, ref)
+            del base["logits"]
     finally:
         ray.shutdown()
-    del base["logits"]
-    command = "benchmarks/distributed.py " + " ".join(sys.argv[1:])
     write_json(
         args.out,
         {
-            "command": command,
+            "command": "benchmarks/distributed.py " + " ".join(sys.argv[1:]),
             "model": MODEL,
             "mode": "batch",
             "backend": "lattigo",
@@ -219,9 +304,9 @@ def main() -> None:
             "images": len(images),
             "source": source,
             "compile_s": compile_s,
+            "overhead": summary,
             "single": base,
             "cluster": runs,
-            "cluster_evaluation_only": alone,
         },
     )
     print(f"written to {args.out}")

@@ -17,6 +17,7 @@ from henn import distributed
 from henn.deploy.local import Client, Server
 from henn.distributed.cluster import capacities
 from henn.distributed.placement import plan, worker_need
+from henn.distributed.result import STAGES
 from henn.distributed.session import ClusterSession
 from henn.distributed.source import artefact_of
 from cluster_support import INFER, SQUARE, henn_process
@@ -44,14 +45,17 @@ def test_cluster_answers_as_one_process_on_the_same_ciphertexts(cluster, digits,
         expected = [local.evaluate(session, iter(r)) for r in requests]
         local.close()
         got: dict[int, list[bytes]] = {}
+        waited: dict[int, float] = {}
+
+        def on_result(q, res):
+            got[q.index], waited[q.index] = res.blobs, res.wait_s
+
         with ClusterSession(ray, model, keys, placement) as s:
-            stats = s.evaluate(
-                (s.request(i, 1, r) for i, r in enumerate(requests)),
-                6,
-                lambda q, res: got.setdefault(q.index, res.blobs),
-            )
+            stats = s.evaluate((s.request(i, 1, r) for i, r in enumerate(requests)), 6, on_result)
             workers = s.stats()
         assert sorted(got) == list(range(6)) and stats.duplicates == 0 and stats.resubmitted == 0
+        # two sets in flight per worker: all but each worker's first were parsed while another evaluated
+        assert sum(w > 0 for w in waited.values()) >= 6 - placement.workers
         for i in range(6):  # the evaluation is deterministic: the same bytes, the same logits bit for bit
             assert got[i] == expected[i]
             assert np.array_equal(client.decrypt(got[i], 1), client.decrypt(expected[i], 1))
@@ -74,6 +78,8 @@ def test_run_returns_the_logits_in_order(cluster, digits, square_single):
     assert np.max(np.abs(result.logits - ref)) < 1e-3
     assert result.timings.request_bytes > 0 and result.timings.key_bytes > result.timings.request_bytes / 10
     assert sum(w.sets for w in result.workers) == 10 and all(w.key_loads == 1 for w in result.workers)
+    stages = result.timings.stages  # each stage of each set, in set order
+    assert list(stages) == list(STAGES) and all(len(v) == 10 for v in stages.values()) and min(stages["evaluate"]) > 0
 
 
 def test_sets_of_a_worker_gone_for_good_run_on_another(cluster, digits, square_single):

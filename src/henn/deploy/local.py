@@ -275,20 +275,35 @@ class Server:
 
     def evaluate_timed(self, session, blobs: Iterable[bytes], segment: int | None = None) -> tuple[list[bytes], float]:
         """evaluate() and the seconds of the evaluation itself (what an in-process run spends too)."""
+        target = self.target(session, segment)
+        out, seconds = self.evaluate_inputs(target, self.read_inputs(blobs))
+        return self.write_outputs(out), seconds
+
+    def target(self, session, segment: int | None = None):
+        """What evaluates a request: the session, or segment `segment` of a client-aided model's session."""
         if segment is None:
             _whole(len(self.artefact.programs))
-            target = session
-        elif not self.artefact.segments:
+            return session
+        if not self.artefact.segments:
             raise InputError("this model has no client-aided segments: send its inputs whole (POST .../infer)")
-        else:
-            target = session.segment(segment)
-        # parsed on the backend's threads: a batch request holds hundreds of ciphertexts, each bit-unpacked and,
-        # when seeded, its c1 sampled again (0.3-1.5 s for MNIST's 784 on one core)
-        cts = self.pool.map(self.backend.deserialize, blobs)
+        return session.segment(segment)
+
+    def read_inputs(self, blobs: Iterable[bytes | memoryview], pool: Parallel | None = None) -> list:
+        """A request's objects parsed and checked (any other kind than a ciphertext is refused when evaluated),
+        on `pool` (default: the backend's threads): a batch request holds hundreds of ciphertexts, each
+        bit-unpacked and, when seeded, its c1 sampled again (0.3-1.5 s for MNIST's 784 on one core)."""
+        return (pool or self.pool).map(self.backend.deserialize, blobs)
+
+    @staticmethod
+    def evaluate_inputs(target, cts: list[Ciphertext]) -> tuple[list[Ciphertext], float]:
+        """The outputs of a target (Server.target) on parsed inputs (checked there; the list is consumed),
+        and the seconds of the evaluation."""
         t0 = time.perf_counter()
         out = target.evaluate(cts, consume=True)
-        seconds = time.perf_counter() - t0
-        return self.pool.map(self.backend.serialize, out), seconds
+        return out, time.perf_counter() - t0
+
+    def write_outputs(self, out: list[Ciphertext]) -> list[bytes]:
+        return self.pool.map(self.backend.serialize, out)
 
     def close(self) -> None:
         self.pool.close()

@@ -9,7 +9,8 @@ and payloads go to a sink (a file for keys: never the whole upload in memory).
 
 `write_objects` / `read_objects` are the same format over a file-like object (a request file, a socket's
 file): the reader checks each object's header as ObjectStream does, reads only the bytes it announces and
-yields one object at a time (`split`, a body in memory, is the reader over it)."""
+yields one object at a time. A body already in memory is read by `views` (each object a view into it,
+nothing copied) or `split` (each object copied once)."""
 
 from __future__ import annotations
 
@@ -204,7 +205,34 @@ def read_frames(sink: IO[bytes], frames: list[Frame]) -> Iterator[bytes]:
 
 def split(body: bytes | memoryview, backend, *, kinds: tuple[str, ...], max_objects: int) -> list[bytes]:
     """The objects of a whole body held in memory (a client reading a response), each copied once."""
-    return list(read_objects(io.BytesIO(body), backend, kinds=kinds, max_objects=max_objects, max_bytes=len(body)))
+    return [bytes(v) for v in views(body, backend, kinds=kinds, max_objects=max_objects)]
+
+
+def views(body, backend, *, kinds: tuple[str, ...], max_objects: int) -> list[memoryview]:
+    """The objects of a whole body in memory as views into it, nothing copied (a cluster worker's request in
+    Ray's shared memory: the backend reads each payload in place), each header checked as read_objects does.
+    body: any buffer of bytes (bytes, a NumPy uint8 array, a memoryview)."""
+    view = memoryview(body).cast("B")
+    out: list[memoryview] = []
+    offset = 0
+    while offset < len(view):
+        i = len(out)
+        if len(view) - offset < serialization.HEADER_SIZE:
+            raise SerializationError(f"the body ends inside object {i}: it was truncated")
+        kind, meta_len, payload_len = serialization.announced(view[offset : offset + serialization.HEADER_SIZE])
+        meta_end = offset + serialization.HEADER_SIZE + meta_len
+        end = meta_end + payload_len
+        if meta_end > len(view):
+            raise SerializationError(f"the body ends inside object {i}: it was truncated")
+        meta_b = bytes(view[offset + serialization.HEADER_SIZE : meta_end])
+        check_object(
+            backend, i, kind, meta_b, payload_len, kinds=kinds, max_objects=max_objects, end=end, max_bytes=len(view)
+        )
+        out.append(view[offset:end])
+        offset = end
+    if not out:
+        raise SerializationError("the body holds no henn objects")
+    return out
 
 
 def chunks(blobs: Iterable[bytes], size: int = CHUNK) -> Iterator[bytes]:

@@ -36,7 +36,7 @@ def run(
 
     workers: at most this many worker processes (default: as many as the nodes' CPUs and memory hold, one per
     set at most); threads: each worker's threads (the CPUs it declares); depth: sets in flight per worker
-    (the next one's input waits in the worker's queue while it evaluates); progress: a bar over sets."""
+    (the next one parsed while the current one evaluates); progress: a bar over sets."""
     t_start = time.perf_counter()
     address = ClusterAddress.parse(cluster)
     threads = check_threads(threads)
@@ -49,7 +49,7 @@ def run(
         with connected(address) as ray:
             nodes = capacities(ray)
             largest = max((n.memory for n in nodes), default=0)
-            need = worker_need(artefact.program, client.backend, len(model_bytes), threads, largest)
+            need = worker_need(artefact.program, client.backend, len(model_bytes), threads, largest, depth)
             placement = plan(nodes, need, len(sets), workers)  # before any key is made
             t = RunTimings(images=len(x))
             t0 = time.perf_counter()
@@ -57,50 +57,69 @@ def run(
             t.keygen = time.perf_counter() - t0
             key_blobs = client.key_blobs()
             client.release_keys()  # the workers' now
-            with ClusterSession(ray, model_bytes, key_blobs, placement) as session:
+            with ClusterSession(ray, model_bytes, key_blobs, placement, depth) as session:
                 del key_blobs
                 t.key_bytes = session.key_bytes
                 t.startup = time.perf_counter() - t_start - t.keygen
-                be, encoding = client.backend, request_encoding(client.backend)
-                outs: dict[int, np.ndarray] = {}
-                per_set: dict[int, float] = {}
-                wire_per_set: dict[int, float] = {}
-
-                def requests() -> Iterator[Request]:
-                    for i, r in enumerate(sets):
-                        seconds = dict(client.runtime.seconds)
-                        t1 = time.perf_counter()
-                        cts = client.runtime.encrypt(x[r.start : r.stop])
-                        blobs = client.runtime.pool.map(lambda ct: be.serialize(ct, encoding=encoding), cts)
-                        del cts
-                        _charge(t, client.runtime.seconds, seconds, time.perf_counter() - t1)
-                        yield session.request(i, len(r), blobs)
-
-                def on_result(req: Request, res: SetResult) -> None:
-                    decrypted = client.runtime.seconds["decrypt"]
-                    t1 = time.perf_counter()
-                    outs[req.index] = client.decrypt(res.blobs, req.images)
-                    spent = client.runtime.seconds["decrypt"] - decrypted
-                    t.decrypt += spent
-                    t.serialize += time.perf_counter() - t1 - spent
-                    t.evaluate += res.evaluate_s
-                    t.worker_wire += res.wire_s
-                    t.response_bytes += sum(len(b) for b in res.blobs)
-                    per_set[req.index] = res.evaluate_s
-                    wire_per_set[req.index] = res.wire_s
-
-                stats = session.evaluate(requests(), len(sets), on_result, progress=progress, depth=depth)
+                loop = SetLoop(client, session, t)
+                stats = session.evaluate(loop.requests(x, sets), len(sets), loop.on_result, progress=progress)
                 t.request_bytes, t.resubmitted = stats.request_bytes, stats.resubmitted
-                t.evaluate_per_set = [per_set[i] for i in range(len(sets))]
-                t.worker_wire_per_set = [wire_per_set[i] for i in range(len(sets))]
+                t.in_order(len(sets))
                 workers_seen = session.stats()
         t.total = time.perf_counter() - t_start
-        logits = np.concatenate([outs[i] for i in range(len(sets))])
+        logits = np.concatenate([loop.outs[i] for i in range(len(sets))])
         if len(artefact.program.output_shape) == 1:
             logits = logits.reshape(len(x), -1)
         return RunResult(logits, t, placement, workers_seen)
     finally:
         client.close()
+
+
+class SetLoop:
+    """The client's side of the sets: each encrypted and written into its request as a worker frees up,
+    each response read and decrypted as it comes, every stage timed (RunTimings.stages)."""
+
+    def __init__(self, client: Client, session: ClusterSession, t: RunTimings):
+        self.client, self.session, self.t = client, session, t
+        self.encoding = request_encoding(client.backend)
+        self.outs: dict[int, np.ndarray] = {}
+
+    def requests(self, x: np.ndarray, sets: list[range]) -> Iterator[Request]:
+        rt, t = self.client.runtime, self.t
+        for i, r in enumerate(sets):
+            seconds = dict(rt.seconds)
+            t1 = time.perf_counter()
+            cts = rt.encrypt(x[r.start : r.stop])
+            _charge(t, rt.seconds, seconds, time.perf_counter() - t1)
+            yield self.request(i, len(r), cts)
+
+    def request(self, i: int, images: int, cts: list) -> Request:
+        """Set i's request (its `images` images' ciphertexts), in the object store. Written on one thread while
+        the workers evaluate: two are no faster and would take a core from a worker on the same machine."""
+        t1 = time.perf_counter()
+        be, encoding = self.client.backend, self.encoding
+        blobs = [be.serialize(ct, encoding=encoding) for ct in cts]
+        t2 = time.perf_counter()
+        req = self.session.request(i, images, blobs)
+        del blobs
+        self.t.stage(i, "serialize", t2 - t1)
+        self.t.stage(i, "put", time.perf_counter() - t2)
+        return req
+
+    def on_result(self, req: Request, res: SetResult) -> None:
+        t, rt = self.t, self.client.runtime
+        decrypted = rt.seconds["decrypt"]
+        t1 = time.perf_counter()
+        self.outs[req.index] = self.client.decrypt(res.blobs, req.images)
+        decrypt = rt.seconds["decrypt"] - decrypted
+        t.decrypt += decrypt
+        i = req.index
+        t.stage(i, "read", time.perf_counter() - t1 - decrypt)
+        t.stage(i, "dispatch", res.started - req.sent)
+        t.stage(i, "return", req.received - res.finished)
+        for name in ("parse", "wait", "evaluate", "write"):
+            t.stage(i, name, getattr(res, f"{name}_s"))
+        t.response_bytes += sum(len(b) for b in res.blobs)
 
 
 def request_encoding(backend) -> str | None:
@@ -111,8 +130,7 @@ def request_encoding(backend) -> str | None:
 
 
 def _charge(t: RunTimings, now: dict, before: dict, wall: float) -> None:
-    """Add one encryption's encode and encrypt seconds, and the rest of its wall time as serialization."""
-    encode, encrypt = now["encode"] - before["encode"], now["encrypt"] - before["encrypt"]
+    """Add one encryption's encode and encrypt seconds (the rest of its wall time: encrypt too)."""
+    encode = now["encode"] - before["encode"]
     t.encode += encode
-    t.encrypt += encrypt
-    t.serialize += wall - encode - encrypt
+    t.encrypt += wall - encode

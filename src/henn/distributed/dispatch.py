@@ -10,6 +10,7 @@ nothing is lost or counted twice."""
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ class Request:
     ref: object  # the ObjectRef of the set's serialized ciphertexts (put once: a rerun sends the same object)
     bytes: int
     attempts: int = 0
+    sent: float = 0.0  # time.time() of its last call to a worker
+    received: float = 0.0  # time.time() its result was in hand
 
 
 @dataclass
@@ -74,6 +77,7 @@ def dispatch(
                     if req is None:
                         break
                     req.attempts += 1
+                    req.sent = time.time()
                     running[actors[a].evaluate.remote(req.index, req.ref)] = (req, a)
                     load[a] += 1
             if not running:
@@ -83,6 +87,7 @@ def dispatch(
             load[a] -= 1
             try:
                 result = ray.get(ready[0])
+                req.received = time.time()
             except ray.exceptions.RayActorError as exc:  # the worker died beyond its restarts
                 _lost(stats, alive, a, req, exc)
                 queue.append(req)

@@ -1,8 +1,8 @@
 """How many workers a cluster takes, and the memory each declares (Ray's `memory` resource), from henn's
-memory model (henn.runtime.memory): the ciphertexts alive during one evaluation, the evaluation keys, a
-bootstrap's working set, the weight plaintexts when they fit beside those, and the process itself. Ray
-then never puts more workers on a node than its memory holds; a cluster where no node holds one gets a
-ClusterMemoryError before any key is made or image encrypted."""
+memory model (henn.runtime.memory): the ciphertexts alive during one evaluation, the input sets read ahead
+of it, the evaluation keys, a bootstrap's working set, the weight plaintexts when they fit beside those,
+and the process itself. Ray then never puts more workers on a node than its memory holds; a cluster where
+no node holds one gets a ClusterMemoryError before any key is made or image encrypted."""
 
 from __future__ import annotations
 
@@ -32,11 +32,12 @@ class WorkerNeed:
     model: int  # the model file a worker holds
     weights: int  # weight plaintexts cached (0: encoded when their layer runs)
     cpus: int
+    ahead: int = 0  # the input ciphertexts of the sets parsed while one evaluates (worker.py)
 
     @property
     def core(self) -> int:
         """Bytes a worker cannot do without."""
-        return self.ciphertexts + self.keys + self.bootstrap + self.model + PROCESS_BYTES
+        return self.ciphertexts + self.ahead + self.keys + self.bootstrap + self.model + PROCESS_BYTES
 
     @property
     def memory(self) -> int:
@@ -45,7 +46,8 @@ class WorkerNeed:
     def describe(self) -> str:
         gib = lambda b: f"{b / 2**30:.2f} GiB"
         return (
-            f"{gib(self.memory)} per worker (ciphertexts {gib(self.ciphertexts)}, evaluation keys {gib(self.keys)}, "
+            f"{gib(self.memory)} per worker (ciphertexts {gib(self.ciphertexts)}, next sets' inputs "
+            f"{gib(self.ahead)}, evaluation keys {gib(self.keys)}, "
             f"bootstrap working set {gib(self.bootstrap)}, weight plaintexts {gib(self.weights)}, model file "
             f"{gib(self.model)}, process {gib(PROCESS_BYTES)}), {self.cpus} CPU"
         )
@@ -58,10 +60,13 @@ class Placement:
     fits: dict[str, int]  # node -> workers its CPUs and memory hold
 
 
-def worker_need(program: Program, backend, model_bytes: int, threads: int, largest_node: int) -> WorkerNeed:
-    """The memory of one worker of `program` on `backend` (the client's: same parameters); the weight
-    plaintexts count only where the worker still fits the largest node with them (else they are encoded
-    when their layer runs, as a single process does when they do not fit: henn.runtime.encoded)."""
+def worker_need(
+    program: Program, backend, model_bytes: int, threads: int, largest_node: int, depth: int = 2
+) -> WorkerNeed:
+    """The memory of one worker of `program` on `backend` (the client's: same parameters) with `depth` sets in
+    flight (depth - 1 of them parsed while one evaluates); the weight plaintexts count only where the worker
+    still fits the largest node with them (else they are encoded when their layer runs, as a single process
+    does when they do not fit: henn.runtime.encoded)."""
     weights = sum(
         weight_count(s) * memory.plaintext_bytes(backend, s.level) for s in program.steps if s.kind in WEIGHT_KINDS
     )
@@ -72,6 +77,7 @@ def worker_need(program: Program, backend, model_bytes: int, threads: int, large
         model_bytes,
         weights,
         threads,
+        max(0, depth - 1) * program.input_cts * memory.ciphertext_size(backend, program.input_level),
     )
     return need if need.memory <= largest_node else WorkerNeed(**{**need.__dict__, "weights": 0})
 

@@ -14,15 +14,16 @@ MAX_RESTARTS = 3  # per worker; then its sets go to the others (dispatch.py)
 MAX_TASK_RETRIES = 3
 
 
-def start_workers(ray: ModuleType, placement: Placement, model_ref, keys_ref) -> list:
-    """The actors (started in the background: the first set waits for its worker to be ready)."""
+def start_workers(ray: ModuleType, placement: Placement, model_ref, keys_ref, depth: int = 2) -> list:
+    """The actors (started in the background: the first set waits for its worker to be ready), each running
+    up to `depth` calls at once: the sets in flight to it, parsed ahead while one evaluates (worker.py)."""
     need = placement.need
     actor = ray.remote(SetWorker).options(
         num_cpus=need.cpus,
         memory=need.memory,
         max_restarts=MAX_RESTARTS,
         max_task_retries=MAX_TASK_RETRIES,
-        max_concurrency=1,
+        max_concurrency=max(1, depth),
     )
     cache = need.weights if need.weights else 0
     return [actor.remote(model_ref, keys_ref, need.cpus, cache) for _ in range(placement.workers)]

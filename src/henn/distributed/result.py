@@ -12,24 +12,56 @@ from henn.distributed.placement import Placement
 from henn.distributed.worker import WorkerStats
 
 
+# where a set's time goes on the cluster path, in order (RunTimings.stages): the client writes the request
+# (serialize) and puts it in Ray's object store (put); Ray starts the worker's call (dispatch: from the call to
+# its start in the worker, the request mapped into it); the worker parses it (parse), waits for the set before
+# it to finish evaluating (wait: the parse ran beside that evaluation), evaluates (evaluate), writes the
+# response (write); Ray returns it (return: from the worker's end to the client holding it); the client reads it
+# (read, its decryption apart). dispatch and return compare wall clocks of two processes: one machine's.
+STAGES = ("serialize", "put", "dispatch", "parse", "wait", "evaluate", "write", "return", "read")
+
+
 @dataclass
 class RunTimings:
     images: int = 0
     keygen: float = 0.0
     encode: float = 0.0
     encrypt: float = 0.0
-    serialize: float = 0.0  # the client's: requests written, responses read
     decrypt: float = 0.0
-    evaluate: float = 0.0  # the workers' evaluation, summed over sets
-    worker_wire: float = 0.0  # the workers' deserializing and serializing, summed over sets
     startup: float = 0.0  # connect, place, keys put in the object store, workers started
     total: float = 0.0  # the whole run, wall clock
-    evaluate_per_set: list[float] = field(default_factory=list)
-    worker_wire_per_set: list[float] = field(default_factory=list)
+    stages: dict[str, list[float]] = field(default_factory=dict)  # STAGES -> seconds per set, in set order
     key_bytes: int = 0
     request_bytes: int = 0
     response_bytes: int = 0
     resubmitted: int = 0
+    _sets: dict[int, dict[str, float]] = field(default_factory=dict, repr=False)
+
+    def stage(self, index: int, name: str, seconds: float) -> None:
+        self._sets.setdefault(index, {})[name] = seconds
+
+    def in_order(self, sets: int) -> None:
+        """The stages' seconds as lists in set order (once every set is back)."""
+        self.stages = {name: [self._sets[i].get(name, 0.0) for i in range(sets)] for name in STAGES}
+
+    @property
+    def evaluate(self) -> float:
+        """The workers' evaluation, summed over sets."""
+        return sum(self.stages.get("evaluate", []))
+
+    @property
+    def evaluate_per_set(self) -> list[float]:
+        return list(self.stages.get("evaluate", []))
+
+    @property
+    def worker_wire(self) -> float:
+        """The workers' parsing of requests and writing of responses, summed over sets."""
+        return sum(self.stages.get("parse", [])) + sum(self.stages.get("write", []))
+
+    @property
+    def serialize(self) -> float:
+        """The client's writing of requests and reading of responses, summed over sets."""
+        return sum(self.stages.get("serialize", [])) + sum(self.stages.get("read", []))
 
     def phases(self) -> dict[str, Any]:
         """The same keys as CompiledModel.timings (henn infer reports either)."""

@@ -10,20 +10,24 @@ from types import ModuleType
 from henn.distributed.dispatch import DispatchStats, Request, dispatch
 from henn.distributed.placement import Placement
 from henn.distributed.pool import start_workers, stop_workers
+from henn.distributed.request import request_object
 from henn.distributed.worker import SetResult, WorkerStats
 
 
 class ClusterSession:
-    def __init__(self, ray: ModuleType, model_bytes: bytes, key_blobs: list[bytes], placement: Placement):
-        self.ray, self.placement = ray, placement
+    def __init__(
+        self, ray: ModuleType, model_bytes: bytes, key_blobs: list[bytes], placement: Placement, depth: int = 2
+    ):
+        """depth: sets in flight per worker (the next ones' inputs parsed while one evaluates)."""
+        self.ray, self.placement, self.depth = ray, placement, depth
         self.model_ref = ray.put(model_bytes)
         self.keys_ref = ray.put(key_blobs)  # public evaluation keys only: Client.key_blobs()
         self.key_bytes = sum(len(k) for k in key_blobs)
-        self.actors = start_workers(ray, placement, self.model_ref, self.keys_ref)
+        self.actors = start_workers(ray, placement, self.model_ref, self.keys_ref, depth)
 
     def request(self, index: int, images: int, blobs: list[bytes]) -> Request:
-        """A set's serialized ciphertexts in the object store, ready to dispatch."""
-        return Request(index, images, self.ray.put(blobs), sum(len(b) for b in blobs))
+        """A set's serialized ciphertexts in the object store (request.py), ready to dispatch."""
+        return Request(index, images, self.ray.put(request_object(blobs)), sum(len(b) for b in blobs))
 
     def evaluate(
         self,
@@ -32,9 +36,8 @@ class ClusterSession:
         on_result: Callable[[Request, SetResult], None],
         *,
         progress: bool = False,
-        depth: int = 2,
     ) -> DispatchStats:
-        return dispatch(self.ray, self.actors, requests, n_sets, on_result, depth=depth, progress=progress)
+        return dispatch(self.ray, self.actors, requests, n_sets, on_result, depth=self.depth, progress=progress)
 
     def stats(self) -> list[WorkerStats]:
         """Each live worker's account (a restarted worker's counts start again with its new process)."""

@@ -1,0 +1,32 @@
+"""A ciphertext set as it crosses to a worker: one object in Ray's object store holding the set's serialized
+ciphertexts as out-of-band buffers (pickle protocol 5), which Ray lays out back to back in the object and
+hands to the worker as views of its shared memory: the client's bytes are copied once, into the store, and
+the worker's backend reads each payload in place. (A plain list of bytes objects is pickled into the store
+and copied out again object by object: 0.23 s a set of 784 against 0.015 s.) The worker checks the set's
+count and each object's header (henn.deploy.wire) before a payload is parsed."""
+
+from __future__ import annotations
+
+import pickle
+
+from henn.deploy import wire
+from henn.errors import SerializationError
+
+
+def request_object(blobs: list[bytes]) -> list[pickle.PickleBuffer]:
+    """What ray.put takes for a set: each serialized ciphertext out of band."""
+    return [pickle.PickleBuffer(b) for b in blobs]
+
+
+def request_views(buffers: list, backend, inputs: int) -> list[memoryview]:
+    """The set's objects as views (in the store's memory, nothing copied), each holding exactly one object
+    whose header is a ciphertext of `backend`; at most `inputs` of them (the program's count is checked when
+    the set is evaluated)."""
+    if not isinstance(buffers, list) or len(buffers) > inputs:
+        what = f"{len(buffers)} objects" if isinstance(buffers, list) else f"a {type(buffers).__name__}"
+        raise SerializationError(f"a request holds at most {inputs} ciphertexts, got {what}")
+    out = []
+    for b in buffers:
+        (view,) = wire.views(memoryview(b), backend, kinds=("ciphertext",), max_objects=1)
+        out.append(view)
+    return out
