@@ -18,6 +18,20 @@ PEAKS: list[tuple[float, str]] = []  # (GiB, test) each time a test raised the h
 # every test that took >= 7 s in a default run (pytest --durations, AMD EPYC, 2 cores, 2026-11-26; 343 of its
 # 825 s). A test added to this list still runs in CI.
 SLOW = {
+    # compiles of the larger zoo models (ResNet-20 with bootstraps: 15-20 s), each written and read back
+    *(
+        f"tests/test_program_zoo.py::test_zoo_program_round_trips[{case}]"
+        for case in (
+            "resnet20_relu-single",
+            "resnet20_aespa-single",
+            "resnet20_aespa_e100-single",
+            "cifar-cnn_square-single",
+            "cifar-cnn_swish-rg7-deg4-single",
+            "cifar-cnn_swish-rg5-deg2-single",
+            "lenet_square-single",
+            "lenet_square-multi",
+        )
+    ),
     # Triton's interpreter runs each kernel program in NumPy: ~20 s each
     "tests/ckks/test_gpu_engine.py::test_triton_kernels_match_the_reference_under_the_interpreter",
     "tests/ckks/test_gpu_engine.py::test_key_switching_kernels_match_the_reference_under_the_interpreter",

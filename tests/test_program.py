@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from henn import program as program_module
+from henn.program import archive
 from henn.ckks import ParametersLiteral, presets
 from henn.compiler.driver import compile_model
 from henn.errors import SecurityError, SerializationError
 from henn.frontend.onnx_build import build_cnn, mnist_layers
 from henn.packing import bsgs
 from henn.passes import CompileOptions
-from henn.program import Program, ProgramError, Step, StepKind
+from henn.program import Act, Bsgs, Program, ProgramError, Step, StepKind
 
 
 @pytest.fixture(scope="module")
@@ -53,25 +54,19 @@ def test_lowered_programs_verify_and_round_trip(single):
 
 def test_verify_names_what_breaks_the_contract(single):
     bsgs = next(i for i, s in enumerate(single.steps) if s.kind == StepKind.BSGS)
+    t = single.steps[bsgs]
+    assert isinstance(t, Bsgs)
     cases = {
-        "unknown step kind": _with_step(single, 1, kind="gdiag"),
+        "unknown step kind": dataclasses.replace(single, steps=[single.steps[0], Step(name="x", level=1)]),
         "runs at level": _with_step(single, bsgs, level=single.steps[bsgs - 1].level + 1),
         "without a key": dataclasses.replace(single, rotation_steps=single.rotation_steps[:-1]),
-        "has attributes": _with_step(single, 1, attrs={"form": "square"}),
-        "BSGS tables": _with_step(single, bsgs, attrs={**single.steps[bsgs].attrs, "cts_in": 2}),
-        "finite": _with_step(
-            single, 0, arrays={**single.steps[0].arrays, "bias": np.full_like(single.steps[0].arrays["bias"], np.nan)}
-        ),
-        "not a valid form": _with_step(single, 1, attrs={**single.steps[1].attrs, "form": "__class__"}),
-        "BSGS tables do": _with_step(single, bsgs, attrs={**single.steps[bsgs].attrs, "fold": 10**9}),
-        "BSGS tables do not": _with_step(  # a code past its palette
-            single, bsgs, arrays={**single.steps[bsgs].arrays, "palette": single.steps[bsgs].arrays["palette"][:, :1]}
-        ),
-        "unsigned integer": _with_step(
-            single,
-            bsgs,
-            arrays={**single.steps[bsgs].arrays, "codes": single.steps[bsgs].arrays["codes"].astype(float)},
-        ),
+        "BSGS tables": _with_step(single, bsgs, cts_in=2),
+        "finite": _with_step(single, 0, bias=np.full_like(single.steps[0].bias, np.nan)),
+        "not a valid form": _with_step(single, 1, form="__class__"),
+        "BSGS tables do": _with_step(single, bsgs, fold=10**9),
+        "BSGS tables do not": _with_step(single, bsgs, palette=t.palette[:, :1]),  # a code past its palette
+        "unsigned integer": _with_step(single, bsgs, codes=t.codes.astype(float)),
+        "valid int": _with_step(single, bsgs, stride=True),
     }
     for message, broken in cases.items():
         with pytest.raises(ProgramError, match=message):
@@ -85,7 +80,16 @@ def test_diagonals_are_kept_as_lossless_palette_codes():
     for rows, dtype in ((conv_like, np.uint8), (dense, np.uint16), (np.zeros((2, 8)), np.uint8)):
         codes, palette = bsgs.palette_rows(rows)
         assert codes.dtype == dtype and codes.shape == rows.shape and len(palette) == len(rows)
-        step = Step(StepKind.BSGS, "t", 0, arrays={"codes": codes, "palette": palette})
+        step = Bsgs(
+            name="t",
+            level=0,
+            **dict.fromkeys(("cts_in", "cts_out", "stride", "fold", "fold_stride"), 1),
+            entries=np.zeros((0, 5), np.int64),
+            codes=codes,
+            palette=palette,
+            biases=palette,
+            bias_index=np.zeros(1, int),
+        )
         for r in range(len(rows)):
             np.testing.assert_array_equal(program_module.weight_vector(step, r), rows[r])  # bit for bit
     assert bsgs.palette_rows(conv_like)[0].nbytes * 8 == conv_like.nbytes
@@ -115,25 +119,21 @@ def test_loader_refuses_malformed_files(single, monkeypatch):
         "types": lambda h: h.update(depth="5"),
         "arrays": lambda h: h["steps"][0].update(arrays=["weight"]),
     }
-    for edit in bad.values():
-        with pytest.raises(SerializationError, match="malformed"):
+    for what, edit in bad.items():
+        with pytest.raises(SerializationError, match="malformed") as err:
             Program.from_bytes(_rewrite(data, edit))
+        assert what != "attrs" or "has attributes ['inner', 'relin', 'shift', 'tcoef']" in str(err.value)
     for junk in (b"", b"PK\x03\x04junk", np.arange(3).tobytes()):
         with pytest.raises(SerializationError):
             Program.from_bytes(junk)
-    monkeypatch.setattr(program_module, "MAX_FILE_BYTES", 1000)
+    monkeypatch.setattr(archive, "MAX_FILE_BYTES", 1000)
     with pytest.raises(SerializationError, match="decompressed"):
         Program.from_bytes(data)
 
 
 def test_a_new_step_kind_is_a_spec_in_the_registry(single):
-    assert set(program_module.STEPS) == set(StepKind)
-    step = Step(
-        StepKind.ACT,
-        "extra",
-        single.final_level,
-        attrs={"form": "identity", "shift": 0.5, "inner": 0, "tcoef": 0, "relin": True},
-    )
+    assert set(program_module.STEPS) == set(StepKind) == set(program_module.STEP_CLASSES)
+    step = Act(name="extra", level=single.final_level, form="identity", shift=0.5, inner=0, tcoef=0, relin=True)
     dataclasses.replace(single, steps=[*single.steps, step]).verify()
 
 
@@ -144,7 +144,7 @@ def lazy_batch():
 
 
 def test_lazy_relinearization_round_trips(lazy_batch):
-    kinds = [(s.kind, s.attrs["relin"]) for s in lazy_batch.steps if "relin" in s.attrs]
+    kinds = [(s.kind, s.relin) for s in lazy_batch.steps if hasattr(s, "relin")]
     assert kinds == [
         (StepKind.LINEAR_BATCH, False),
         (StepKind.ACT, True),
@@ -158,19 +158,19 @@ def test_lazy_relinearization_round_trips(lazy_batch):
 
 def test_products_of_degree_two_go_only_where_they_are_relinearized(lazy_batch):
     steps = lazy_batch.steps
-    act = next(i for i, s in enumerate(steps) if s.kind == StepKind.ACT and not s.attrs["relin"])
+    act = next(i for i, s in enumerate(steps) if isinstance(s, Act) and not s.relin)
     last = len(steps) - 1
-    never = _with_step(lazy_batch, last, attrs={"relin": False})
+    never = _with_step(lazy_batch, last, relin=False)
     with pytest.raises(ProgramError, match="ends on products that are not relinearized"):
         never.verify()
-    twice = _with_step(lazy_batch, act - 1, attrs={"relin": True})  # conv2 reads degree-1 values
+    twice = _with_step(lazy_batch, act - 1, relin=True)  # conv2 reads degree-1 values
     with pytest.raises(ProgramError, match="relinearizes outputs of degree 1"):
         twice.verify()
-    early = _with_step(lazy_batch, act - 2, attrs={**steps[act - 2].attrs, "relin": False})
+    early = _with_step(lazy_batch, act - 2, relin=False)
     with pytest.raises(ProgramError, match="reads products that are not relinearized"):
         early.verify()  # conv2 does not relinearize: the act after it would get degree 2
-    quartic = _with_step(lazy_batch, act, attrs={**steps[act].attrs, "form": "quartic", "tcoef": 0.5})
+    quartic = _with_step(lazy_batch, act, form="quartic", tcoef=0.5)
     with pytest.raises(ProgramError, match="cannot skip its relinearization"):
         quartic.verify()
     with pytest.raises(ProgramError, match="not a valid bool"):
-        _with_step(lazy_batch, act, attrs={**steps[act].attrs, "relin": 0}).verify()
+        _with_step(lazy_batch, act, relin=0).verify()

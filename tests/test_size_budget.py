@@ -14,7 +14,6 @@ MAX_FUNCTION_LINES = 80
 
 # path -> why it is still over MAX_FILE_LINES
 FILE_EXCEPTIONS = {
-    "src/henn/program.py": "archive I/O, step specs and checkers together: issue 33 item 2 splits it into a package",
     "tests/ckks/test_conformance.py": (
         "one suite every backend runs through one fixture; splitting it would split the fixture's "
         "module-scoped contexts across files"

@@ -33,7 +33,7 @@ from henn.ir import interpret
 from henn.ir.ops import Op
 from henn.kernels import composite_max
 from henn.passes import CompileOptions
-from henn.program import refreshed_level
+from henn.program import REFRESHING, refreshed_level
 from henn.ranges import check_bootstraps
 from henn.runtime import Client, Server
 from henn.runtime.inputs import check_images
@@ -236,7 +236,7 @@ class CompiledModel:
 
     def _refreshes(self, layer: str) -> int:
         """Bootstraps per ciphertext inside a layer's chain (henn.chain_schedule; 0: none)."""
-        steps = [s for s in self.program.steps if s.name == layer and "refresh" in s.attrs]
+        steps = [s for s in self.program.steps if s.name == layer and isinstance(s, REFRESHING) and s.refresh]
         return sum(refreshed_level(s, self.program.params.max_level)[1] for s in steps)
 
     # ---- running -----------------------------------------------------------------------------

@@ -180,12 +180,12 @@ def test_placement_weighs_the_bootstraps_inside_activations():
 
 
 def test_verify_checks_refreshing_steps(digits):
-    from henn.program import ProgramError, StepKind
+    from henn.program import ProgramError, StepKind, refreshes, step_archive, step_from_archive
 
     cal, _ = digits
     with _compile(_cnn(), cal, "plain", "single") as cm:
         p = cm.program
-    k = next(i for i, s in enumerate(p.steps) if "refresh" in s.attrs)
+    k = next(i for i, s in enumerate(p.steps) if refreshes(s))
     after = k + 1
 
     def edit(i, **changes):
@@ -194,10 +194,11 @@ def test_verify_checks_refreshing_steps(digits):
         return dataclasses.replace(p, steps=steps)
 
     with pytest.raises(ProgramError, match="not a valid bounds"):
-        edit(k, attrs={**p.steps[k].attrs, "refresh": [1.0, -1.0]}).verify()
-    with pytest.raises(ProgramError, match="has attributes"):
-        bsgs = next(i for i, s in enumerate(p.steps) if s.kind == StepKind.BSGS)
-        edit(bsgs, attrs={**p.steps[bsgs].attrs, "refresh": [1.0, 1.0]}).verify()
+        edit(k, refresh=(1.0, -1.0)).verify()
+    bsgs = next(i for i, s in enumerate(p.steps) if s.kind == StepKind.BSGS)
+    entry, arrays = step_archive(p.steps[bsgs])
+    with pytest.raises(ProgramError, match="has attributes"):  # only chains refresh: a file's bsgs step may not
+        step_from_archive(StepKind.BSGS, "t", 1, False, {**entry["attrs"], "refresh": [1.0, 1.0]}, arrays)
     with pytest.raises(ProgramError, match="runs at level"):  # above where the refreshing step ends
         edit(after, level=TOP).verify()
 

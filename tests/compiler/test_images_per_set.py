@@ -4,6 +4,8 @@ image by image, on the program simulator, the plain backend and Lattigo (small i
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from program_sim import simulate
@@ -141,11 +143,11 @@ def test_batch_mode_refuses_images_per_set():
 def test_programs_refuse_malformed_image_counts():
     program = _program(4)
     for bad in (0, -2, True, "4", 1 << 20):
-        broken = Program(**{**program.__dict__, "input_pack": {**program.input_pack, "images": bad}})
+        broken = dataclasses.replace(program, packing=dataclasses.replace(program.packing, images_per_set=bad))
         with pytest.raises(ProgramError, match="images"):
             broken.verify()
         with pytest.raises(SerializationError, match="images"):
             Program.from_bytes(broken.to_bytes())
-    fewer = Program(**{**program.__dict__, "input_pack": {**program.input_pack, "images": 2}})
+    fewer = dataclasses.replace(program, packing=dataclasses.replace(program.packing, images_per_set=2))
     with pytest.raises(ProgramError, match="does not fit"):  # its slots hold four images' pixels
         fewer.verify()

@@ -4,6 +4,8 @@ against the plaintext graph on the plain and Lattigo backends (small insecure ri
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from program_sim import simulate
@@ -19,7 +21,7 @@ from henn.ir.graph import Graph, Node, Value
 from henn.ir.synthetic import random_resnet
 from henn.passes import CompileOptions, run_pipeline
 from henn.passes.place_bootstraps import live_values
-from henn.program import Program, ProgramError, Step, StepKind
+from henn.program import Program, ProgramError, Save, StepKind
 
 
 DEEP = "insecure_test_residual_l17"  # random_resnet needs depth 16 without bootstrapping
@@ -111,13 +113,13 @@ def test_program_refuses_broken_registers():
     first_add = next(i for i, s in enumerate(steps) if s.kind == StepKind.ADD)
     bad = [s for i, s in enumerate(steps) if not (s.kind == StepKind.SAVE and i < first_add)]
     with pytest.raises(ProgramError, match="holds no value"):
-        Program(**{**program.__dict__, "steps": bad}).verify()
-    extra = steps[:1] + [Step(StepKind.SAVE, "leak", 0, attrs={"register": 7})] + steps[1:]
+        dataclasses.replace(program, steps=bad).verify()
+    extra = steps[:1] + [Save(name="leak", level=0, register=7)] + steps[1:]
     with pytest.raises(ProgramError, match="still holding"):
-        Program(**{**program.__dict__, "steps": extra}).verify()
-    twice = steps[:1] + [Step(StepKind.SAVE, "s", 0, attrs={"register": 0})] * 2 + steps[1:]
+        dataclasses.replace(program, steps=extra).verify()
+    twice = steps[:1] + [Save(name="s", level=0, register=0)] * 2 + steps[1:]
     with pytest.raises(ProgramError, match="which holds a value"):
-        Program(**{**program.__dict__, "steps": twice}).verify()
+        dataclasses.replace(program, steps=twice).verify()
 
 
 def test_batch_mode_refuses_graphs():

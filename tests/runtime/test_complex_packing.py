@@ -17,7 +17,7 @@ from henn.ckks import ParametersLiteral, presets
 from henn.ckks.backends import usable_class
 from henn.errors import BackendError, InputError, MissingKeyError, SerializationError, UnsupportedOperation
 from henn.frontend.onnx_build import build_cnn
-from henn.program import Program, ProgramError
+from henn.program import Act, Program, ProgramError
 from henn.runtime.client import Client
 from henn.runtime.server import Server
 
@@ -61,7 +61,7 @@ def test_both_parts_match_plaintext(backend, rng):
     ) as cm:
         p = cm.program
         assert p.complex_packed and p.images_per_set == 2 * p.params.slots == 2048
-        assert [s.attrs["form"] for s in p.steps if s.kind == "act"] == ["square", "square"]
+        assert [s.form for s in p.steps if isinstance(s, Act)] == ["square", "square"]
         assert "complex" in cm.describe()
         x = rng.uniform(0, 1, (1031, 1, 8, 8))
         ref, enc = cm.reference(x), cm.run(x)
@@ -83,7 +83,7 @@ def test_real_digits_through_lattigo_match_real_packing():
     preds = {}
     for cp in (False, True):
         with henn.compile(model, backend="lattigo", mode="batch", params=pr, complex_packing=cp) as cm:
-            assert [s.attrs["relin"] for s in cm.program.steps if s.kind == "act"] == [True, False]
+            assert [s.relin for s in cm.program.steps if isinstance(s, Act)] == [True, False]
             assert cm.program.images_per_set == (4096 if cp else 2048)
             ref, enc = cm.reference(x), cm.run(x)
         precision_table.within("lattigo-e2e", f"batch_cnn_complex_{cp}", ref, enc, 1e-2 * np.abs(ref).max())
@@ -140,14 +140,14 @@ def test_program_file_keeps_complex_packing_and_refuses_bad_flags():
     assert back.complex_packed and back.images_per_set == p.images_per_set
     for bad in ("yes", 1):
         with pytest.raises(ProgramError, match="complex must be true or false"):
-            dataclasses.replace(p, input_pack={**p.input_pack, "complex": bad}).verify()
+            dataclasses.replace(p, packing=dataclasses.replace(p.packing, complex=bad)).verify()
     real = presets.get("insecure_short_d4_real")
     with pytest.raises(ProgramError, match="ring='standard'"):
         dataclasses.replace(p, params=real).verify()
-    cubic = [dataclasses.replace(s, attrs={**s.attrs, "form": "cubic"}) if s.kind == "act" else s for s in p.steps]
+    cubic = [dataclasses.replace(s, form="cubic") if s.kind == "act" else s for s in p.steps]
     with pytest.raises(ProgramError, match="identity and square"):
         dataclasses.replace(p, steps=cubic).verify()
-    blob = dataclasses.replace(p, input_pack={**p.input_pack, "complex": "yes"}).to_bytes()
+    blob = dataclasses.replace(p, packing=dataclasses.replace(p.packing, complex="yes")).to_bytes()
     with pytest.raises(SerializationError, match="complex must be"):
         Program.from_bytes(blob)
 

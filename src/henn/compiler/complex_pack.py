@@ -13,7 +13,7 @@ import dataclasses
 from henn.ckks import backends
 from henn.errors import UnsupportedOperation
 from henn.activations import COMPLEX_FORMS
-from henn.program import Program, Step, StepKind
+from henn.program import Act, BatchPacking, LinearBatch, Poly, Program, Step, SumBatch
 
 __all__ = ["pack_complex"]
 
@@ -21,10 +21,11 @@ __all__ = ["pack_complex"]
 def pack_complex(program: Program, backend: str) -> Program:
     """The same computation on two images per slot for `backend`; raises UnsupportedOperation (with the fix)
     where the program cannot be complex-packed."""
-    if program.mode != "batch" or program.input_pack.get("kind") != "batch":
+    packing = program.packing
+    if not isinstance(packing, BatchPacking):
         raise UnsupportedOperation(
             f"complex packing applies to batch mode with one channel per ciphertext (batch_group=1), not "
-            f"{program.mode} mode with {program.input_pack.get('kind')!r} packing"
+            f"{program.mode} mode with {packing.kind!r} packing"
         )
     if program.params.real_slots:
         raise UnsupportedOperation(
@@ -32,7 +33,7 @@ def pack_complex(program: Program, backend: str) -> Program:
             "value per slot of its N, the same count, without conjugations"
         )
     steps = list(program.steps)
-    squares = any(s.kind == StepKind.ACT and s.attrs["form"] == "square" for s in steps)
+    squares = any(isinstance(s, Act) and s.form == "square" for s in steps)
     if squares and not backends.backend_class(backend).exact_imaginary_unit:
         raise UnsupportedOperation(
             f"complex packing of square activations multiplies by -i exactly, which the {backend} backend cannot (its "
@@ -40,14 +41,14 @@ def pack_complex(program: Program, backend: str) -> Program:
             ", or real packing"
         )
     for i, step in enumerate(steps):
-        if step.kind == StepKind.POLY:
+        if isinstance(step, Poly):
             raise UnsupportedOperation(
                 f"layer {step.name!r}: complex packing evaluates {' and '.join(COMPLEX_FORMS)} activations, "
                 "not a general polynomial: use a square activation or real packing"
             )
-        if step.kind != StepKind.ACT:
+        if not isinstance(step, Act):
             continue
-        form = step.attrs["form"]
+        form = step.form
         if form not in COMPLEX_FORMS:
             raise UnsupportedOperation(
                 f"layer {step.name!r}: complex packing evaluates {' and '.join(COMPLEX_FORMS)} activations, "
@@ -56,17 +57,17 @@ def pack_complex(program: Program, backend: str) -> Program:
         if form == "square":
             feeder = _feeding_linear(steps, i)
             steps[feeder] = _halved(steps[feeder])
-            steps[i] = dataclasses.replace(step, attrs={**step.attrs, "shift": step.attrs["shift"] / 2})
-    pack = {**program.input_pack, "complex": True}
-    return dataclasses.replace(program, steps=steps, input_pack=pack).verify()
+            steps[i] = dataclasses.replace(step, shift=step.shift / 2)
+    packing = dataclasses.replace(packing, complex=True)
+    return dataclasses.replace(program, steps=steps, packing=packing).verify()
 
 
 def _feeding_linear(steps: list[Step], act: int) -> int:
     """Index of the linear_batch whose outputs reach the act at `act` through sums only."""
     j = act - 1
-    while j >= 0 and steps[j].kind == StepKind.SUM_BATCH:
+    while j >= 0 and isinstance(steps[j], SumBatch):
         j -= 1
-    if j < 0 or steps[j].kind != StepKind.LINEAR_BATCH:
+    if j < 0 or not isinstance(steps[j], LinearBatch):
         what = "the input" if j < 0 else f"a {steps[j].kind.value} step"
         raise UnsupportedOperation(
             f"layer {steps[act].name!r}: a complex-packed square needs a linear layer before it to carry a factor "
@@ -76,5 +77,5 @@ def _feeding_linear(steps: list[Step], act: int) -> int:
 
 
 def _halved(step: Step) -> Step:
-    arrays = {**step.arrays, "data": step.arrays["data"] * 0.5, "bias": step.arrays["bias"] * 0.5}
-    return dataclasses.replace(step, arrays=arrays)
+    assert isinstance(step, LinearBatch)
+    return dataclasses.replace(step, data=step.data * 0.5, bias=step.bias * 0.5)

@@ -28,32 +28,51 @@ from henn.packing.layout import Layout
 from henn.packing.plans import BsgsPlan, CiphertextPoolPlan, RotationPoolPlan, TapsPlan
 from henn.errors import UnsupportedOperation
 from henn.passes.choose_packing import segments, units
-from henn.program import Program, Step, StepKind
-
-ACT_KEYS = ("form", "shift", "inner", "tcoef")
+from henn.program import (
+    Act,
+    Add,
+    Bootstrap,
+    Bsgs,
+    ChannelPoly,
+    GroupedPacking,
+    InputPacking,
+    LinearBatch,
+    Load,
+    MaxBatch,
+    MultiPacking,
+    NaturalPacking,
+    OutputPacking,
+    BatchPacking,
+    Poly,
+    Program,
+    RotationMax,
+    RotationPool,
+    Save,
+    Step,
+    SumBatch,
+    Taps,
+    TapsPacking,
+)
 
 
 def lower(g: Graph) -> Program:
     m = g.meta
-    if m.packing == "batch" and (m.group or 1) > 1:
-        steps, pack, elem = _grouped(g)
+    packing: InputPacking
+    if required(m.packing, "packing") == "batch" and (m.group or 1) > 1:
+        steps, packing, elem = _grouped(g)
     elif m.packing == "batch":
-        steps, pack, elem = _batch(g), {"kind": "batch"}, None
+        steps, packing, elem = _batch(g), BatchPacking(shape=tuple(g.input_shape)), None
     else:
-        steps, pack, elem = _single(g)
+        steps, packing, elem = _single(g)
+    gain = 1.0 if m.output_gain is None else m.output_gain
     return Program(
-        mode=required(m.packing, "packing"),
         params=required(m.params, "params"),
         depth=required(m.depth, "depth"),
-        input_shape=tuple(g.input_shape),
-        output_shape=tuple(g.output_shape),
         rotation_steps=required(m.rotation_steps, "rotation_steps"),
         relin=required(m.relin, "relin"),
+        packing=packing,
+        output=OutputPacking(shape=tuple(g.output_shape), elem=elem, gain=gain, offset=m.output_offset),
         steps=steps,
-        input_pack=pack,
-        output_elem=elem,
-        output_gain=1.0 if m.output_gain is None else m.output_gain,
-        output_offset=m.output_offset,
         final_level=_at(g, g.output),
     ).verify()
 
@@ -76,24 +95,27 @@ def _act(g: Graph, node: Node) -> list[Step]:
         if a["form"] == "general" and a["shift"]:
             raise AssertionError(f"layer {node.name!r}: merge_act_pool leaves no shift on a general-form polynomial")
         coef = _series(node) if a["form"] == "chebyshev" else np.asarray([a["coefficients"]], dtype=np.float64)
-        attrs = {
-            "bound": float(a["bound"]),
-            "shift": float(a["shift"]),
-            "chebyshev": a["form"] == "chebyshev",
-            "times_input": bool(a.get("times_input", False)),
-            **_refresh(node),
-        }
-        return [Step(StepKind.POLY, node.name, _level(g, node), attrs=attrs, arrays={"coefficients": coef})]
-    if node.attrs["form"] == "identity" and not node.attrs["shift"]:
+        poly = Poly(
+            name=node.name,
+            level=_level(g, node),
+            bound=float(a["bound"]),
+            shift=float(a["shift"]),
+            chebyshev=a["form"] == "chebyshev",
+            times_input=bool(a.get("times_input", False)),
+            coefficients=coef,
+            refresh=_refresh(node),
+        )
+        return [poly]
+    if a["form"] == "identity" and not a["shift"]:
         return []
-    attrs = {k: node.attrs[k] for k in ACT_KEYS}
-    return [Step(StepKind.ACT, node.name, _level(g, node), attrs={**attrs, "relin": node.attrs.get("relin", True)})]
+    core = {k: a[k] for k in ("form", "shift", "inner", "tcoef")}
+    return [Act(name=node.name, level=_level(g, node), **core, relin=a.get("relin", True))]
 
 
-def _refresh(node: Node) -> dict:
+def _refresh(node: Node) -> tuple[float, float] | None:
     """A chain's bootstraps part way (place_bootstraps, henn.chain_schedule): the bounds they read."""
     bounds = node.attrs.get("refresh")
-    return {} if bounds is None else {"refresh": [float(b) for b in bounds]}
+    return None if bounds is None else (float(bounds[0]), float(bounds[1]))
 
 
 def _series(node: Node) -> np.ndarray:
@@ -107,65 +129,59 @@ def _series(node: Node) -> np.ndarray:
 
 def _max_batch(g: Graph, node: Node, indptr, indices) -> Step:
     """A max pool over ciphertexts: CSR rows of windows."""
-    return _csr(
-        StepKind.MAX_BATCH,
-        node.name,
-        _level(g, node),
-        indptr,
-        indices,
-        attrs={"bound": float(node.attrs["bound"]), **_refresh(node)},
+    return MaxBatch(
+        name=node.name,
+        level=_level(g, node),
+        indptr=_ints(indptr),
+        indices=_ints(indices),
+        bound=float(node.attrs["bound"]),
         coefficients=_series(node),
+        refresh=_refresh(node),
     )
 
 
 def _rotation_max(g: Graph, node: Node) -> Step:
     plan = node.attrs["packing"]
-    return Step(
-        StepKind.ROTATION_MAX,
-        node.name,
-        _level(g, node),
-        attrs={"bound": float(node.attrs["bound"]), "cts_in": int(plan.cts_in), **_refresh(node)},
-        arrays={"ops": plan.ops, "coefficients": _series(node)},
+    return RotationMax(
+        name=node.name,
+        level=_level(g, node),
+        bound=float(node.attrs["bound"]),
+        cts_in=int(plan.cts_in),
+        ops=plan.ops,
+        coefficients=_series(node),
+        refresh=_refresh(node),
     )
 
 
 def _bootstrap(g: Graph, node: Node) -> Step:
-    return Step(StepKind.BOOTSTRAP, node.name, _level(g, node), attrs={"bound": float(node.attrs["bound"])})
+    return Bootstrap(name=node.name, level=_level(g, node), bound=float(node.attrs["bound"]))
 
 
-def _csr(kind: StepKind, name: str, level: int, indptr, indices, rescale: bool = False, attrs=None, **arrays) -> Step:
-    return Step(
-        kind,
-        name,
-        level,
-        rescale,
-        attrs=attrs or {},
-        arrays={"indptr": np.asarray(indptr, np.int64), "indices": np.asarray(indices, np.int64), **arrays},
-    )
+def _ints(a) -> np.ndarray:
+    """CSR rows' indptr or indices as the int64 the Program holds."""
+    return np.asarray(a, np.int64)
 
 
 def _batch(g: Graph) -> list[Step]:
-    steps = []
+    steps: list[Step] = []
     for n in g.nodes:
         shape = g.shape(n.inputs[0])
         if n.op in LINEAR_OPS:
             m = matrices.matrix(n, shape)
-            steps.append(
-                _csr(
-                    StepKind.LINEAR_BATCH,
-                    n.name,
-                    _level(g, n),
-                    m.indptr,
-                    m.indices,
-                    n.attrs["rescale"],
-                    {"relin": n.attrs.get("relin_outputs", False)},
-                    data=m.data.astype(np.float64),
-                    bias=matrices.full_bias(n, shape),
-                )
+            linear = LinearBatch(
+                name=n.name,
+                level=_level(g, n),
+                rescale=n.attrs["rescale"],
+                indptr=_ints(m.indptr),
+                indices=_ints(m.indices),
+                relin=n.attrs.get("relin_outputs", False),
+                data=m.data.astype(np.float64),
+                bias=matrices.full_bias(n, shape),
             )
+            steps.append(linear)
         elif n.op in COMPOSED_OPS and n.op != Op.FLATTEN:  # sums of ciphertexts; a flatten keeps them as they are
             m = matrices.matrix(n, shape)
-            steps.append(_csr(StepKind.SUM_BATCH, n.name, _level(g, n), m.indptr, m.indices))
+            steps.append(SumBatch(name=n.name, level=_level(g, n), indptr=_ints(m.indptr), indices=_ints(m.indices)))
         elif n.op == Op.MAXPOOL:
             m = matrices.windows(n, shape)
             steps.append(_max_batch(g, n, m.indptr, m.indices))
@@ -178,7 +194,7 @@ def _batch(g: Graph) -> list[Step]:
     return steps
 
 
-def _grouped(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
+def _grouped(g: Graph) -> tuple[list[Step], GroupedPacking, np.ndarray]:
     group = required(g.meta.group, "group")
     steps: list[Step] = []
     for n in g.nodes:
@@ -190,14 +206,17 @@ def _grouped(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
         elif isinstance(plan, CiphertextPoolPlan) and n.op == Op.MAXPOOL:
             steps.append(_max_batch(g, n, plan.indptr, plan.indices))
         elif isinstance(plan, CiphertextPoolPlan):
-            steps.append(_csr(StepKind.SUM_BATCH, n.name, _level(g, n), plan.indptr, plan.indices))
+            steps.append(
+                SumBatch(name=n.name, level=_level(g, n), indptr=_ints(plan.indptr), indices=_ints(plan.indices))
+            )
         elif isinstance(plan, BsgsPlan):
             shape = g.shape(n.inputs[0])
             lay_in, lay_out = g.values[n.inputs[0]].meta["layout"], g.values[n.output].meta["layout"]
             diags = grouped.diagonals(lay_in, lay_out, matrices.matrix(n, shape), group)
             steps.append(_bsgs_step(n, _level(g, n), diags, plan, matrices.full_bias(n, shape), lay_out))
-    pack = {"kind": "grouped", "group": group, "elem": g.values[g.input].meta["layout"].elem}
-    return steps, pack, g.values[g.output].meta["layout"].elem.copy()
+    elem = g.values[g.input].meta["layout"].elem
+    packing = GroupedPacking(shape=tuple(g.input_shape), group=group, elem=elem)
+    return steps, packing, g.values[g.output].meta["layout"].elem.copy()
 
 
 def _bsgs_step(main: Node, level: int, diags: bsgs.Diagonals, plan: BsgsPlan, bias: np.ndarray, out: Layout) -> Step:
@@ -207,29 +226,24 @@ def _bsgs_step(main: Node, level: int, diags: bsgs.Diagonals, plan: BsgsPlan, bi
     per_ct = np.tile(per_ct, (1, diags.length // per_ct.shape[1]))  # a hybrid output block repeats
     biases, bias_index = bsgs.unique_rows(per_ct)
     codes, palette = bsgs.palette_rows(t.vectors)
-    return Step(
-        StepKind.BSGS,
-        main.name,
-        level,
-        main.attrs["rescale"],
-        {
-            "cts_in": int(plan.cts_in),
-            "cts_out": int(plan.cts_out),
-            "stride": int(plan.stride),
-            "fold": int(plan.fold),
-            "fold_stride": int(plan.fold_stride),
-        },
-        {
-            "entries": t.entries,
-            "codes": codes,
-            "palette": palette,
-            "biases": biases,
-            "bias_index": bias_index.reshape(-1).astype(np.int64),
-        },
+    return Bsgs(
+        name=main.name,
+        level=level,
+        rescale=main.attrs["rescale"],
+        cts_in=int(plan.cts_in),
+        cts_out=int(plan.cts_out),
+        stride=int(plan.stride),
+        fold=int(plan.fold),
+        fold_stride=int(plan.fold_stride),
+        entries=t.entries,
+        codes=codes,
+        palette=palette,
+        biases=biases,
+        bias_index=bias_index.reshape(-1).astype(np.int64),
     )
 
 
-def _single(g: Graph) -> tuple[list[Step], dict, np.ndarray]:
+def _single(g: Graph) -> tuple[list[Step], InputPacking, np.ndarray]:
     if g.values[g.input].meta["layout"].spans_ciphertexts:
         steps = _multi(g)
     else:  # segments without a Conv/Gemm (a lone flatten) lower to nothing
@@ -249,15 +263,8 @@ def _segment_steps(g: Graph, seg: list[Node]) -> list[Step]:
     shape = g.shape(seg[0].inputs[0])
     pool = seg[0].attrs.get("packing")
     if isinstance(pool, RotationPoolPlan):
-        steps.append(
-            Step(
-                StepKind.ROTATION_POOL,
-                seg[0].name,
-                _level(g, seg[0]),
-                False,
-                {"steps": [int(s) for s in pool.steps], "cts_in": int(pool.cts_in)},
-            )
-        )
+        rotations = tuple(int(s) for s in pool.steps)
+        steps.append(RotationPool(name=seg[0].name, level=_level(g, seg[0]), steps=rotations, cts_in=int(pool.cts_in)))
         shape, seg = g.shape(seg[0].output), seg[1:]
     lin = [n for n in seg if n.op in LINEAR_OPS]
     return steps + [_segment_step(g, seg, lin[0], shape)]
@@ -272,7 +279,7 @@ def _multi(g: Graph) -> list[Step]:
         head = unit[0]
         if head.op == Op.ADD:
             steps += regs.bring(regs.current if regs.current in head.inputs else head.inputs[0], head)
-            steps.append(Step(StepKind.ADD, head.name, _at(g, head.output), attrs={"register": regs.take(head)}))
+            steps.append(Add(name=head.name, level=_at(g, head.output), register=regs.take(head)))
         else:
             steps += regs.bring(head.inputs[0], head)
             steps += _unit_steps(g, unit)
@@ -297,13 +304,8 @@ def _channel_poly(g: Graph, node: Node) -> Step:
     n = math.prod(shape)  # element b * n + e of a layout of several images is element e of image b
     channel = np.where(lay.elem >= 0, lay.elem % n // (n // shape[0]), 0)
     table = np.where(lay.elem >= 0, coef[channel].T, 0.0)  # (degree + 1, slots of every ciphertext)
-    return Step(
-        StepKind.CHANNEL_POLY,
-        node.name,
-        _level(g, node),
-        attrs={"degree": degree},
-        arrays={"coefficients": table.reshape(degree + 1, lay.cts, lay.period)},
-    )
+    coefficients = table.reshape(degree + 1, lay.cts, lay.period)
+    return ChannelPoly(name=node.name, level=_level(g, node), degree=degree, coefficients=coefficients)
 
 
 # The units that lower alone, by their head's op; any other unit is a segment (one linear transform).
@@ -335,7 +337,7 @@ class _Registers:
             return []
         r = self._free()
         self.saved[value] = r
-        return [Step(StepKind.SAVE, f"{node.name}.save", 0, attrs={"register": r})]
+        return [Save(name=f"{node.name}.save", level=0, register=r)]
 
     def bring(self, value: str, node: Node) -> list[Step]:
         """Steps that make `value` current for `node`, keeping what later units still need."""
@@ -344,7 +346,7 @@ class _Registers:
             steps += self._save(self.current, node)
             if value not in self.saved:
                 raise AssertionError(f"layer {node.name!r} reads {value!r}, which no register holds")
-            steps.append(Step(StepKind.LOAD, f"{node.name}.load", 0, attrs={"register": self.saved.pop(value)}))
+            steps.append(Load(name=f"{node.name}.load", level=0, register=self.saved.pop(value)))
             self.current = value
         if self.uses[value] > 1:  # another layer reads it later
             steps += self._save(value, node)
@@ -366,16 +368,16 @@ class _Registers:
         self.current = unit[-1].output
 
 
-def _input_pack(g: Graph) -> dict:
-    lay = g.values[g.input].meta["layout"]
+def _input_pack(g: Graph) -> InputPacking:
+    lay, shape = g.values[g.input].meta["layout"], tuple(g.input_shape)
     first = next((n for n in g.nodes if n.op == Op.CONV2D), None)
     if first is not None and isinstance(first.attrs.get("packing"), TapsPlan):
         index, _, _ = single.taps_tables(first, g.input_shape, g.values[first.output].meta["layout"])
         blocks = first.attrs["packing"].blocks(required(g.meta.params, "params").slots)
-        return {"kind": "taps", "period": lay.period * blocks, "index": single.blocked_taps(index, blocks)}
+        return TapsPacking(shape=shape, period=lay.period * blocks, index=single.blocked_taps(index, blocks))
     if lay.spans_ciphertexts:
-        return {"kind": "multi", "period": lay.period, "elem": lay.elem, "images": lay.images}
-    return {"kind": "natural", "period": lay.period, "elem": lay.elem}
+        return MultiPacking(shape=shape, period=lay.period, elem=lay.elem, images_per_set=lay.images)
+    return NaturalPacking(shape=shape, period=lay.period, elem=lay.elem)
 
 
 def _segment_step(g: Graph, seg: list[Node], main: Node, shape) -> Step:
@@ -385,13 +387,15 @@ def _segment_step(g: Graph, seg: list[Node], main: Node, shape) -> Step:
     if isinstance(plan, TapsPlan):
         _, weight, bias = single.taps_tables(main, shape, out)
         blocks = plan.blocks(required(g.meta.params, "params").slots)
-        return Step(
-            StepKind.TAPS,
-            main.name,
-            level,
-            main.attrs["rescale"],
-            {"period": plan.period, "blocks": blocks},
-            {"weight": single.blocked_taps(weight, blocks), "bias": bias},
+        weight = single.blocked_taps(weight, blocks)
+        return Taps(
+            name=main.name,
+            level=level,
+            rescale=main.attrs["rescale"],
+            period=plan.period,
+            blocks=blocks,
+            weight=weight,
+            bias=bias,
         )
     lay_in = g.values[seg[0].inputs[0]].meta["layout"]
     if lay_in.spans_ciphertexts:

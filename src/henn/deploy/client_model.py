@@ -29,7 +29,7 @@ from henn.deploy.facts import MODEL_FORMAT, describe_model
 from henn.deploy.files import archive, write_atomic
 from henn.errors import SerializationError
 from henn.ir.ops import Op
-from henn.program import ARCHIVE_ERRORS, PackedIO, Program, ProgramError, check_pack, io_fields, open_archive
+from henn.program import ARCHIVE_ERRORS, PackedIO, Program, ProgramError, io_fields, open_archive
 from henn.segments import MAX_SEGMENTS, ClientStage, check_segments
 
 FORMAT = "henn-client-model/1"
@@ -44,7 +44,7 @@ class ClientProgram(PackedIO):
 
     @classmethod
     def of(cls, p: Program) -> ClientProgram:
-        return cls(**{**p.io(), "input_pack": dict(p.input_pack)}, bootstraps=p.bootstraps)
+        return cls(**p.io(), bootstraps=p.bootstraps)
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class ClientModel:
             if not isinstance(boots, int) or isinstance(boots, bool) or not 0 <= boots <= MAX_BOOTSTRAPS:
                 raise ValueError(f"bootstraps {boots!r}")
             program = ClientProgram(**io_fields(h, z), bootstraps=boots)
-            check_pack(program)
+            program.check_io()
             checks = InputChecks.from_header(m["checks"], z)
             segments, stages = _segments(m, z)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, ProgramError) as exc:
@@ -153,6 +153,6 @@ def _segments(m: dict, z: dict[str, np.ndarray]) -> tuple[tuple[ClientProgram, .
         if not isinstance(h, dict) or h.get("bootstraps") != 0:
             raise ValueError(f"segment {k}: a header without bootstraps")
         p = ClientProgram(**io_fields(h, own), bootstraps=0)
-        check_pack(p)
+        p.check_io()
         programs.append(p)
     return tuple(programs), tuple(ClientStage.from_header(st) for st in stages)

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from henn.ckks.values import Ciphertext
-from henn.program import WEIGHT_KINDS, Program, Step, weight_count, weight_vector
+from henn.program import WEIGHT_KINDS, Bsgs, LinearBatch, Program, Step, weight_count, weight_vector
 from henn.runtime.memory import plaintext_budget, plaintext_bytes, plaintext_cache_cap
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class EncodedWeights:
 
     def _fill(self, pool, budget: int | None) -> None:
         steps = [(i, s) for i, s in enumerate(self.program.steps) if s.kind in WEIGHT_KINDS]
-        steps.sort(key=lambda item: -len(item[1].arrays.get("entries", ())) / max(1, weight_count(item[1])))
+        steps.sort(key=lambda item: -_entries(item[1]) / max(1, weight_count(item[1])))
         left = plaintext_budget(self.program, self.backend) if budget is None else budget
         whole = sum(weight_count(s) * plaintext_bytes(self.backend, s.level) for _, s in steps)
         if budget is None and plaintext_cache_cap() is None and whole > left:
@@ -84,7 +84,7 @@ class EncodedWeights:
     def expand(self, vec: np.ndarray, step: Step) -> np.ndarray:
         """A step's vector over all slots: each entry repeated for the `stride` interleaved images of
         grouped packing (slot j*B + b), then the block repeated periodically."""
-        vec = np.repeat(vec, int(step.attrs.get("stride", 1)))
+        vec = np.repeat(vec, step.stride if isinstance(step, Bsgs) else 1)
         return np.tile(vec, self.backend.slots // len(vec))
 
     def encode(self, vec: np.ndarray, step: Step):
@@ -102,13 +102,12 @@ class EncodedWeights:
                 self._bias[key] = pt
         return pt
 
-    def dense(self, i: int, step: Step, n_inputs: int) -> np.ndarray:
+    def dense(self, i: int, step: LinearBatch, n_inputs: int) -> np.ndarray:
         """The step's CSR rows as an (outputs, inputs) matrix, built once."""
         with self._lock:
             w = self._dense.get(i)
         if w is None or w.shape[1] != n_inputs:
-            a = step.arrays
-            indptr, indices, data = a["indptr"], a["indices"], a["data"]
+            indptr, indices, data = step.indptr, step.indices, step.data
             w = np.zeros((len(indptr) - 1, n_inputs))
             rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
             np.add.at(w, (rows, indices), data)  # duplicates (if any) add up, as the term-wise sum would
@@ -122,3 +121,8 @@ class EncodedWeights:
             self.plain.clear()
             self._bias.clear()
             self._dense.clear()
+
+
+def _entries(step: Step) -> int:
+    """A BSGS step's diagonal products (its vectors' reuse: the entries per vector)."""
+    return len(step.entries) if isinstance(step, Bsgs) else 0

@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -26,10 +28,24 @@ from henn.kernels.composite_max import rotation_max, window_max
 from henn.kernels.poly import evaluate_polynomial
 from henn.chain_schedule import Refresh
 from henn.program import (
-    REGISTER_KINDS,
+    Act,
+    Add,
+    Bootstrap,
+    Bsgs,
+    ChannelPoly,
+    LinearBatch,
+    Load,
+    MaxBatch,
+    Poly,
     Program,
+    RotationMax,
+    RotationPool,
+    Save,
     Step,
     StepKind,
+    SumBatch,
+    Taps,
+    kind_table,
     max_step_levels,
     refreshed_level,
     step_refresh,
@@ -40,6 +56,20 @@ from henn.runtime.encoded import EncodedWeights
 from henn.runtime.parallel import Parallel
 
 log = logging.getLogger(__name__)
+
+Handler = Callable[["Executor", int, Any, list], list]
+_HANDLERS: dict[StepKind, Handler] = {}
+
+
+def handles(kind: StepKind) -> Callable[[Handler], Handler]:
+    """Register an Executor method as the handler of `kind`'s steps: (executor, step index, step, value) ->
+    the value after the step (HANDLERS, checked against henn.program.STEPS at import)."""
+
+    def register(fn: Handler) -> Handler:
+        _HANDLERS[kind] = fn
+        return fn
+
+    return register
 
 
 class Executor:
@@ -59,27 +89,11 @@ class Executor:
         self.weights = EncodedWeights(program, backend) if weights is None else weights
         self.ev = backend.evaluator(keys)
         self.pool = Parallel.for_backend(backend, threads)
-        # one handler per step kind (henn.program.StepKind); a new kind adds its entry here
-        self.handlers = {
-            StepKind.LINEAR_BATCH: self._linear_batch,
-            StepKind.SUM_BATCH: self._sum_batch,
-            StepKind.ACT: self._act,
-            StepKind.TAPS: self._taps,
-            StepKind.BSGS: self._bsgs,
-            StepKind.ROTATION_POOL: self._mpool,
-            StepKind.BOOTSTRAP: self._bootstrap,
-            StepKind.CHANNEL_POLY: self._cpoly,
-            StepKind.POLY: self._poly,
-            StepKind.MAX_BATCH: self._max_batch,
-            StepKind.ROTATION_MAX: self._rotation_max,
-        }
-        missing = {s.kind for s in program.steps} - set(self.handlers) - set(REGISTER_KINDS)
-        if missing:
-            raise UnsupportedOperation(f"this executor cannot run steps {sorted(k.value for k in missing)}")
         self._lock = threading.Lock()
         self._step_plain: dict[int, object] = {}  # a streamed step's plaintexts still to be read again
         self._step_uses: dict[int, int] = {}  # a streamed step's reads left of each vector
         self.step_seconds: dict[str, float] = {}
+        self._registers: dict[int, list[Ciphertext]] = {}  # a graph-shaped network's values kept for later
 
     # ---- setup -----------------------------------------------------------------------------
     def prepare(self, budget: int | None = None) -> float:
@@ -110,8 +124,8 @@ class Executor:
     @staticmethod
     def _uses(step: Step) -> np.ndarray:
         """How many times the step reads each weight vector."""
-        if step.kind == StepKind.BSGS:
-            return np.bincount(step.arrays["entries"][:, 4], minlength=weight_count(step))
+        if isinstance(step, Bsgs):
+            return np.bincount(step.entries[:, 4], minlength=weight_count(step))
         return np.ones(weight_count(step), np.int64)
 
     def _expand(self, vec: np.ndarray, step: Step) -> np.ndarray:
@@ -125,15 +139,12 @@ class Executor:
             self.prepare()
         self._check_input(value)
         value = value if consume else list(value)
-        registers: dict[int, list[Ciphertext]] = {}
+        self._registers.clear()
         for i, step in enumerate(self.program.steps):
             t0 = time.perf_counter()
             self._step_plain.clear()  # also after a step that raised
             self._step_uses.clear()
-            if step.kind in REGISTER_KINDS:
-                value = self._register(step, value, registers)
-            else:
-                value = self.handlers[step.kind](i, step, value)
+            value = HANDLERS[step.kind](self, i, step, value)
             self._step_plain.clear()
             dt = time.perf_counter() - t0
             self.step_seconds[step.name] = self.step_seconds.get(step.name, 0.0) + dt
@@ -158,15 +169,15 @@ class Executor:
 
     LINEAR_ROWS_PER_CALL = 256  # outputs per fused call: bounds the unrescaled outputs held at once
 
-    def _linear_batch(self, i: int, step: Step, value):
+    @handles(StepKind.LINEAR_BATCH)
+    def _linear_batch(self, i: int, step: LinearBatch, value):
         """All rows of the layer through `linear_combinations` (one fused, internally parallel call
         per block of rows where the backend has one), then bias and rescale on the pool; after a lazy
-        activation (attrs relin) the outputs are relinearized and rescaled once more first."""
-        a = step.arrays
-        indptr, bias = a["indptr"], a["bias"]
+        activation (step.relin) the outputs are relinearized and rescaled once more first."""
+        indptr, bias = step.indptr, step.bias
         dense = self.weights.dense(i, step, len(value))
 
-        lazy = step.attrs["relin"]  # inputs: unrescaled products of degree 2 (henn.passes.lazy_relin)
+        lazy = step.relin  # inputs: unrescaled products of degree 2 (henn.passes.lazy_relin)
         # weights at the scale of the prime the layer itself rescales by, one below the inputs' level:
         # relinearize, rescale the activation's product, rescale the layer's, and the scale is the eager path's
         scale = float(self.backend.prime(step.level - 1)) if lazy else None
@@ -194,9 +205,10 @@ class Executor:
     def _split(self, rows: range) -> list[range]:
         return [range(rows.start + r.start, rows.start + r.stop) for r in self.pool.chunks(len(rows))]
 
-    def _sum_batch(self, i: int, step: Step, value):
+    @handles(StepKind.SUM_BATCH)
+    def _sum_batch(self, i: int, step: SumBatch, value):
         """CSR rows of ciphertext sums (pools); each input is dropped after the last row reading it."""
-        indptr, indices = step.arrays["indptr"], step.arrays["indices"]
+        indptr, indices = step.indptr, step.indices
         rows = len(indptr) - 1
         last = np.full(len(value), -1)
         np.maximum.at(last, indices, np.repeat(np.arange(rows), np.diff(indptr)))
@@ -219,47 +231,49 @@ class Executor:
                 value[k] = None
         return out
 
-    def _act(self, i: int, step: Step, value):
-        relin = step.attrs["relin"]
+    @handles(StepKind.ACT)
+    def _act(self, i: int, step: Act, value):
+        relin, params = step.relin, step.core
         core = complex_act_core if self.program.complex_packed else act_core
-        return self._elementwise(value, lambda ct: core(self.ev, ct, step.attrs, relin=relin), 4 * self.pool.workers)
+        return self._elementwise(value, lambda ct: core(self.ev, ct, params, relin=relin), 4 * self.pool.workers)
 
-    def _poly(self, i: int, step: Step, value):
+    @handles(StepKind.POLY)
+    def _poly(self, i: int, step: Poly, value):
         """Any polynomial, landing on its input's scale: a chain of Chebyshev series (henn.kernels.chebyshev)
         or one power series (henn.kernels.poly)."""
-        coef, a = step.arrays["coefficients"], step.attrs
-        bound, refresh = float(a["bound"]), self._refresh(step, value)
+        coef, bound, refresh = step.coefficients, float(step.bound), self._refresh(step, value)
 
         def one(ct: Ciphertext) -> Ciphertext:
-            if a["chebyshev"]:
+            if step.chebyshev:
                 return evaluate_chain(
                     self.ev,
                     ct,
                     list(coef),
-                    shift=float(a["shift"]),
+                    shift=float(step.shift),
                     bound=bound,
-                    times_input=a["times_input"],
+                    times_input=step.times_input,
                     refresh=refresh,
                 )
             return evaluate_polynomial(self.ev, ct, coef[0], target_scale=ct.scale, bound=bound)
 
         return self._elementwise(value, one, (2 if refresh else 4) * self.pool.workers)
 
-    def _refresh(self, step: Step, value) -> Refresh | None:
+    def _refresh(self, step: Poly | RotationMax, value) -> Refresh | None:
         """How a chain bootstraps part way (None: it does not); one ciphertext: two threads in each bootstrap."""
         return step_refresh(step, self.program.params.max_level, parallel=len(value) == 1)
 
-    def _max_level(self, step: Step) -> int:
+    def _max_level(self, step: MaxBatch | RotationMax) -> int:
         """The level a max step's windows end at."""
-        if "refresh" in step.attrs:
+        if step.refresh is not None:
             return refreshed_level(step, self.program.params.max_level)[0]
         return step.level - max_step_levels(step)
 
-    def _max_batch(self, i: int, step: Step, value):
+    @handles(StepKind.MAX_BATCH)
+    def _max_batch(self, i: int, step: MaxBatch, value):
         """Each CSR row's largest ciphertext by a tree of composite maxima (henn.kernels.composite_max), on the
         pool; each input is dropped after the last row reading it."""
-        indptr, indices = step.arrays["indptr"], step.arrays["indices"]
-        series, bound = list(step.arrays["coefficients"]), float(step.attrs["bound"])
+        indptr, indices = step.indptr, step.indices
+        series, bound = list(step.coefficients), float(step.bound)
         level, refresh = self._max_level(step), step_refresh(step, self.program.params.max_level)
         rows = len(indptr) - 1
         last = np.full(len(value), -1)
@@ -279,31 +293,37 @@ class Executor:
                 value[k] = None
         return out
 
-    def _rotation_max(self, i: int, step: Step, value):
+    @handles(StepKind.ROTATION_MAX)
+    def _rotation_max(self, i: int, step: RotationMax, value):
         """Every window's largest slot by rotations and composite maxima within each ciphertext."""
-        series, bound = list(step.arrays["coefficients"]), float(step.attrs["bound"])
-        level, refresh, ops = self._max_level(step), self._refresh(step, value), step.arrays["ops"]
+        series, bound = list(step.coefficients), float(step.bound)
+        level, refresh, ops = self._max_level(step), self._refresh(step, value), step.ops
         return self._elementwise(
             value, lambda ct: rotation_max(self.ev, ct, ops, series, bound, level, refresh), 2 * self.pool.workers
         )
 
-    def _bootstrap(self, i: int, step: Step, value):
+    @handles(StepKind.BOOTSTRAP)
+    def _bootstrap(self, i: int, step: Bootstrap, value):
         """One ciphertext: the backend splits the bootstrap over two threads; several: the pool runs
         whole bootstraps side by side (two per worker at most: each holds gigabytes of scratch)."""
-        bound, inner = float(step.attrs["bound"]), len(value) == 1
+        bound, inner = float(step.bound), len(value) == 1
         return self._elementwise(
             value, lambda ct: self.ev.bootstrap(ct, bound=bound, parallel=inner), 2 * self.pool.workers
         )
 
-    def _register(self, step: Step, value, registers: dict[int, list[Ciphertext]]):
-        """save / load / add (henn.program): values a graph-shaped network keeps for later."""
-        r = step.attrs["register"]
-        if step.kind == StepKind.SAVE:
-            registers[r] = list(value)  # the current value's steps drop their own list's entries
-            return value
-        other = registers.pop(r)
-        if step.kind == StepKind.LOAD:
-            return other
+    @handles(StepKind.SAVE)
+    def _save(self, i: int, step: Save, value):
+        """Keep the current value in a register (a graph-shaped network reads it later)."""
+        self._registers[step.register] = list(value)  # the current value's steps drop their own list's entries
+        return value
+
+    @handles(StepKind.LOAD)
+    def _load(self, i: int, step: Load, value):
+        return self._registers.pop(step.register)
+
+    @handles(StepKind.ADD)
+    def _add(self, i: int, step: Add, value):
+        other = self._registers.pop(step.register)
         return self.pool.map(lambda k: self._add_aligned(value[k], other[k], step.level), range(len(value)))
 
     def _add_aligned(self, a: Ciphertext, b: Ciphertext, level: int) -> Ciphertext:
@@ -328,10 +348,11 @@ class Executor:
     MAX_COEFFICIENT_SCALE = 2.0**56  # |coefficient| * scale stays far below 2^63 when encoded
     MIN_COEFFICIENT_SCALE = 2.0**30
 
-    def _cpoly(self, i: int, step: Step, value):
+    @handles(StepKind.CHANNEL_POLY)
+    def _cpoly(self, i: int, step: ChannelPoly, value):
         """Per-slot b x + c (degree 1) or (a x + b) x + c (degree 2): two plaintext products and one
         ciphertext product, two levels; each coefficient row is the one of its ciphertext."""
-        coef, degree = step.arrays["coefficients"], int(step.attrs["degree"])
+        coef, degree = step.coefficients, int(step.degree)
         target, be = float(self.backend.params.default_scale), self.backend
 
         def encode(vec, ct, scale):
@@ -350,8 +371,9 @@ class Executor:
         value[:] = [None] * len(value)
         return out
 
-    def _taps(self, i: int, step: Step, value):
-        n_taps = len(step.arrays["weight"])
+    @handles(StepKind.TAPS)
+    def _taps(self, i: int, step: Taps, value):
+        n_taps = len(step.weight)
 
         def part(rng):
             return self.ev.dot_plain([value[t] for t in rng], [self._weight(i, step, t) for t in rng])
@@ -359,26 +381,26 @@ class Executor:
         acc = self.ev.add_many(self.pool.map(part, self.pool.chunks(n_taps)))
         if step.rescale:
             acc = self.ev.rescale(acc)
-        period = step.attrs["period"]
-        for k in range(int(step.attrs["blocks"]).bit_length() - 1):  # sum the blocks of taps
-            acc = self.ev.add(acc, self.ev.rotate(acc, period << k))
-        return [self.ev.add(acc, self.weights.bias(i, step.arrays["bias"], acc))]
+        for k in range(int(step.blocks).bit_length() - 1):  # sum the blocks of taps
+            acc = self.ev.add(acc, self.ev.rotate(acc, step.period << k))
+        return [self.ev.add(acc, self.weights.bias(i, step.bias, acc))]
 
-    def _mpool(self, i: int, step: Step, value):
+    @handles(StepKind.ROTATION_POOL)
+    def _mpool(self, i: int, step: RotationPool, value):
         """2x2 sum-pool on multiplexed layouts: x + rot(x, gap), then the same with gap * width."""
 
         def pool(x):
-            for s in step.attrs["steps"]:
+            for s in step.steps:
                 x = self.ev.add(x, self.ev.rotate(x, int(s)))
             return x
 
         return self.pool.map(pool, value)
 
-    def _bsgs(self, i: int, step: Step, value):
+    @handles(StepKind.BSGS)
+    def _bsgs(self, i: int, step: Bsgs, value):
         """Every linear transform (one or several ciphertexts, grouped): henn.kernels.bsgs."""
-        a = step.attrs
-        t = Transform(step.arrays["entries"], a["cts_in"], a["cts_out"], a["stride"], a["fold"], a["fold_stride"])
-        biases, index = step.arrays["biases"], step.arrays["bias_index"]
+        t = Transform(step.entries, step.cts_in, step.cts_out, step.stride, step.fold, step.fold_stride)
+        biases, index = step.biases, step.bias_index
         return evaluate(
             self.ev,
             value,
@@ -392,3 +414,7 @@ class Executor:
 
     def close(self) -> None:
         self.pool.close()
+
+
+# one handler per step kind, derived from henn.program.STEPS: import fails where a kind has none
+HANDLERS: dict[StepKind, Handler] = kind_table(_HANDLERS, "the executor")

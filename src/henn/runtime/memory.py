@@ -13,7 +13,7 @@ import psutil
 
 from henn.errors import InputError, UnsupportedOperation
 from henn.packing import memory
-from henn.program import REGISTER_KINDS, STEPS, Program, Step, StepKind, degree_after
+from henn.program import STEPS, Add, Bsgs, Load, Program, Register, Save, degree_after
 
 MEMORY_SHARE = 0.6  # of the machine's memory, for ciphertexts alive at once plus cached weight plaintexts
 
@@ -48,20 +48,20 @@ def plaintext_bytes(backend, level: int) -> int:
     return memory.plaintext_bytes(backend.params.n, level) if backend.encrypts else 16 * backend.slots
 
 
-def baby_window(step: Step) -> int:
+def baby_window(step: Bsgs) -> int:
     """Most baby-step rotations a BSGS step holds at once: inputs stay cached from the first to the
     last output that reads them (outputs run in order)."""
-    ent = step.arrays["entries"]
+    ent = step.entries
     if not len(ent):
         return 0
-    n_in = int(step.attrs["cts_in"])
+    n_in = int(step.cts_in)
     first = np.full(n_in, np.iinfo(np.int64).max)
     last = np.full(n_in, -1)
     np.minimum.at(first, ent[:, 0], ent[:, 1])
     np.maximum.at(last, ent[:, 0], ent[:, 1])
     babies = np.bincount(np.unique(ent[:, [0, 3]], axis=0)[:, 0], minlength=n_in)  # distinct babies, incl. 0
     used = last >= 0
-    events = np.zeros(int(step.attrs["cts_out"]) + 1, np.int64)
+    events = np.zeros(int(step.cts_out) + 1, np.int64)
     np.add.at(events, first[used], babies[used] - 1)  # the input itself is counted with the step's inputs
     np.add.at(events, last[used] + 1, -(babies[used] - 1))
     return int(np.cumsum(events).max())
@@ -73,17 +73,17 @@ def program_stages(program: Program) -> list[memory.Stage]:
     registers: dict[int, int] = {}  # register -> ciphertexts it keeps
     levels = [program.final_level]  # each step's output level: the input level of the next non-register step
     for s in reversed(program.steps[1:]):
-        levels.append(levels[-1] if s.kind in REGISTER_KINDS else s.level)
+        levels.append(levels[-1] if isinstance(s, Register) else s.level)
     levels.reverse()
     for step, level_out in zip(program.steps, levels):
         spec = STEPS[step.kind]
         out = spec.outputs(step, count)
-        if step.kind == StepKind.SAVE:
-            registers[step.attrs["register"]] = count
-        elif step.kind in (StepKind.LOAD, StepKind.ADD):
-            out = registers.pop(step.attrs["register"], count)
-        held = baby_window(step) if step.kind == StepKind.BSGS else 0
-        level = step.level if step.kind not in REGISTER_KINDS else level_out
+        if isinstance(step, Save):
+            registers[step.register] = count
+        elif isinstance(step, (Load, Add)):
+            out = registers.pop(step.register, count)
+        held = baby_window(step) if isinstance(step, Bsgs) else 0
+        level = level_out if isinstance(step, Register) else step.level
         degree_out = degree_after(step, degree)
         stages.append(
             memory.Stage(
