@@ -115,7 +115,7 @@ def test_cifar_zoo_model_single_mode_on_real_images():
     with henn.compile(str(path), backend="plain", mode="single") as cm:
         assert cm.params.log_n == 15 and not cm.params.insecure and cm.depth == 10
         steps = [s for s in cm.program.steps if s.kind == "bsgs"]
-        assert len(steps) == 4 and steps[0].attrs["cts_out"] == 2  # 32 x 32 x 32 = 2 ciphertexts of 16384
+        assert len(steps) == 4 and steps[0].cts_out == 2  # 32 x 32 x 32 = 2 ciphertexts of 16384
         ref = cm.reference(x[:2])
         enc = cm.run(x[:2])
     assert np.max(np.abs(enc - ref)) < 1e-2 and (enc.argmax(1) == ref.argmax(1)).all()

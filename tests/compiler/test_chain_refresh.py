@@ -25,7 +25,7 @@ from henn.errors import UnsupportedOperation  # noqa: E402
 from henn.kernels.chebyshev import chain_depth, chebyshev_depth, evaluate_chain  # noqa: E402
 from henn.kernels.composite_max import pairwise_max, rotation_max  # noqa: E402
 from henn.max_tree import max_numpy, rotation_ops  # noqa: E402
-from henn.program import Program  # noqa: E402
+from henn.program import Program, refreshes  # noqa: E402
 from residual_params import insecure  # noqa: E402
 from test_approximated_activations import SHAPE, _torch  # noqa: E402
 from test_maxpool import _budget, _check  # noqa: E402
@@ -137,7 +137,7 @@ def _compile(model, cal, backend, mode):
 
 
 def _refreshing(cm) -> list[str]:
-    return [s.name for s in cm.program.steps if "refresh" in s.attrs]
+    return [s.name for s in cm.program.steps if refreshes(s)]
 
 
 @pytest.mark.parametrize("mode", ["single", "batch"])
@@ -150,7 +150,9 @@ def test_relu_and_maxpool_deeper_than_a_run_on_the_plain_backend(mode, digits):
         assert relu["refreshes"] > 0 and pool["refreshes"] > 0
         assert "bootstrapping part way" in cm.describe() and "bootstraps per ciphertext part way" in cm.describe()
         again = Program.from_bytes(cm.program.to_bytes())
-        assert [s.attrs.get("refresh") for s in again.steps] == [s.attrs.get("refresh") for s in cm.program.steps]
+        assert [getattr(s, "refresh", None) for s in again.steps] == [
+            getattr(s, "refresh", None) for s in cm.program.steps
+        ]
         got = cm.run(test[: 8 if mode == "single" else 36])
         budget = _budget(cm, model[4].weight.detach().numpy())
     _check(got, _torch(model, test[: len(got)]), budget)
@@ -180,7 +182,7 @@ def test_placement_weighs_the_bootstraps_inside_activations():
 
 
 def test_verify_checks_refreshing_steps(digits):
-    from henn.program import ProgramError, StepKind, refreshes, step_archive, step_from_archive
+    from henn.program import ProgramError, StepKind, step_archive, step_from_archive
 
     cal, _ = digits
     with _compile(_cnn(), cal, "plain", "single") as cm:

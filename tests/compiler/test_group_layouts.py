@@ -114,7 +114,7 @@ def test_group_choice_streams_weights_when_nothing_fits_with_them():
 
 def test_mnist_keeps_the_plain_batch_axis():
     c = compile_model(build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="batch"))
-    assert c.program.group == 1 and c.program.input_pack["kind"] == "batch"
+    assert c.program.group == 1 and c.program.packing.kind == "batch"
     assert c.program.images_per_set == c.program.params.slots
 
 

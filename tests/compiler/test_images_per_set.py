@@ -21,7 +21,7 @@ from henn.ir.synthetic import random_resnet
 from henn.packing.layout import bit_reverse, image_starts
 from henn.packing.multi import feature_layout
 from henn.passes import CompileOptions, run_pipeline
-from henn.program import Program, ProgramError, StepKind
+from henn.program import Bsgs, Program, ProgramError
 
 DEEP = "insecure_test_images_l17"
 BOOT = "insecure_test_images_boot_l9"
@@ -38,7 +38,7 @@ def _program(images_per_set: int) -> Program:
 
 
 def _entries(program: Program) -> int:
-    return sum(len(s.arrays["entries"]) for s in program.steps if s.kind == StepKind.BSGS)
+    return sum(len(s.entries) for s in program.steps if isinstance(s, Bsgs))
 
 
 def test_bit_reverse_and_image_starts():
@@ -72,7 +72,7 @@ def test_layouts_hold_every_image_once():
 @pytest.mark.parametrize("per_set", [2, 4, 8])
 def test_packed_programs_compute_every_image(images, per_set):
     program = _program(per_set)
-    assert program.images_per_set == per_set and program.input_pack["images"] == per_set
+    assert program.images_per_set == per_set and program.packing.images_per_set == per_set
     g = random_resnet()
     x = images[:8]
     out = np.concatenate([simulate(program, x[i : i + per_set]) for i in range(0, len(x), per_set)])

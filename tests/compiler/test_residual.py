@@ -229,7 +229,7 @@ def test_a_chain_with_per_channel_polynomials_runs_multiplexed_and_batch_refuses
     with pytest.raises(UnsupportedOperation, match="per-channel polynomials"):
         run_pipeline(g, CompileOptions(mode="batch"))
     program = lower(run_pipeline(g, CompileOptions(mode="single", params=insecure(DEEP, 17))))
-    assert program.input_pack["kind"] == "multi" and any(s.kind == StepKind.CHANNEL_POLY for s in program.steps)
+    assert program.packing.kind == "multi" and any(s.kind == StepKind.CHANNEL_POLY for s in program.steps)
     x = rng.uniform(0, 1, (1, 2, 6, 6))
     np.testing.assert_allclose(simulate(program, x), interpret.run(g, x), rtol=1e-9, atol=1e-9)
 

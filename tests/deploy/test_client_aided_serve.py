@@ -19,7 +19,7 @@ from henn.deploy.client_model import ClientModel
 from henn.deploy.local import Client
 from henn.deploy.wire import CONTENT_TYPE, split
 from henn.errors import InputError
-from henn.program import WEIGHT_KINDS, weight_count, weight_vector
+from henn.program import WEIGHT_KINDS, step_archive, weight_count, weight_vector
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -80,7 +80,7 @@ def test_the_client_part_has_the_packing_and_no_weights(model):
     arrays = [p.detach().numpy() for p in model[0].parameters()]
     for program in whole.programs:
         for step in program.steps:
-            arrays += list(step.arrays.values())
+            arrays += list(step_archive(step)[1].values())
             if step.kind in WEIGHT_KINDS:
                 rows = [weight_vector(step, r) for r in range(weight_count(step))]
                 arrays += rows + [r.astype(np.complex128) for r in rows]
@@ -88,10 +88,13 @@ def test_the_client_part_has_the_packing_and_no_weights(model):
     blob = part.to_bytes()
     assert leaked_windows(blob, arrays) == 0
     # the check sees arrays where they are: the packing maps in this (uncompressed) part, the steps' weights
-    maps = [np.asarray(v, np.int64) for p in part.programs for v in p.input_pack.values() if isinstance(v, np.ndarray)]
+    maps = [np.asarray(getattr(p.packing, k), np.int64) for p in part.programs for k in p.packing.maps]
     assert np.ascontiguousarray(maps[0]).tobytes()[:64] in blob
     steps = b"".join(
-        np.ascontiguousarray(a).tobytes() for p in whole.programs for st in p.steps for a in st.arrays.values()
+        np.ascontiguousarray(a).tobytes()
+        for p in whole.programs
+        for st in p.steps
+        for a in step_archive(st)[1].values()
     )
     assert leaked_windows(steps, arrays) > 100
 

@@ -20,7 +20,7 @@ from henn.deploy.client_model import FORMAT, ClientModel
 from henn.deploy.serve import build
 from henn.deploy.service import Limits
 from henn.errors import InputError, SerializationError
-from henn.program import weight_count, weight_vector
+from henn.program import step_archive, weight_count, weight_vector
 
 WINDOW = 16
 
@@ -36,7 +36,7 @@ def weight_arrays(cm) -> list[np.ndarray]:
     graphs the input checks are cut from."""
     arrays = [numpy_helper.to_array(t) for t in onnx.load(str(ZOO)).graph.initializer]
     for step in cm.program.steps:
-        arrays += list(step.arrays.values())
+        arrays += list(step_archive(step)[1].values())
         if step.kind in ("taps", "bsgs"):
             rows = [weight_vector(step, r) for r in range(weight_count(step))]
             arrays += rows + [r.astype(np.complex128) for r in rows]

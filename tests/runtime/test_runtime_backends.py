@@ -95,7 +95,7 @@ def test_grouped_batch_mode_cifar_architecture(backend, rng):
     model = build_cnn(cifar_layers("swish-rg7-deg4", (4, 8, 4), 8), (3, 16, 16), seed=9)
     with henn.compile(model, backend=backend, mode="batch", params=short_params(10, 12), batch_group=4) as cm:
         p = cm.program
-        assert p.input_pack["kind"] == "grouped" and p.images_per_set == 512
+        assert p.packing.kind == "grouped" and p.images_per_set == 512
         assert all(s % 512 == 0 for s in p.rotation_steps) and p.rotation_steps
         x = rng.uniform(0, 1, (3, 3, 16, 16))
         ref = cm.reference(x)
@@ -146,7 +146,7 @@ def test_lazy_relinearization_keeps_the_eager_precision(backend, monkeypatch):
             )
         model = str(ZOO / "mnist-cnn_square.onnx")
         with henn.compile(model, backend=backend, mode="batch", params=presets.get(name)) as cm:
-            assert [s.attrs["relin"] for s in cm.program.steps if s.kind == "act"] == [True, not lazy]
+            assert [s.relin for s in cm.program.steps if s.kind == "act"] == [True, not lazy]
             enc, ref = cm.run(x), cm.reference(x)
             assert (enc.argmax(1) == ref.argmax(1)).all()
             errors[lazy] = np.max(np.abs(enc - ref))

@@ -68,8 +68,8 @@ def test_cifar_shaped_single_over_several_ciphertexts(act, rng):
     depth = 10 if act == "swish-rg7-deg4" else 7
     c = compile_model(model, None, CompileOptions(mode="single", params=short_params(depth, 12)))
     steps = [s for s in c.program.steps if s.kind == "bsgs"]
-    assert [(s.attrs["cts_in"], s.attrs["cts_out"]) for s in steps] == [(2, 8), (8, 1), (1, 1), (1, 1)]
-    assert c.program.input_pack["kind"] == "multi"
+    assert [(s.cts_in, s.cts_out) for s in steps] == [(2, 8), (8, 1), (1, 1), (1, 1)]
+    assert c.program.packing.kind == "multi"
     check_three_way(c, rng.uniform(0, 1, (2, 3, 32, 32)))
 
 
@@ -80,7 +80,7 @@ def test_cifar_shaped_grouped_batch_three_way(act, rng):
     depth = 10 if act == "swish-rg7-deg4" else 7
     c = compile_model(model, None, CompileOptions(mode="batch", params=short_params(depth), batch_group=8))
     p = c.program
-    assert p.input_pack["kind"] == "grouped" and p.images_per_set == 128 and p.input_cts == 32 * 32
+    assert p.packing.kind == "grouped" and p.images_per_set == 128 and p.input_cts == 32 * 32
     assert [s.kind for s in p.steps].count("bsgs") == 4
     check_three_way(c, rng.uniform(0, 1, (p.images_per_set + 2, 3, 32, 32)))
 
@@ -244,5 +244,5 @@ def test_memory_counts_unrelinearized_products_as_one_and_a_half():
     program = compile_model(build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="batch")).program
     stages = program_stages(program)
     acts = [(st, s) for st, s in zip(stages, program.steps) if s.kind == StepKind.ACT]
-    assert [(st.cts_in, st.cts_out, s.attrs["relin"]) for st, s in acts] == [(720, 720, True), (800, 1200, False)]
+    assert [(st.cts_in, st.cts_out, s.relin) for st, s in acts] == [(720, 720, True), (800, 1200, False)]
     assert (stages[-1].cts_in, stages[-1].cts_out) == (1200, 10)

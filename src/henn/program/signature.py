@@ -88,25 +88,6 @@ class PackedIO:
     def output_cts(self) -> int:
         return self.packing.output_cts(self.output, self.params.slots)
 
-    # the fields these replaced, for readers not yet migrated
-    @property
-    def input_pack(self) -> dict[str, Any]:
-        maps: dict[str, np.ndarray] = {}
-        pack = packing_header(self.packing, maps)
-        return {**pack, **{k[3:]: v for k, v in maps.items()}}
-
-    @property
-    def output_elem(self) -> np.ndarray | None:
-        return self.output.elem
-
-    @property
-    def output_gain(self) -> float:
-        return self.output.gain
-
-    @property
-    def output_offset(self) -> np.ndarray | None:
-        return self.output.offset
-
     def io_header(self, arrays: dict[str, np.ndarray]) -> dict:
         """These facts as a file's JSON header (the arrays go into `arrays`); io_fields() reads them back."""
         maps: dict[str, np.ndarray] = {}

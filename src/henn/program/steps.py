@@ -63,15 +63,6 @@ class Step:
     level: int  # the level of its input ciphertexts
     rescale: bool = False  # whether it rescales its output (one level)
 
-    @property
-    def attrs(self) -> dict[str, Any]:
-        """The attributes as the file's header holds them (optional ones only where set)."""
-        return step_archive(self)[0]["attrs"]
-
-    @property
-    def arrays(self) -> dict[str, np.ndarray]:
-        return step_archive(self)[1]
-
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Csr(Step):

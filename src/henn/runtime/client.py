@@ -92,30 +92,10 @@ class Client:
         slots, per = self.backend.slots, self.program.images_per_set
         if not 1 <= len(x) <= per:
             raise InputError(f"a ciphertext set holds 1 to {per} images, got {len(x)}: split them (Client.batches)")
-        pack = self.program.input_pack
         # a partial set repeats its images where images are missing: the server computes on every position,
         # and a bootstrap wraps the whole ciphertext around when any value leaves its calibrated range, which
         # an empty (zero) image need not respect (ResNet-20: 10.3 before a bootstrap calibrated to 9.19)
-        full = x[np.arange(per) % len(x)]
-        if pack["kind"] == "batch":
-            if self.program.complex_packed:  # image b in the real part of slot b, image b + slots in its imaginary part
-                return list(full[:slots].T + 1j * full[slots:].T)
-            return list(full.T)
-        if pack["kind"] == "grouped":  # virtual slot j of image b at physical slot j * B + b
-            elem = pack["elem"]
-            vals = np.where(elem >= 0, full[:, np.maximum(elem, 0)], 0.0)  # (images, K * G)
-            return list(vals.reshape(per, -1, int(pack["group"])).transpose(1, 2, 0).reshape(-1, slots))
-        if pack["kind"] == "multi":  # whole ciphertexts; element b * n + e is pixel e of image b (absent: 0)
-            elem, flat = pack["elem"], full.reshape(-1)
-            return list(np.where(elem >= 0, flat[np.maximum(elem, 0)], 0.0).reshape(-1, slots))
-        flat = x[0]
-        if pack["kind"] == "taps":
-            idx = pack["index"]
-            vecs = np.where(idx >= 0, flat[np.maximum(idx, 0)], 0.0)
-        else:
-            elem = pack["elem"]
-            vecs = np.where(elem >= 0, flat[np.maximum(elem, 0)], 0.0)[None]
-        return [np.tile(v, slots // len(v)) for v in vecs]
+        return self.program.packing.pack(x[np.arange(per) % len(x)], slots)
 
     def encrypt(self, images: np.ndarray) -> list[Ciphertext]:
         """Ciphertexts of one set of images (B, *input_shape), checked as CompiledModel.run checks them."""
@@ -146,27 +126,8 @@ class Client:
         p = self.program
         vecs = self.pool.map(lambda ct: self.backend.decrypt_decode(ct, sk, as_complex=p.complex_packed), cts)
         self.seconds["decrypt"] += time.perf_counter() - t0
-        if p.input_pack["kind"] == "batch":
-            out = np.stack(vecs, axis=1)
-            if p.complex_packed:
-                out = np.concatenate([out.real, out.imag])
-            out = out[:n_images]
-        elif p.input_pack["kind"] == "grouped":
-            elem = _output_elem(p)
-            virt = np.stack(vecs).reshape(-1, p.images_per_set)[:, :n_images]  # (K * G, images)
-            out = np.zeros((n_images, p.n_outputs))
-            used = np.nonzero(elem >= 0)[0]
-            out[:, elem[used]] = virt[used].T
-        else:  # single mode: output element b * n + o is logit o of image b
-            elem, flat = _output_elem(p), np.concatenate(vecs)
-            out = np.zeros(per * p.n_outputs)
-            used = np.nonzero(elem >= 0)[0][::-1]
-            out[elem[used]] = flat[used]
-            out = out.reshape(per, p.n_outputs)[:n_images]
-        out = out * p.output_gain
-        if p.output_offset is not None:
-            out = out + np.asarray(p.output_offset).reshape(1, -1)
-        return out.reshape((len(out),) + tuple(p.output_shape))
+        logits = p.packing.unpack(vecs, p.output, p.params.slots, n_images)
+        return p.output.finish(logits)
 
     def close(self) -> None:
         self.pool.close()
@@ -184,9 +145,3 @@ class Client:
     @property
     def n_inputs(self) -> int:
         return math.prod(self.program.input_shape)
-
-
-def _output_elem(p: Program) -> np.ndarray:
-    """The logical output index of each output slot: every packing but batch has them."""
-    assert p.output_elem is not None
-    return p.output_elem
