@@ -16,7 +16,8 @@ from henn.errors import SecurityError, SerializationError
 from henn.frontend.onnx_build import build_cnn, mnist_layers
 from henn.packing import bsgs
 from henn.passes import CompileOptions
-from henn.program import Act, Bsgs, Program, ProgramError, Step, StepKind, step_archive
+from henn.program import Act, Bsgs, Program, ProgramError, Step, StepKind, kind_table, step_archive
+from henn.runtime.executor import HANDLERS
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +133,9 @@ def test_loader_refuses_malformed_files(single, monkeypatch):
 
 
 def test_a_new_step_kind_is_a_spec_in_the_registry(single):
-    assert set(program_module.STEPS) == set(StepKind) == set(program_module.STEP_CLASSES)
+    assert set(program_module.STEPS) == set(StepKind) == set(program_module.STEP_CLASSES) == set(HANDLERS)
+    with pytest.raises(ImportError, match=r"the executor has no entry for step kinds \['mmax'\]"):
+        kind_table({k: h for k, h in HANDLERS.items() if k != StepKind.ROTATION_MAX}, "the executor")
     step = Act(name="extra", level=single.final_level, form="identity", shift=0.5, inner=0, tcoef=0, relin=True)
     dataclasses.replace(single, steps=[*single.steps, step]).verify()
 

@@ -3,12 +3,12 @@ model files' archive form (a JSON manifest member beside NumPy arrays, no pickle
 
 from __future__ import annotations
 
-import io
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
+
+from henn.program.archive import write_archive
 
 
 def write_atomic(path: str | Path, data: bytes | Iterable[bytes]) -> int:
@@ -22,8 +22,6 @@ def write_atomic(path: str | Path, data: bytes | Iterable[bytes]) -> int:
 
 
 def archive(manifest: dict, arrays: dict[str, np.ndarray]) -> bytes:
-    """An .npz archive of `arrays` and the JSON member __manifest__ (read back by henn.program.open_archive)."""
-    members = dict(arrays, __manifest__=np.frombuffer(json.dumps(manifest).encode(), np.uint8))
-    buf = io.BytesIO()
-    np.savez(buf, **members)  # type: ignore[arg-type]  # numpy's stub misreads **kwds
-    return buf.getvalue()
+    """An .npz archive (uncompressed) of `arrays` and the JSON member __manifest__ (read back by
+    henn.program.open_archive)."""
+    return write_archive("__manifest__", manifest, arrays, compress=False)

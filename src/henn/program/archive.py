@@ -141,11 +141,12 @@ def _read_data(member, n: int, name: str) -> np.ndarray:
     return out
 
 
-def write_archive(header_name: str, header: dict, arrays: dict[str, np.ndarray]) -> bytes:
+def write_archive(header_name: str, header: dict, arrays: dict[str, np.ndarray], compress: bool = True) -> bytes:
     """An .npz archive of `arrays` and the JSON member `header_name` (what open_archive reads back)."""
     members = {**arrays, header_name: np.frombuffer(json.dumps(header).encode(), np.uint8)}
     buf = io.BytesIO()
-    np.savez_compressed(buf, **members)  # type: ignore[arg-type]  # numpy's stub misreads **kwds
+    save = np.savez_compressed if compress else np.savez
+    save(buf, **members)  # type: ignore[arg-type]  # numpy's stub misreads **kwds
     return buf.getvalue()
 
 
