@@ -165,7 +165,7 @@ class Pipeline:
         n = len(self.sets)
         t0 = time.time()
         requests = (loop.request(i, len(r), c) for i, (r, c) in enumerate(zip(self.sets, self.cts)))
-        self.session.evaluate(requests, n, on_result)
+        t.request_bytes = self.session.evaluate(requests, n, on_result).request_bytes
         wall = time.time() - t0 - t.decrypt
         t.in_order(n)
         return wall, [arrived[i] - t0 for i in range(n)], t, [got[i] for i in range(n)]
@@ -179,7 +179,7 @@ class Pipeline:
             "cluster_wall_s": wall,
             "arrivals_s": arrivals,
             "stages_each_set_s": t.stages,
-            "request_mib_per_set": t.request_bytes / len(got) / 2**20 if t.request_bytes else None,
+            "request_mib_per_set": t.request_bytes / len(got) / 2**20,
             "responses_identical": all(g == e for g, e in zip(got, expected)),
             "overhead_run": wall / sum(single_s) - 1,
             "overhead_steady": (max(arrivals) - first_done) / sum(single_s[1:]) - 1,
