@@ -153,6 +153,14 @@ def _observed_preactivation(model) -> list[float] | None:
 
 
 class CompiledModel:
+    """A compiled model: its Program (henn.program) and the sessions that run it on one backend.
+
+    `run(x)` encrypts each set of images on a client session, evaluates the ciphertexts on a server session
+    holding only the evaluation keys, and decrypts the logits; `reference(x)` is the plaintext model it is
+    checked against. Sessions (keys, encoded weights) are made on first use and kept until `close()` or the
+    end of a `with` block. Build one with `henn.compile`.
+    """
+
     def __init__(self, compiled: Compiled, backend: str, activation_check: bool | str = True,
                  threads: int | None = None):
         self.compiled = compiled
@@ -192,6 +200,7 @@ class CompiledModel:
         return self.program.input_shape
 
     def describe(self) -> str:
+        """One line: the mode, parameters, depth, rotation keys, bootstraps and why these parameters."""
         p = self.program
         boots = f", {p.bootstrap_steps} bootstraps" if p.bootstrap_steps else ""
         inner = p.bootstraps - p.bootstrap_steps
@@ -320,6 +329,7 @@ class CompiledModel:
         return client, server
 
     def close(self) -> None:
+        """Drop every session's keys and encoded weights and close the backends (memory back to the system)."""
         sessions, self._sessions = list(self._sessions.values()), {}
         backends = []
         while sessions:  # drop every key and plaintext before the backends close and give their memory back

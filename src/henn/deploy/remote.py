@@ -36,6 +36,14 @@ class RemoteError(HennError):
 
 
 class RemoteModel:
+    """A model served by `henn serve`, used from the client side (`henn.connect(url)`).
+
+    On opening it reads the server's client model file (no weights unless the owner opted in), makes the keys
+    here, uploads the evaluation keys only and opens a session. `predict(images)` encrypts each ciphertext
+    set, sends it, and decrypts the answer; the secret key never leaves this process. `close()` ends the
+    session on the server.
+    """
+
     def __init__(
         self,
         url: str,
@@ -120,6 +128,7 @@ class RemoteModel:
         return np.concatenate(outs)
 
     def predict_set(self, x: np.ndarray, *, checked: bool = False) -> np.ndarray:
+        """Logits of one ciphertext set's images (at most the set size; `checked`: already validated)."""
         if self.client.segments > 1:
             return self._segments(x if checked else self.client.check(x))
         t0 = time.perf_counter()
@@ -187,6 +196,7 @@ class RemoteModel:
         self.client.save(path, passphrase=passphrase)
 
     def close(self, *, delete: bool = True) -> None:
+        """End the session (with `delete`, the server drops its keys at once) and release the client."""
         if delete:
             try:
                 self._call("DELETE", f"/v1/sessions/{self.session}")
