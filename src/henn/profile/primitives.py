@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 SCALAR = 0.75  # the constant of multiply_scalar
 BOOTSTRAP_OPS = ("keygen_bootstrap", "bootstrap")
-OPS = (
+CORE_OPS = (
     "encode",
     "encrypt",
     "decrypt",
@@ -51,7 +51,8 @@ OPS = (
     "rotate_sum",
     "keygen_sk_pk_relin",
     "keygen_galois",
-) + BOOTSTRAP_OPS
+)  # every primitive but bootstrapping
+OPS = CORE_OPS + BOOTSTRAP_OPS
 
 
 class _Fixture:

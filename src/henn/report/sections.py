@@ -5,25 +5,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from henn.profile.primitives import BOOTSTRAP_OPS
+from henn.profile.primitives import CORE_OPS as PRIMITIVE_OPS
 from henn.report import figures
 from henn.report.document import Section, Table, compact_bits, fmt
 
-PRIMITIVE_OPS = (
-    "encode",
-    "encrypt",
-    "decrypt",
-    "decode",
-    "add",
-    "multiply_relin",
-    "rescale",
-    "multiply_plain",
-    "multiply_scalar",
-    "rotate",
-    "rotate_hoisted",
-    "rotate_sum",
-    "keygen_sk_pk_relin",
-    "keygen_galois",
-)
 SIZE_KINDS = (
     "ciphertext_bytes",
     "ciphertext_level0_bytes",
@@ -33,7 +19,6 @@ SIZE_KINDS = (
     "galois_key_bytes_per_step",
 )
 KERNEL_OPS = ("dot_product", "linear_transform", "polynomial", "activation")
-BOOTSTRAP_OPS = ("keygen_bootstrap", "bootstrap")
 GIB = 2**30
 MB = 2**20
 
