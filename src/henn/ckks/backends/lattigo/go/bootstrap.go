@@ -157,7 +157,7 @@ func (c *ctxObj) genBootstrapKeys(sk *skObj) (*btpKeyObj, error) {
 	if p.EphemeralSecretWeight != 0 {
 		keys.EvkDenseToSparse, keys.EvkSparseToDense = &rlwe.EvaluationKey{}, &rlwe.EvaluationKey{}
 	}
-	btp, err := c.wrapBootstrapKeys(p, keys, dftGarbageRoomBeforeKeys)
+	btp, err := c.wrapBootstrapKeys(p, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -225,8 +225,8 @@ func (c *ctxObj) btpKeyLevels(p *bootstrapping.Parameters) btpKeyLevelSet {
 }
 
 // wrapBootstrapKeys builds the evaluator on keys. Lattigo's DFT generation in big floats, which only a
-// streamed DFT at an encoding precision above dft.Precision128 runs, is allowed `room` bytes of garbage.
-func (c *ctxObj) wrapBootstrapKeys(p *bootstrapping.Parameters, keys *bootstrapping.EvaluationKeys, room int64) (*btpKeyObj, error) {
+// streamed DFT at an encoding precision above dft.Precision128 runs, is allowed dftGarbageRoom of garbage.
+func (c *ctxObj) wrapBootstrapKeys(p *bootstrapping.Parameters, keys *bootstrapping.EvaluationKeys) (*btpKeyObj, error) {
 	var eval *bootstrapping.Evaluator
 	build := func() (err error) {
 		eval, err = bootstrapping.NewEvaluator(*p, keys)
@@ -246,7 +246,7 @@ func (c *ctxObj) wrapBootstrapKeys(p *bootstrapping.Parameters, keys *bootstrapp
 	}
 	var err error
 	if p.BootstrappingParameters.EncodingPrecision() > dft.Precision128 {
-		err = withGarbageRoom(room, shapes)
+		err = withGarbageRoom(dftGarbageRoom, shapes)
 	} else {
 		err = shapes()
 	}

@@ -50,7 +50,7 @@ func (c *ctxObj) unmarshalBootstrapKeys(data []byte) (*btpKeyObj, error) {
 	if err = c.checkBootstrapKeys(p, keys); err != nil {
 		return nil, err
 	}
-	return c.wrapBootstrapKeys(p, keys, dftGarbageRoom)
+	return c.wrapBootstrapKeys(p, keys)
 }
 
 // checkBootstrapKeys: exactly the keys genBootstrapKeys makes, each of the shape of its level.

@@ -191,7 +191,7 @@ func TestStreamedDFTMatchesCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.btpStreamDFT = true
-	streamed, err := c.wrapBootstrapKeys(p, kept.keys, dftGarbageRoom)
+	streamed, err := c.wrapBootstrapKeys(p, kept.keys)
 	if err != nil {
 		t.Fatal(err)
 	}

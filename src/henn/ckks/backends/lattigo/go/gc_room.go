@@ -14,11 +14,6 @@ import (
 // peak, so it stays small.
 const dftGarbageRoom = 1 << 30
 
-// dftGarbageRoomBeforeKeys: the room when the keys are made after the evaluator. The keys then take more
-// memory than this room (boot-n16: 7.1 GB) where the garbage was, so the peak stays; the big-float build
-// went from 16.9 to 8.1 s at N = 2^16 (26.2 to 7.4 s of CPU), most of the difference collections.
-const dftGarbageRoomBeforeKeys = 4 << 30
-
 // withGarbageRoom runs f with the collector off until the Go runtime's memory grows `room` bytes past
 // its size now (a soft memory limit, never above one already set), then restores both settings.
 func withGarbageRoom(room int64, f func() error) error {
