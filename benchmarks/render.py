@@ -137,8 +137,8 @@ FIGURES: dict[str, Figure] = {
         ROWS["serve_load"],
     ),
     "gpu": Figure(
-        ("gpu_h100", "gpu_h100_ops"),
-        "PYTHONPATH=src python3 benchmarks/gpu.py [--sections ops] --out X.json",
+        ("gpu_h100", "gpu_h100_ops", "gpu_h100_bootstrap"),
+        "PYTHONPATH=src python3 benchmarks/gpu.py [--sections ops|bootstrap] --out X.json",
         ROWS["gpu"],
     ),
 }

@@ -342,9 +342,12 @@ def serve_load(docs: list[dict]) -> Rows:
 
 
 def gpu(docs: list[dict]) -> Rows:
-    d = docs[0]
-    ntt, ops, mnist = d["ntt"], docs[-1]["ops"], d["mnist_paper000"]  # the last document: the newest ops
+    def newest(section: str) -> dict:
+        return [d[section] for d in docs if section in d][-1]
+
+    ntt, ops, mnist = newest("ntt"), newest("ops"), newest("mnist_paper000")
     ks = ops["key_switch"]
+    boot = [d["bootstrap"] for d in docs if "bootstrap" in d]
     return [
         ["measure", "result"],
         [
@@ -364,6 +367,13 @@ def gpu(docs: list[dict]) -> Rows:
             f"**{_g(mnist['evaluate_median_s'])} s** an image, {mnist['predictions_equal']}/{mnist['images']} "
             f"predictions equal, max logit err {_e(mnist['max_logit_error'])}",
         ],
+    ] + [
+        [
+            f"bootstrap, {_ring(b['params'])}, every slot",
+            f"**{_g(b['bootstrap']['median_ms'])} ms** ({_g(b['precision_bits']['bootstrap'])} bits; "
+            f"first call {_g(b['first_bootstrap_s'])} s, keygen {_g(b['keygen_s'])} s)",
+        ]
+        for b in boot
     ]
 
 
