@@ -9,7 +9,8 @@ single   segments between activations (henn.passes.choose_packing.segments): the
          first conv (`taps`), pools by rotations (`mpool`) and `bsgs` steps in one ciphertext; over
          several (multiplexed) ciphertexts, the packing units (choose_packing.units) of a chain or a
          graph, with registers (`save`/`load`/`add`) for values read again later (residual networks).
-Every linear transform goes through the same diagonal assembly (henn.packing.bsgs.assemble).
+Every linear transform goes through the same diagonal assembly (henn.packing.bsgs.assemble), of the
+diagonals its plan was priced with (BsgsPlan.diagonals): they are built once, when packing.
 """
 
 from __future__ import annotations
@@ -212,7 +213,9 @@ def _grouped(g: Graph) -> tuple[list[Step], GroupedPacking, np.ndarray]:
         elif isinstance(plan, BsgsPlan):
             shape = g.shape(n.inputs[0])
             lay_in, lay_out = g.values[n.inputs[0]].meta["layout"], g.values[n.output].meta["layout"]
-            diags = grouped.diagonals(lay_in, lay_out, matrices.matrix(n, shape), group)
+            diags = plan.diagonals
+            if diags is None:
+                diags = grouped.diagonals(lay_in, lay_out, matrices.matrix(n, shape), group)
             steps.append(_bsgs_step(n, _level(g, n), diags, plan, matrices.full_bias(n, shape), lay_out))
     elem = g.values[g.input].meta["layout"].elem
     packing = GroupedPacking(shape=tuple(g.input_shape), group=group, elem=elem)
@@ -399,8 +402,10 @@ def _segment_step(g: Graph, seg: list[Node], main: Node, shape) -> Step:
         )
     lay_in = g.values[seg[0].inputs[0]].meta["layout"]
     if lay_in.spans_ciphertexts:
-        diags, bias = multi.transform(lay_in, out, seg, shape)
+        diags, bias = multi.transform(lay_in, out, seg, shape, plan.diagonals)
     else:
         mat, bias, _ = matrices.segment_matrix(seg, shape)
-        diags, _ = single.transform(plan.strategy, plan.blocks, lay_in, mat, main, shape)
+        diags = plan.diagonals
+        if diags is None:
+            diags, _ = single.transform(plan.strategy, plan.blocks, lay_in, mat, main, shape)
     return _bsgs_step(main, level, diags, plan, bias, out)

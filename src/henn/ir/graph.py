@@ -153,11 +153,11 @@ def _fmt(v: Any) -> str:
     if isinstance(v, Enum):
         return repr(v.value)
     if dataclasses.is_dataclass(v) and not isinstance(v, type):  # layouts and plans: fields set apart from defaults
-        return type(v).__name__ + _fmt(
+        return type(v).__name__ + _fmt(  # (not a cache kept out of repr: a plan's diagonals)
             {
                 f.name: getattr(v, f.name)
                 for f in dataclasses.fields(v)
-                if not _is_default(getattr(v, f.name), f.default)
+                if f.repr and not _is_default(getattr(v, f.name), f.default)
             }
         )
     if isinstance(v, np.ndarray):

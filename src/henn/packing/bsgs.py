@@ -37,6 +37,13 @@ class Diagonals:
     length: int  # entries of a diagonal vector (divides period; the vector repeats)
 
 
+def frozen(diags: Diagonals) -> Diagonals:
+    """`diags` with its arrays read-only, to keep on a plan (henn.packing.plans.BsgsPlan.diagonals)."""
+    for a in (diags.key, diags.rows, diags.out_slot, diags.weight):
+        a.setflags(write=False)
+    return diags
+
+
 def diagonals(k_in, k_out, delta, out_slot, weight, period: int, length: int | None = None) -> Diagonals:
     """Group the nonzeros by their distinct (k_in, k_out, delta)."""
     k_in, k_out, delta = (np.asarray(a, np.int64) for a in (k_in, k_out, delta))

@@ -123,5 +123,7 @@ def plan_linear(in_layout: Layout, node, in_shape, group: int, stride: int) -> t
     """(plan, output layout) of one Conv/Gemm on grouped layouts; `stride`: images per ciphertext."""
     mat = matrices.matrix(node, in_shape)
     out = output_layout(infer_shape(node, [tuple(in_shape)]), group)
-    cut = bsgs.split(diagonals(in_layout, out, mat, group).key, group)
-    return BsgsPlan(Strategy.GROUPED, cut, group, in_layout.cts, out.cts, stride=stride, block=group), out
+    diags = bsgs.frozen(diagonals(in_layout, out, mat, group))
+    cut = bsgs.split(diags.key, group)
+    plan = BsgsPlan(Strategy.GROUPED, cut, group, in_layout.cts, out.cts, stride=stride, block=group, diagonals=diags)
+    return plan, out

@@ -106,10 +106,15 @@ def batched(mat: sp.csr_matrix, bias: np.ndarray, images: int) -> tuple[sp.csr_m
     return sp.kron(sp.identity(images, format="csr"), mat, format="csr"), np.tile(bias, images)
 
 
-def transform(in_layout: Layout, out_layout: Layout, nodes, in_shape) -> tuple[bsgs.Diagonals, np.ndarray]:
-    """(Diagonals, flattened bias over every image) of a segment planned by plan_segment."""
+def transform(
+    in_layout: Layout, out_layout: Layout, nodes, in_shape, planned: bsgs.Diagonals | None = None
+) -> tuple[bsgs.Diagonals, np.ndarray]:
+    """(Diagonals, flattened bias over every image) of a segment planned by plan_segment (`planned`: the
+    diagonals it priced, where kept)."""
     mat, bias, _ = matrices.segment_matrix(nodes, in_shape)
     mat, bias = batched(mat, bias, in_layout.images)
+    if planned is not None:
+        return planned, bias
     hybrid = out_layout.kind == LayoutKind.HYBRID
     return diagonals(in_layout, None if hybrid else out_layout, mat, out_layout.period), bias
 
@@ -127,7 +132,10 @@ def plan_segment(in_layout: Layout, nodes, in_shape, base_hw, slots: int) -> tup
         out = feature_layout(out_shape, base_hw, slots, images)
     else:
         out = flat(m // images, slots, images)
-    cut = bsgs.split(diagonals(in_layout, None if hybrid else out, mat, slots).key, slots)
+    diags = bsgs.frozen(diagonals(in_layout, None if hybrid else out, mat, slots))
+    cut = bsgs.split(diags.key, slots)
     fold = int(math.log2(slots // pow2(m))) if hybrid else 0
-    plan = BsgsPlan(Strategy.MULTI, cut, slots, in_layout.cts, out.cts, fold=fold, fold_stride=pow2(m), block=slots)
+    plan = BsgsPlan(
+        Strategy.MULTI, cut, slots, in_layout.cts, out.cts, fold=fold, fold_stride=pow2(m), block=slots, diagonals=diags
+    )
     return plan, out

@@ -14,8 +14,9 @@ in rotations (`cost`: what choose_packing compares when two packings could run a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
@@ -84,6 +85,12 @@ class BsgsPlan:
     fold_stride: int = 0
     block: int = 0  # slots of the output block
     stride: int = 1  # grouped: physical slots between virtual ones (images per ciphertext)
+    # the henn.packing.bsgs.Diagonals the plan was priced with (read-only arrays): lowering assembles these
+    # rather than building them again; None where a plan was made without them
+    diagonals: Any = field(default=None, compare=False, repr=False)
+
+    def __deepcopy__(self, memo) -> BsgsPlan:
+        return self  # frozen, its arrays read-only: every copy of a graph shares the one plan
 
     def rotation_steps(self, slots: int) -> set[int]:
         steps = {s * self.stride for s in (*self.split.baby, *self.split.giant)}

@@ -148,7 +148,16 @@ def plan_segment(in_layout: Layout, nodes, in_shape, max_slots: int = MAX_PERIOD
             cut = bsgs.split(diags.key, period)
             fold = int(math.log2(period // out.period)) if strategy == Strategy.HYBRID else int(math.log2(blocks))
             stride = out.period if strategy == Strategy.HYBRID else base[3] + base[3] // blocks
-            plan = BsgsPlan(strategy, cut, period, blocks=blocks, fold=fold, fold_stride=stride, block=out.period)
+            plan = BsgsPlan(
+                strategy,
+                cut,
+                period,
+                blocks=blocks,
+                fold=fold,
+                fold_stride=stride,
+                block=out.period,
+                diagonals=bsgs.frozen(diags),
+            )
             # hoisted baby steps are cheaper; a blocked output costs the next layer about `fold` more rotations
             cost = cut.cost + fold * (2 if blocks > 1 else 1)
             if best is None or (cost, cut.ndiag) < best[0]:
