@@ -3,7 +3,7 @@
 import pytest
 
 from henn.passes import CompileOptions
-from henn.passes.place_bootstraps import bootstrap_params
+from henn.compiler.parameters import bootstrap_params
 
 
 @pytest.mark.parametrize("backend, preset", [("lattigo", "boot-n16"), ("plain", "boot-n16"), ("gpu", "boot-n16-gpu")])

@@ -13,9 +13,12 @@ from henn.program import Program
 from henn.frontend import load_model
 from henn.ir.meta import required
 from henn.ir.graph import Graph
-from henn.passes import CompileOptions, run_pipeline
+from henn.passes import CompileOptions
+from henn.passes.pipeline import PARAMETER_FREE, stages
 
 log = logging.getLogger(__name__)
+
+CHECKED = "approximate_activations"  # Compiled.checked: the graph after it
 
 
 @dataclass
@@ -28,12 +31,16 @@ class Compiled:
 
 
 def compile_graph(graph: Graph, options: CompileOptions) -> Compiled:
+    """Each pass once: the checked model is the graph after approximate_activations on the way. With
+    precision selection the parameter-free passes run once, the packing and the passes after it once per
+    candidate ring (the packing fills the ring's slots)."""
     if options.selection != "precision" or options.params is not None:
-        return _compile(graph, options)
-    planned = run_pipeline(graph, options, until="place_bootstraps")  # depth and slots: parameter-free
-    checked = run_pipeline(graph, options, until="approximate_activations")
+        checked, final = _passes(graph, options)
+        return _lowered(graph, checked, final, options)
+    checked, free = _passes(graph, options, until=PARAMETER_FREE)
+    _, planned = _passes(free, options, after=PARAMETER_FREE, until="place_bootstraps")  # the slots it needs
     compiled, choice = precision.choose(
-        _compiler_for(graph, options),
+        _compiler_for(graph, checked, free, options),
         planned,
         checked,
         options.calibration,
@@ -44,15 +51,26 @@ def compile_graph(graph: Graph, options: CompileOptions) -> Compiled:
     return dataclasses.replace(compiled, precision=choice)
 
 
-def _compiler_for(graph: Graph, options: CompileOptions):
-    """params -> Compiled, lowering once per ring: packing and keys depend on the slot count and the
-    ring degree only, so sets that differ in their primes share everything else."""
+def _passes(graph: Graph, options: CompileOptions, *, after: str | None = None, until: str | None = None):
+    """(checked model or None, graph after the passes): one run of the pipeline (henn.passes.stages)."""
+    checked, g = None, graph
+    for name, g in stages(graph, options, after=after, until=until):
+        if name == CHECKED:
+            checked = g
+    return checked, g
+
+
+def _compiler_for(graph: Graph, checked: Graph, free: Graph, options: CompileOptions):
+    """params -> Compiled from the parameter-free graph `free`, lowering once per ring: packing and keys
+    depend on the slot count and the ring degree only, so sets that differ in their primes share
+    everything else."""
     lowered: dict[tuple[int, str], Compiled] = {}
 
     def compile_with(params) -> Compiled:
         key = (params.log_n, params.ring)
         if key not in lowered:
-            lowered[key] = _compile(graph, dataclasses.replace(options, params=params))
+            opts = dataclasses.replace(options, params=params)
+            lowered[key] = _lowered(graph, checked, _passes(free, opts, after=PARAMETER_FREE)[1], opts)
         done = lowered[key]
         final = done.final.copy()
         final.meta = dataclasses.replace(final.meta, params=params)
@@ -61,14 +79,7 @@ def _compiler_for(graph: Graph, options: CompileOptions):
     return compile_with
 
 
-def _compile(graph: Graph, options: CompileOptions) -> Compiled:
-    checked = run_pipeline(graph, options, until="approximate_activations")
-    final = run_pipeline(graph, options)
-    chosen = required(final.meta.params, "params")
-    if options.params is None and _multiplexed(final) and chosen.slots != final.meta.min_slots:
-        # multiplexed layouts fill whole ciphertexts of the slot count choose_packing assumed (2^14); the depth
-        # asked for a larger ring: plan them again for the ring select_params chose
-        return _compile(graph, dataclasses.replace(options, params=chosen))
+def _lowered(graph: Graph, checked: Graph | None, final: Graph, options: CompileOptions) -> Compiled:
     program = lower(final)
     if options.complex_packing:
         program = pack_complex(program, options.backend)
@@ -79,12 +90,7 @@ def _compile(graph: Graph, options: CompileOptions) -> Compiled:
         len(program.rotation_steps),
         program.params.describe(),
     )
-    return Compiled(graph, checked, final, program)
-
-
-def _multiplexed(g: Graph) -> bool:
-    layout = g.values[g.input].meta.get("layout")
-    return layout is not None and layout.spans_ciphertexts
+    return Compiled(graph, required(checked, CHECKED), final, program)
 
 
 def compile_model(model, input_shape=None, options: CompileOptions | None = None) -> Compiled:

@@ -1,5 +1,6 @@
-"""Precision-driven parameters: the smallest 128-bit secure ring and scale whose predicted output
-error keeps the compiled program's predictions equal to plaintext on calibration images.
+"""Precision-driven parameters (the `precision` rule of henn.compiler.parameters): the smallest 128-bit
+secure ring and scale whose predicted output error keeps the compiled program's predictions equal to
+plaintext on calibration images.
 
 The prediction runs the compiled program on the plain backend with its CKKS noise model (seeded)
 and compares with the model as compiled (polynomial activations) in NumPy. Every CKKS error
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from henn.ckks import backends, open_backend, security
+from henn.compiler import parameters
 from henn.ckks.params import Parameters
 from henn.ckks.selection import MIN_SCALE_BITS, ChainPrimes, largest_scale, precision_literal
 from henn.errors import InputError, ParameterError, ScaleError
@@ -135,7 +137,7 @@ def choose(
     images, exact = _loudest(every, exact_all)
     depth, slots = required(planned.meta.depth, "depth"), required(planned.meta.min_slots, "min_slots")
     cls = backends.backend_class(backend)
-    ring = "conjugate_invariant" if cls.real_slot_ring and not standard_ring else "standard"
+    ring = parameters.precision_ring(backend, standard_ring)
     # q0 holds the outputs' integer part with 5 bits to spare (biases and noise of the last levels); a
     # value that still overflows the chain fails its encoding check in the simulation, rejecting the set
     integer_bits = max(4, math.ceil(math.log2(max(1.0, float(np.max(np.abs(exact))))))) + 5

@@ -15,8 +15,9 @@ single  one image per ciphertext set (latency), or `images_per_set` images side 
         by rotations within each ciphertext (henn.packing.maxpool). An image with a tensor larger than
         that (CIFAR-10: 32x32x32 maps) spans several ciphertexts of the parameters' slots (default
         2^14 slots, N = 2^15): multiplexed layouts and multi-ciphertext BSGS plans
-        (henn.packing.multi). Node attrs `packing` hold each plan; value meta `layout` the
-        slot layouts (None for values folded into the next layer).
+        (henn.packing.multi), of the ring henn.compiler.parameters.multiplexed chooses from the
+        depth (meta params, kept by select_params). Node attrs `packing` hold each plan; value meta
+        `layout` the slot layouts (None for values folded into the next layer).
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ import math
 
 import numpy as np
 
-from henn.ckks import presets
+from henn.compiler import parameters
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph, Node
+from henn.ir.meta import required
 from henn.ir.ops import COMPOSED_OPS, LINEAR_OPS, SEGMENT_OPS, Op
 from henn.packing import maxpool, multi, single
 from henn.packing.layout import Layout, LayoutKind, natural, pow2
@@ -50,7 +52,10 @@ def run(graph: Graph, options) -> Graph:
         return g
     images = options.images_per_set
     if multiplexed_only or _needs_multi(g) or images > 1:
-        _plan_multi(g, _multi_slots(options), images)
+        slots, chosen = parameters.multiplexed(required(g.meta.depth, "depth"), options)
+        _plan_multi(g, slots, images)
+        if chosen is not None:  # the ring the layouts fill: select_params keeps it
+            g.meta = dataclasses.replace(g.meta, params=chosen)
     elif options.params is None:
         _plan_single(g, single.MAX_PERIOD)
     else:
@@ -81,14 +86,6 @@ def plan_cost(g: Graph, slots: int) -> float:
 def is_graph_shaped(g: Graph) -> bool:
     """A value read by several layers, or a layer with several inputs (residual networks): not a chain."""
     return any(len(n.inputs) > 1 for n in g.nodes) or any(len(g.consumers(v)) > 1 for v in g.values)
-
-
-def _multi_slots(options) -> int:
-    if options.params is not None:
-        return options.params.slots
-    if options.bootstrap:  # place_bootstraps and select_params take the default bootstrapping set
-        return presets.default_bootstrap(options.backend).slots
-    return multi.MULTI_SLOTS
 
 
 def _needs_multi(g: Graph) -> bool:

@@ -40,7 +40,7 @@ import math
 
 import numpy as np
 
-from henn.ckks import presets
+from henn.compiler.parameters import bootstrap_params
 from henn.errors import InputError, ParameterError, UnsupportedOperation
 from henn.ir import interpret
 from henn.ir.meta import required
@@ -87,10 +87,6 @@ def run(graph: Graph, options) -> Graph:
         _insert_after(g, i, live[i], bounds, k)
     g.meta = dataclasses.replace(g.meta, bootstrap_top=top)
     return plan_levels.run(g, options)
-
-
-def bootstrap_params(options):
-    return presets.default_bootstrap(options.backend) if options.params is None else options.params
 
 
 def output_floor(params, peak: float) -> int:
