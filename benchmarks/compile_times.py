@@ -49,7 +49,6 @@ def _counted(counts: collections.Counter):
     stack.enter_context(_patched(pipeline, "PASSES", wrapped))
     stack.enter_context(_patched(driver, "lower", _count(counts, "lower", driver.lower)))
     stack.enter_context(_patched(bsgs, "diagonals", _count(counts, "diagonals", bsgs.diagonals)))
-    stack.enter_context(_patched(driver, "pack_complex", _count(counts, "pack_complex", driver.pack_complex)))
     return stack
 
 
@@ -151,6 +150,7 @@ def main() -> int:
         rows[name] = measure(stem, options)
         print(name, json.dumps(rows[name]), flush=True)
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
+    results.update(machine=machine(), timestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     results[args.label] = {
         "machine": machine(),
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

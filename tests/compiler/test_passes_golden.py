@@ -33,6 +33,7 @@ CASES = {
     "tiny_single": (TINY, (1, 6, 6), "single", {}),
     "tiny_batch": (TINY, (1, 6, 6), "batch", {}),
     "tiny_grouped": (TINY, (1, 6, 6), "batch", {"batch_group": 2}),
+    "tiny_complex": (TINY, (1, 6, 6), "batch", {"complex_packing": True}),
     "deg4_single": (DEG4, (1, 6, 6), "single", {}),
     "deg4_bootstrap": (DEG4, (1, 6, 6), "single", {"bootstrap": True}),
 }

@@ -7,7 +7,6 @@ import logging
 from dataclasses import dataclass
 
 from henn.compiler import precision
-from henn.compiler.complex_pack import pack_complex
 from henn.compiler.lower import lower
 from henn.program import Program
 from henn.frontend import load_model
@@ -81,8 +80,6 @@ def _compiler_for(graph: Graph, checked: Graph, free: Graph, options: CompileOpt
 
 def _lowered(graph: Graph, checked: Graph | None, final: Graph, options: CompileOptions) -> Compiled:
     program = lower(final)
-    if options.complex_packing:
-        program = pack_complex(program, options.backend)
     log.info(
         "compiled %s program: depth %d, %d rotation keys, %s",
         program.mode,

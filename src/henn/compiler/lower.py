@@ -62,7 +62,8 @@ def lower(g: Graph) -> Program:
     if required(m.packing, "packing") == "batch" and (m.group or 1) > 1:
         steps, packing, elem = _grouped(g)
     elif m.packing == "batch":
-        steps, packing, elem = _batch(g), BatchPacking(shape=tuple(g.input_shape)), None
+        steps, elem = _batch(g), None
+        packing = BatchPacking(shape=tuple(g.input_shape), complex=bool(m.complex_packing))
     else:
         steps, packing, elem = _single(g)
     gain = 1.0 if m.output_gain is None else m.output_gain
@@ -110,6 +111,8 @@ def _act(g: Graph, node: Node) -> list[Step]:
     if a["form"] == "identity" and not a["shift"]:
         return []
     core = {k: a[k] for k in ("form", "shift", "inner", "tcoef")}
+    if "complex_gain" in a:  # henn.passes.complex_packing: a square of the halved z
+        core["shift"] = a["shift"] * a["complex_gain"]
     return [Act(name=node.name, level=_level(g, node), **core, relin=a.get("relin", True))]
 
 
@@ -169,6 +172,9 @@ def _batch(g: Graph) -> list[Step]:
         shape = g.shape(n.inputs[0])
         if n.op in LINEAR_OPS:
             m = matrices.matrix(n, shape)
+            data, bias = m.data.astype(np.float64), matrices.full_bias(n, shape)
+            if "complex_gain" in n.attrs:  # henn.passes.complex_packing: the input of a square, halved
+                data, bias = data * n.attrs["complex_gain"], bias * n.attrs["complex_gain"]
             linear = LinearBatch(
                 name=n.name,
                 level=_level(g, n),
@@ -176,8 +182,8 @@ def _batch(g: Graph) -> list[Step]:
                 indptr=_ints(m.indptr),
                 indices=_ints(m.indices),
                 relin=n.attrs.get("relin_outputs", False),
-                data=m.data.astype(np.float64),
-                bias=matrices.full_bias(n, shape),
+                data=data,
+                bias=bias,
             )
             steps.append(linear)
         elif n.op in COMPOSED_OPS and n.op != Op.FLATTEN:  # sums of ciphertexts; a flatten keeps them as they are

@@ -48,6 +48,7 @@ class GraphMeta:
     activation_bits: BitsRule | None = None  # approximate_activations: the sign precision its rule chose
     activation_degrees: DegreeRule | None = None  # approximate_activations: the smooth degree cap its rule chose
     bootstrap_top: int | None = None  # place_bootstraps: the level a bootstrap refreshes to (parameters' max)
+    complex_packing: bool | None = None  # complex_packing: two images per slot (batch mode)
     depth: int | None = None  # plan_levels: the levels the program consumes (the input's level)
     group: int | None = None  # group_batch: channels per ciphertext in batch mode (1: one per ciphertext)
     log_scale: float | None = None  # plan_levels: log2 of the scale Delta the levels were planned with

@@ -25,7 +25,7 @@ def run(graph: Graph, options) -> Graph:
     if g.meta.packing != "batch":
         return g
     params = required(g.meta.params, "params")
-    # complex packing (henn.compiler.complex_pack) puts one channel in a ciphertext: two images per slot
+    # complex packing (henn.passes.complex_packing) puts one channel in a ciphertext: two images per slot
     group = options.batch_group or (1 if options.complex_packing else choose_group(g, params, options.memory_budget))
     if group & (group - 1) or not 1 <= group <= params.slots:
         raise InputError(f"batch_group {group} must be a power of two between 1 and the {params.slots} slots")

@@ -30,7 +30,7 @@ class CompileOptions:
     # henn.compile fills it from the machine)
     images_per_set: int = 1  # single mode: images packed side by side in the multiplexed layouts
     bootstrap: bool = False  # place bootstraps when the model is deeper than the parameters allow
-    complex_packing: bool = False  # batch mode: two images per slot (henn.compiler.complex_pack), standard ring
+    complex_packing: bool = False  # batch mode: two images per slot (henn.passes.complex_packing), standard ring
     # non-polynomial activations (GELU, SiLU, ...): the degree of their Chebyshev fit, for all (an int) or per
     # layer name (a dict; layers not named get the lowest degree meeting henn.approximation.TARGET); None: that
     activation_degree: int | dict[str, int] | None = None

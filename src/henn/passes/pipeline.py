@@ -10,7 +10,8 @@ and place_bootstraps plans the levels again once it refreshes one), so the ring 
 fills is chosen from the depth before it is planned (henn.compiler.parameters), never planned twice.
 Everything before choose_packing is parameter-free (PARAMETER_FREE): precision selection runs it once
 and the rest once per candidate ring. select_params runs before collect_keys because a few rotation
-steps (the block sum of the client's taps) depend on the number of slots.
+steps (the block sum of the client's taps) depend on the number of slots. complex_packing checks and
+marks a batch program for two images per slot last, on the parameters chosen, before lowering.
 group_batch (batch mode: channels per ciphertext) needs the slot count and the levels, so it runs
 after select_params too, and lazy_relin (batch mode with G = 1 only) after group_batch.
 """
@@ -25,6 +26,7 @@ from henn.passes import (
     approximate_activations,
     choose_packing,
     collect_keys,
+    complex_packing,
     fold_batchnorm,
     fuse_linear,
     group_batch,
@@ -54,6 +56,7 @@ PASSES = (
     ("group_batch", group_batch.run),
     ("lazy_relin", lazy_relin.run),
     ("collect_keys", collect_keys.run),
+    ("complex_packing", complex_packing.run),
 )
 
 

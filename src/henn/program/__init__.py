@@ -18,7 +18,7 @@ Complex packing (batch mode, BatchPacking(complex=True); paper 003, extended to 
 image k in its real part and image k + slots in its imaginary part, so a set holds 2 x slots images.
 Real weights act on both parts alike; every real constant the program adds (biases, shifts) is added
 to both parts, c (1 + i). A square act reads z = (x_A + i x_B) / 2 (the linear step before it carries
-the 1/2, henn.compiler.complex_pack) and returns x_A^2 + i x_B^2 = u^2 - i v^2 with u = z + conj(z),
+the 1/2, henn.passes.complex_packing) and returns x_A^2 + i x_B^2 = u^2 - i v^2 with u = z + conj(z),
 v = z - conj(z): one conjugation (its key is part of the program's keys) and two products per ciphertext.
 
 A new step kind is an enum member and its class in steps.py, its `StepSpec` row in verify.STEPS, and its
