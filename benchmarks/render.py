@@ -136,6 +136,11 @@ FIGURES: dict[str, Figure] = {
         ".venv/bin/python benchmarks/serve_load.py --quick --out X.json; the soak as above",
         ROWS["serve_load"],
     ),
+    "default-flags": Figure(
+        ("default_flags_mnist",),
+        ".venv/bin/python benchmarks/default_flags.py --model mnist-cnn --images 9 --rounds 3 --out benchmarks/results/X.json",
+        ROWS["default_flags"],
+    ),
     "gpu": Figure(
         ("gpu_h100", "gpu_h100_ops", "gpu_h100_bootstrap"),
         "PYTHONPATH=src python3 benchmarks/gpu.py [--sections ops|bootstrap] --out X.json",

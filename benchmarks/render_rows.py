@@ -377,10 +377,31 @@ def gpu(docs: list[dict]) -> Rows:
     ]
 
 
+def default_flags(docs: list[dict]) -> Rows:
+    """benchmarks/default_flags.py: each speed setting's median set time against the default's."""
+    rows = [["model", "setting", "evaluate / set", "vs default", "agree"]]
+    for d in docs:
+        model = d["model_args"][d["model_args"].index("--model") + 1]
+        for name, seconds in sorted(d["median_set_seconds"].items(), key=lambda i: i[1]):
+            ratio = d["ratio_to_default"][name]
+            best = " (best)" if name == d["best"] else ""
+            rows.append(
+                [
+                    model,
+                    name.replace("_", " ") + best,
+                    f"{_g(seconds)} s",
+                    f"{ratio:.2f}x",
+                    f"{d['agreement'][name]:.0%}",
+                ]
+            )
+    return rows
+
+
 ROWS: dict[str, Callable[[list[dict]], Rows]] = {
     f.__name__: f
     for f in (
         bootstrap,
+        default_flags,
         bootstrap_openfhe,
         infer,
         resnet20,

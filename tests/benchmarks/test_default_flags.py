@@ -1,0 +1,24 @@
+"""The default is the fast path (issue 32): `henn infer` with no flag evaluates paper 000's MNIST CNN within
+10% of the fastest single speed setting a user can give (plaintext cache none or whole, GOGC 100 or 400, one
+thread), each configuration in its own process, interleaved over three rounds, medians compared; and
+every configuration's predictions equal the plaintext model's. ~2.5 min on 2 cores."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import default_flags
+
+ALTERNATIVES = ["no_plaintext_cache", "whole_plaintext_cache", "gogc_100", "gogc_400", "one_thread"]
+
+
+@pytest.mark.heavy(gib=2)
+def test_default_is_within_ten_percent_of_the_best_setting():
+    names = ["default", *ALTERNATIVES]
+    report = default_flags.sweep(["--model", "mnist-cnn", "--images", "5"], names, rounds=3)
+    assert report["agreement"] == {n: 1.0 for n in names}
+    assert report["default_over_best"] <= 1.10, report["median_set_seconds"]
