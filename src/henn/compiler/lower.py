@@ -407,11 +407,11 @@ def _segment_step(g: Graph, seg: list[Node], main: Node, shape) -> Step:
             bias=bias,
         )
     lay_in = g.values[seg[0].inputs[0]].meta["layout"]
-    if lay_in.spans_ciphertexts:
-        diags, bias = multi.transform(lay_in, out, seg, shape, plan.diagonals)
+    if plan.diagonals is not None:  # what packing priced, with the segment's bias
+        diags, bias = plan.diagonals, plan.bias
+    elif lay_in.spans_ciphertexts:
+        diags, bias = multi.transform(lay_in, out, seg, shape)
     else:
         mat, bias, _ = matrices.segment_matrix(seg, shape)
-        diags = plan.diagonals
-        if diags is None:
-            diags, _ = single.transform(plan.strategy, plan.blocks, lay_in, mat, main, shape)
+        diags, _ = single.transform(plan.strategy, plan.blocks, lay_in, mat, main, shape)
     return _bsgs_step(main, level, diags, plan, bias, out)

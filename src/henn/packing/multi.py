@@ -106,15 +106,10 @@ def batched(mat: sp.csr_matrix, bias: np.ndarray, images: int) -> tuple[sp.csr_m
     return sp.kron(sp.identity(images, format="csr"), mat, format="csr"), np.tile(bias, images)
 
 
-def transform(
-    in_layout: Layout, out_layout: Layout, nodes, in_shape, planned: bsgs.Diagonals | None = None
-) -> tuple[bsgs.Diagonals, np.ndarray]:
-    """(Diagonals, flattened bias over every image) of a segment planned by plan_segment (`planned`: the
-    diagonals it priced, where kept)."""
+def transform(in_layout: Layout, out_layout: Layout, nodes, in_shape) -> tuple[bsgs.Diagonals, np.ndarray]:
+    """(Diagonals, flattened bias over every image) of a segment planned by plan_segment."""
     mat, bias, _ = matrices.segment_matrix(nodes, in_shape)
     mat, bias = batched(mat, bias, in_layout.images)
-    if planned is not None:
-        return planned, bias
     hybrid = out_layout.kind == LayoutKind.HYBRID
     return diagonals(in_layout, None if hybrid else out_layout, mat, out_layout.period), bias
 
@@ -123,7 +118,8 @@ def plan_segment(in_layout: Layout, nodes, in_shape, base_hw, slots: int) -> tup
     """(plan, output layout) of a pool/conv/gemm segment over several ciphertexts."""
     mat, bias, out_shape = matrices.segment_matrix(nodes, in_shape)
     images = in_layout.images
-    mat, _ = batched(mat, bias, images)
+    mat, bias = batched(mat, bias, images)
+    bias.setflags(write=False)
     m = mat.shape[0]
     hybrid = len(out_shape) == 1 and pow2(m) <= slots
     if hybrid:
@@ -136,6 +132,15 @@ def plan_segment(in_layout: Layout, nodes, in_shape, base_hw, slots: int) -> tup
     cut = bsgs.split(diags.key, slots)
     fold = int(math.log2(slots // pow2(m))) if hybrid else 0
     plan = BsgsPlan(
-        Strategy.MULTI, cut, slots, in_layout.cts, out.cts, fold=fold, fold_stride=pow2(m), block=slots, diagonals=diags
+        Strategy.MULTI,
+        cut,
+        slots,
+        in_layout.cts,
+        out.cts,
+        fold=fold,
+        fold_stride=pow2(m),
+        block=slots,
+        diagonals=diags,
+        bias=bias,
     )
     return plan, out

@@ -85,9 +85,10 @@ class BsgsPlan:
     fold_stride: int = 0
     block: int = 0  # slots of the output block
     stride: int = 1  # grouped: physical slots between virtual ones (images per ciphertext)
-    # the henn.packing.bsgs.Diagonals the plan was priced with (read-only arrays): lowering assembles these
-    # rather than building them again; None where a plan was made without them
+    # the henn.packing.bsgs.Diagonals the plan was priced with (read-only arrays) and the segment's bias (over
+    # every image): lowering assembles these rather than building them again; None where not kept
     diagonals: Any = field(default=None, compare=False, repr=False)
+    bias: Any = field(default=None, compare=False, repr=False)
 
     def __deepcopy__(self, memo) -> BsgsPlan:
         return self  # frozen, its arrays read-only: every copy of a graph shares the one plan

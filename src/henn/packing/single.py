@@ -127,8 +127,9 @@ def plan_segment(in_layout: Layout, nodes, in_shape, max_slots: int = MAX_PERIOD
     lin = [n for n in nodes if n.op in LINEAR_OPS]
     name = lin[0].name if lin else nodes[0].name
     check_fits(name, max(in_layout.period, pow2(math.prod(in_shape))))
-    mat, _, _ = matrices.segment_matrix(nodes, in_shape)
+    mat, bias, _ = matrices.segment_matrix(nodes, in_shape)
     check_fits(name, pow2(mat.shape[0]))
+    bias.setflags(write=False)
     options = [Strategy.DIRECT]
     if pow2(mat.shape[0]) <= in_layout.period:
         options.append(Strategy.HYBRID)
@@ -157,6 +158,7 @@ def plan_segment(in_layout: Layout, nodes, in_shape, max_slots: int = MAX_PERIOD
                 fold_stride=stride,
                 block=out.period,
                 diagonals=bsgs.frozen(diags),
+                bias=bias,
             )
             # hoisted baby steps are cheaper; a blocked output costs the next layer about `fold` more rotations
             cost = cut.cost + fold * (2 if blocks > 1 else 1)
