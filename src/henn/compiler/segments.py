@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from henn.activations import NONPOLYNOMIAL
-from henn.ckks.selection import select_parameters
+from henn.compiler import parameters
 from henn.compiler.driver import Compiled, compile_graph
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph
@@ -104,9 +104,7 @@ def compile_segments(graph: Graph, options: CompileOptions) -> CompiledSegments:
         depth = max(required(g.meta.depth, "depth") for g in planned)
         slots = max(g.meta.min_slots or 0 for g in planned) or None
         selection = "library" if options.selection == "precision" else options.selection
-        params = select_parameters(
-            depth, backend=options.backend, mode=selection, slots=slots, log_scale=options.log_scale
-        )
+        params = parameters.library(depth, slots, dataclasses.replace(options, selection=selection))
     opts = dataclasses.replace(options, params=params, selection="library")
     compiled = [compile_graph(g, opts) for g in graphs]
     steps = tuple(sorted(set().union(*(c.program.rotation_steps for c in compiled))))
