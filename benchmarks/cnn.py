@@ -104,22 +104,40 @@ def run_one(cfg: dict, args) -> dict:
 
         t0 = time.perf_counter()
         group = args.batch_group if cfg["mode"] == "batch" else None
-        cm = henn.compile(str(ZOO / f"{cfg['model']}_{cfg['activation']}.onnx"), INPUT_SHAPES[cfg["model"]],
-                          backend=cfg["backend"], mode=cfg["mode"], threads=args.threads, batch_group=group)
+        cm = henn.compile(
+            str(ZOO / f"{cfg['model']}_{cfg['activation']}.onnx"),
+            INPUT_SHAPES[cfg["model"]],
+            backend=cfg["backend"],
+            mode=cfg["mode"],
+            threads=args.threads,
+            batch_group=group,
+        )
         res["compile_seconds"] = time.perf_counter() - t0
         p = cm.params
-        res.update(log_n=p.log_n, slots=p.slots, group=cm.program.group, images_per_set=cm.program.images_per_set,
-                   depth=cm.depth, log_qp=round(p.log_qp, 1), log_q=list(p.log_q),
-                   log_p=list(p.log_p), log_scale=p.log_scale, rotation_keys=len(cm.rotation_steps),
-                   params=p.describe())
+        res.update(
+            log_n=p.log_n,
+            slots=p.slots,
+            group=cm.program.group,
+            images_per_set=cm.program.images_per_set,
+            depth=cm.depth,
+            log_qp=round(p.log_qp, 1),
+            log_q=list(p.log_q),
+            log_p=list(p.log_p),
+            log_scale=p.log_scale,
+            rotation_keys=len(cm.rotation_steps),
+            params=p.describe(),
+        )
         ref = cm.reference(images)
         with cm:
             res.update(_single(cm, images) if cfg["mode"] == "single" else _batch(cm, images, args.batch_size))
             enc = res.pop("_logits")
-        res.update(images=n, accuracy=float((enc.argmax(1) == labels).mean()),
-                   plaintext_accuracy=float((ref.argmax(1) == labels).mean()),
-                   agreement=float((enc.argmax(1) == ref.argmax(1)).mean()),
-                   max_logit_error=float(np.max(np.abs(enc - ref))))
+        res.update(
+            images=n,
+            accuracy=float((enc.argmax(1) == labels).mean()),
+            plaintext_accuracy=float((ref.argmax(1) == labels).mean()),
+            agreement=float((enc.argmax(1) == ref.argmax(1)).mean()),
+            max_logit_error=float(np.max(np.abs(enc - ref))),
+        )
     except UnsupportedOperation as exc:
         res.update(status="unsupported", message=str(exc))
     except Exception as exc:  # noqa: BLE001 - recorded, the driver goes on
@@ -131,19 +149,24 @@ def run_one(cfg: dict, args) -> dict:
 
 
 def _single(cm, images: np.ndarray) -> dict:
-    logits, per = [], {k: [] for k in (*PHASES, "total")}
-    setup = None
+    logits: list[np.ndarray] = []
+    per: dict[str, list[float]] = {k: [] for k in (*PHASES, "total")}
+    setup: dict[str, float] | None = None
     for i in range(len(images)):
-        logits.append(cm.run(images[i:i + 1]))
+        logits.append(cm.run(images[i : i + 1]))
         t = cm.timings
         setup = setup or {"keygen_seconds": t["keygen"], "prepare_seconds": t["prepare"]}  # first call makes keys
         for k, samples in per.items():
             samples.append(t[k])
+    assert setup is not None, "no images"
     total = sum(per["total"])
-    return {"_logits": np.concatenate(logits), **setup,
-            "latency_seconds": {k: summarize(v) for k, v in per.items()},
-            "throughput_images_per_second": len(images) / total,
-            "evaluate_throughput_images_per_second": len(images) / sum(per["evaluate"])}
+    return {
+        "_logits": np.concatenate(logits),
+        **setup,
+        "latency_seconds": {k: summarize(v) for k, v in per.items()},
+        "throughput_images_per_second": len(images) / total,
+        "evaluate_throughput_images_per_second": len(images) / sum(per["evaluate"]),
+    }
 
 
 def _batch(cm, images: np.ndarray, batch_size: int | None) -> dict:
@@ -151,19 +174,27 @@ def _batch(cm, images: np.ndarray, batch_size: int | None) -> dict:
     size = batch_size or per_set
     if not 1 <= size <= per_set:
         raise ValueError(f"--batch-size {size} must be between 1 and the {per_set} images a ciphertext set holds")
-    logits, per = [], {k: [] for k in (*PHASES, "total")}
-    setup = None
+    logits: list[np.ndarray] = []
+    per: dict[str, list[float]] = {k: [] for k in (*PHASES, "total")}
+    setup: dict[str, float] | None = None
     for start in range(0, len(images), size):
-        logits.append(cm.run(images[start:start + size]))
+        logits.append(cm.run(images[start : start + size]))
         t = cm.timings
         setup = setup or {"keygen_seconds": t["keygen"], "prepare_seconds": t["prepare"]}
         for k, samples in per.items():
             samples.append(t[k])
+    assert setup is not None, "no images"
     totals = {k: sum(v) for k, v in per.items()}
-    return {"_logits": np.concatenate(logits), **setup, "batch_size": size, "batches": len(per["total"]),
-            "batch_seconds": totals, "batch_latency_seconds": summarize(per["total"]),
-            "throughput_images_per_second": len(images) / totals["total"],
-            "evaluate_throughput_images_per_second": len(images) / totals["evaluate"]}
+    return {
+        "_logits": np.concatenate(logits),
+        **setup,
+        "batch_size": size,
+        "batches": len(per["total"]),
+        "batch_seconds": totals,
+        "batch_latency_seconds": summarize(per["total"]),
+        "throughput_images_per_second": len(images) / totals["total"],
+        "evaluate_throughput_images_per_second": len(images) / totals["evaluate"],
+    }
 
 
 # ---- driver ----------------------------------------------------------------------------------
@@ -173,8 +204,7 @@ CONFIG_KEYS = ("model", "activation", "backend", "mode")
 def config_rank(result: dict) -> tuple:
     """Position of a result's configuration in the model x activation x backend x mode order."""
     orders = (MODELS, ACTIVATIONS, BACKENDS, MODES)
-    return tuple(order.index(result[k]) if result[k] in order else len(order)
-                 for k, order in zip(CONFIG_KEYS, orders))
+    return tuple(order.index(result[k]) if result[k] in order else len(order) for k, order in zip(CONFIG_KEYS, orders))
 
 
 def previous_results(path: Path) -> list[dict]:
@@ -186,34 +216,60 @@ def previous_results(path: Path) -> list[dict]:
     except json.JSONDecodeError as exc:
         raise SystemExit(f"--resume: {path} is not JSON ({exc}); remove it or pick another --out") from exc
     if old.get("machine", {}).get("cpu") != machine()["cpu"]:
-        log.warning("--resume: %s was measured on %s, not this machine; starting afresh", path,
-                    old.get("machine", {}).get("cpu"))
+        log.warning(
+            "--resume: %s was measured on %s, not this machine; starting afresh",
+            path,
+            old.get("machine", {}).get("cpu"),
+        )
         return []
     return [r for r in old.get("results", []) if r.get("status") == "ok"]
+
+
 def run_isolated(cfg: dict, args, workdir: Path) -> dict:
     name = "_".join(cfg.values())
     out, err = workdir / f"{name}.json", workdir / f"{name}.stderr"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--one", ",".join(cfg.values()), "--out", str(out),
-           "--single-images", str(args.single_images)]
-    for flag, value in (("--images", args.images), ("--batch-size", args.batch_size),
-                        ("--batch-group", args.batch_group), ("--data-dir", args.data_dir),
-                        ("--threads", args.threads)):
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--one",
+        ",".join(cfg.values()),
+        "--out",
+        str(out),
+        "--single-images",
+        str(args.single_images),
+    ]
+    for flag, value in (
+        ("--images", args.images),
+        ("--batch-size", args.batch_size),
+        ("--batch-group", args.batch_group),
+        ("--data-dir", args.data_dir),
+        ("--threads", args.threads),
+    ):
         if value is not None:
             cmd += [flag, str(value)]
     t0 = time.perf_counter()
     with open(err, "w") as ferr:
         try:
-            rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=ferr, timeout=args.timeout,
-                                check=False).returncode
+            rc = subprocess.run(
+                cmd, stdout=subprocess.DEVNULL, stderr=ferr, timeout=args.timeout, check=False
+            ).returncode
         except subprocess.TimeoutExpired:
-            return {**cfg, "status": "failed", "message": f"timed out after {args.timeout} s",
-                    "wall_seconds": time.perf_counter() - t0}
+            return {
+                **cfg,
+                "status": "failed",
+                "message": f"timed out after {args.timeout} s",
+                "wall_seconds": time.perf_counter() - t0,
+            }
     if rc == 0 and out.is_file():
         return json.loads(out.read_text())
     tail = " | ".join(err.read_text(errors="replace").strip().splitlines()[-3:])
     why = f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
-    return {**cfg, "status": "failed", "message": f"subprocess {why}" + (f": {tail}" if tail else ""),
-            "wall_seconds": time.perf_counter() - t0}
+    return {
+        **cfg,
+        "status": "failed",
+        "message": f"subprocess {why}" + (f": {tail}" if tail else ""),
+        "wall_seconds": time.perf_counter() - t0,
+    }
 
 
 def _fmt(v, spec: str, scale: float = 1.0) -> str:
@@ -221,34 +277,60 @@ def _fmt(v, spec: str, scale: float = 1.0) -> str:
 
 
 def markdown(results: list[dict]) -> str:
-    head = ("| model | activation | backend | mode | images | enc. acc. % | plain acc. % | agree % | max logit err "
-            "| latency: encode / encrypt / evaluate / decrypt = total | img/s (evaluate only) | keygen s "
-            "| peak RSS MiB "
-            "| log N | depth | log QP | rot. keys | status |")
+    head = (
+        "| model | activation | backend | mode | images | enc. acc. % | plain acc. % | agree % | max logit err "
+        "| latency: encode / encrypt / evaluate / decrypt = total | img/s (evaluate only) | keygen s "
+        "| peak RSS MiB "
+        "| log N | depth | log QP | rot. keys | status |"
+    )
     rows = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in results:
         if r["mode"] == "single" and "latency_seconds" in r:
             lat = r["latency_seconds"]
             latency = " / ".join(f"{lat[k]['median'] * 1e3:.0f}" for k in PHASES) + f" = {lat['total']['median']:.2f} s"
         elif "batch_latency_seconds" in r:
-            latency = f"{r['batch_latency_seconds']['median']:.1f} s per set of ≤ {r['batch_size']}" + \
-                (f" (G = {r['group']})" if r.get("group", 1) > 1 else "")
+            latency = f"{r['batch_latency_seconds']['median']:.1f} s per set of ≤ {r['batch_size']}" + (
+                f" (G = {r['group']})" if r.get("group", 1) > 1 else ""
+            )
         else:
             latency = "—"
-        tput = "—" if "throughput_images_per_second" not in r else \
-            f"{r['throughput_images_per_second']:.3g} ({r['evaluate_throughput_images_per_second']:.3g})"
-        status = r["status"] if r["status"] == "ok" else \
-            f"{r['status']}: {r.get('message', '')[:120]}".replace("|", "/")
-        rows.append(" | ".join([
-            f"| {r['model']}", r["activation"], r["backend"], r["mode"], str(r.get("images", "—")),
-            _fmt(r.get("accuracy"), ".2f", 100), _fmt(r.get("plaintext_accuracy"), ".2f", 100),
-            _fmt(r.get("agreement"), ".2f", 100), _fmt(r.get("max_logit_error"), ".2g"), latency, tput,
-            _fmt(r.get("keygen_seconds"), ".2f"), _fmt(r.get("peak_rss_mib"), ".0f"), str(r.get("log_n", "—")),
-            str(r.get("depth", "—")), _fmt(r.get("log_qp"), ".0f"), str(r.get("rotation_keys", "—")), status]) + " |")
+        tput = (
+            "—"
+            if "throughput_images_per_second" not in r
+            else f"{r['throughput_images_per_second']:.3g} ({r['evaluate_throughput_images_per_second']:.3g})"
+        )
+        status = (
+            r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('message', '')[:120]}".replace("|", "/")
+        )
+        rows.append(
+            " | ".join(
+                [
+                    f"| {r['model']}",
+                    r["activation"],
+                    r["backend"],
+                    r["mode"],
+                    str(r.get("images", "—")),
+                    _fmt(r.get("accuracy"), ".2f", 100),
+                    _fmt(r.get("plaintext_accuracy"), ".2f", 100),
+                    _fmt(r.get("agreement"), ".2f", 100),
+                    _fmt(r.get("max_logit_error"), ".2g"),
+                    latency,
+                    tput,
+                    _fmt(r.get("keygen_seconds"), ".2f"),
+                    _fmt(r.get("peak_rss_mib"), ".0f"),
+                    str(r.get("log_n", "—")),
+                    str(r.get("depth", "—")),
+                    _fmt(r.get("log_qp"), ".0f"),
+                    str(r.get("rotation_keys", "—")),
+                    status,
+                ]
+            )
+            + " |"
+        )
     return "\n".join(rows)
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     ap.add_argument("--activations", nargs="+", choices=ACTIVATIONS, default=list(ACTIVATIONS))
@@ -256,18 +338,36 @@ def main(argv=None) -> int:
     ap.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     ap.add_argument("--images", type=int, default=None, help="cap on the accuracy set (default: all test images)")
     ap.add_argument("--single-images", type=int, default=10, help="images run one by one in single mode")
-    ap.add_argument("--batch-size", type=int, default=None, help="images per ciphertext set in batch mode "
-                    "(default: the slot count)")
-    ap.add_argument("--batch-group", type=int, default=None, help="channels per ciphertext in batch mode, "
-                    "a power of two (default: the smallest that fits the memory budget)")
-    ap.add_argument("--resume", action="store_true", help="keep the successful results already in --out "
-                    "(same machine) and run only the other configurations")
-    ap.add_argument("--data-dir", type=Path, default=None, help="folder with mnist/ and cifar10/ "
-                    "(default: henn.datasets.default_data_dir())")
+    ap.add_argument(
+        "--batch-size", type=int, default=None, help="images per ciphertext set in batch mode (default: the slot count)"
+    )
+    ap.add_argument(
+        "--batch-group",
+        type=int,
+        default=None,
+        help="channels per ciphertext in batch mode, "
+        "a power of two (default: the smallest that fits the memory budget)",
+    )
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the successful results already in --out (same machine) and run only the other configurations",
+    )
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="folder with mnist/ and cifar10/ (default: henn.datasets.default_data_dir())",
+    )
     ap.add_argument("--threads", type=int, default=None, help="worker threads (default: henn's)")
     ap.add_argument("--timeout", type=float, default=4 * 3600, help="seconds per configuration")
     ap.add_argument("--out", default="results/cnn.json")
     ap.add_argument("--one", metavar="MODEL,ACTIVATION,BACKEND,MODE", help=argparse.SUPPRESS)
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = _parser()
     args = ap.parse_args(argv)
     for flag in ("images", "single_images", "batch_size", "batch_group"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
@@ -281,24 +381,41 @@ def main(argv=None) -> int:
 
     from tqdm import tqdm
 
-    configs = [dict(zip(CONFIG_KEYS, combo)) for combo in
-               itertools.product(args.models, args.activations, args.backends, args.modes)]
+    configs = [
+        dict(zip(CONFIG_KEYS, combo))
+        for combo in itertools.product(args.models, args.activations, args.backends, args.modes)
+    ]
     command = " ".join(["python", "benchmarks/cnn.py", *(sys.argv[1:] if argv is None else argv)])
     results = previous_results(Path(args.out)) if args.resume else []
     done = [{k: r[k] for k in CONFIG_KEYS} for r in results]
     todo = [c for c in configs if c not in done]
     if args.resume:
-        log.info("resuming: %d results kept from %s, %d of %d configurations to run", len(results), args.out,
-                 len(todo), len(configs))
+        log.info(
+            "resuming: %d results kept from %s, %d of %d configurations to run",
+            len(results),
+            args.out,
+            len(todo),
+            len(configs),
+        )
     configs = todo
 
     def save() -> None:
         results.sort(key=config_rank)  # kept and new results in one order
-        write_json(args.out, {"benchmark": "cnn", "command": command, "threads": args.threads,
-                                     "cpu_count": os.cpu_count(), "results": results})
+        write_json(
+            args.out,
+            {
+                "benchmark": "cnn",
+                "command": command,
+                "threads": args.threads,
+                "cpu_count": os.cpu_count(),
+                "results": results,
+            },
+        )
 
-    with tempfile.TemporaryDirectory(prefix="henn-cnn-") as tmp, \
-            tqdm(configs, file=sys.stderr, unit="config", desc="cnn") as bar:
+    with (
+        tempfile.TemporaryDirectory(prefix="henn-cnn-") as tmp,
+        tqdm(configs, file=sys.stderr, unit="config", desc="cnn") as bar,
+    ):
         for cfg in bar:
             bar.set_postfix_str(" ".join(cfg.values()))
             r = run_isolated(cfg, args, Path(tmp))

@@ -55,12 +55,22 @@ DEEP = {"log_scale": 30}  # the plain noise model's parameters for nets beyond L
 def _facts(cm) -> dict:
     p = cm.params
     inner = sum(a["refreshes"] for a in cm.approximations())  # per ciphertext, inside activations
-    return {"depth": cm.depth, "bootstraps": cm.program.bootstrap_steps, "inner_bootstraps": inner,
-            "log_n": p.log_n, "log_scale": p.log_scale,
-            "log_qp": round(p.log_qp, 1), "levels": len(p.log_q) - 1, "ring": p.ring,
-            "rotation_keys": len(cm.rotation_steps), "params": p.describe(),
-            "approximations": [{k: a[k] for k in ("layer", "kind", "degree", "levels", "max_error", "relative_error")}
-                               for a in cm.approximations()]}
+    return {
+        "depth": cm.depth,
+        "bootstraps": cm.program.bootstrap_steps,
+        "inner_bootstraps": inner,
+        "log_n": p.log_n,
+        "log_scale": p.log_scale,
+        "log_qp": round(p.log_qp, 1),
+        "levels": len(p.log_q) - 1,
+        "ring": p.ring,
+        "rotation_keys": len(cm.rotation_steps),
+        "params": p.describe(),
+        "approximations": [
+            {k: a[k] for k in ("layer", "kind", "degree", "levels", "max_error", "relative_error")}
+            for a in cm.approximations()
+        ],
+    }
 
 
 def planned_depth(src, net, data) -> int:
@@ -68,28 +78,46 @@ def planned_depth(src, net, data) -> int:
     from henn.frontend import load_model
     from henn.passes import CompileOptions, run_pipeline
 
-    options = CompileOptions(mode=net.mode, calibration=data.calibration, activation_bits=net.options.get(
-        "activation_bits"), activation_degree=net.options.get("activation_degree"))
-    return run_pipeline(load_model(src, net.shape), options, until="plan_levels").meta.depth
+    options = CompileOptions(
+        mode=net.mode,
+        calibration=data.calibration,
+        activation_bits=net.options.get("activation_bits"),
+        activation_degree=net.options.get("activation_degree"),
+    )
+    depth = run_pipeline(load_model(src, net.shape), options, until="plan_levels").meta.depth
+    assert depth is not None, "plan_levels sets the depth"
+    return depth
 
 
-def _compile(henn, src, net, data, backend: str, max_log_n: int, max_depth: int, mode: str, extra: dict,
-             bootstrap: bool = False):
+def _compile(
+    henn, src, net, data, backend: str, max_log_n: int, max_depth: int, mode: str, extra: dict, bootstrap: bool = False
+):
     """(compiled model, backend used, why not the asked backend). bootstrap: a net deeper than max_depth
     compiles with bootstraps (boot-n16) on the asked backend."""
     from henn.errors import HennError
 
     depth = planned_depth(src, net, data)
     if bootstrap and backend != "plain" and depth > max_depth:
-        cm = henn.compile(src, net.shape, backend=backend, mode=mode, calibration=data.calibration, bootstrap=True,
-                          **net.options, **extra)
+        cm = henn.compile(
+            src,
+            net.shape,
+            backend=backend,
+            mode=mode,
+            calibration=data.calibration,
+            bootstrap=True,
+            **net.options,
+            **extra,
+        )
         return cm, backend, None
     try:
         if backend != "plain" and depth > max_depth:
-            raise HennError(f"depth {depth} is beyond Lattigo's 128-bit rings at 2^{max_log_n} (--max-depth "
-                            f"{max_depth}); with bootstraps (N = 2^16, ~8 s each) it would take minutes per image")
-        cm = henn.compile(src, net.shape, backend=backend, mode=mode, calibration=data.calibration,
-                          **net.options, **extra)
+            raise HennError(
+                f"depth {depth} is beyond Lattigo's 128-bit rings at 2^{max_log_n} (--max-depth "
+                f"{max_depth}); with bootstraps (N = 2^16, ~8 s each) it would take minutes per image"
+            )
+        cm = henn.compile(
+            src, net.shape, backend=backend, mode=mode, calibration=data.calibration, **net.options, **extra
+        )
     except HennError as exc:
         if backend == "plain":
             raise
@@ -99,11 +127,13 @@ def _compile(henn, src, net, data, backend: str, max_log_n: int, max_depth: int,
             return cm, backend, None
         why = f"depth {cm.depth} needs N = 2^{cm.params.log_n}, beyond 2^{max_log_n} (too slow here)"
         cm.close()
-        cm = henn.compile(src, net.shape, backend="plain", mode=mode, calibration=data.calibration,
-                          params=cm.params, **net.options)  # the parameters selected for the backend
+        cm = henn.compile(
+            src, net.shape, backend="plain", mode=mode, calibration=data.calibration, params=cm.params, **net.options
+        )  # the parameters selected for the backend
         return cm, "plain (noise model)", why
-    cm = henn.compile(src, net.shape, backend="plain", mode=mode, calibration=data.calibration,
-                      **{**DEEP, **net.options})
+    cm = henn.compile(
+        src, net.shape, backend="plain", mode=mode, calibration=data.calibration, **{**DEEP, **net.options}
+    )
     return cm, "plain (noise model)", why
 
 
@@ -113,7 +143,7 @@ def _in_range(cm, images: np.ndarray) -> np.ndarray:
     kept = np.ones(len(images), bool)
     for i in range(len(images)):
         try:
-            cm.check_input(images[i:i + 1])
+            cm.check_input(images[i : i + 1])
         except InputError:
             kept[i] = False
     return kept
@@ -126,12 +156,16 @@ def _run_encrypted(cm, images: np.ndarray) -> tuple[np.ndarray, dict]:
         t0 = time.perf_counter()
         logits = cm.run(images)
         t = cm.timings
-        return logits, {"latency_seconds": t["total"] / len(images), "set_seconds": t["total"],
-                        "keygen_seconds": t["keygen"], "prepare_seconds": t["prepare"],
-                        "wall_seconds": time.perf_counter() - t0}
+        return logits, {
+            "latency_seconds": t["total"] / len(images),
+            "set_seconds": t["total"],
+            "keygen_seconds": t["keygen"],
+            "prepare_seconds": t["prepare"],
+            "wall_seconds": time.perf_counter() - t0,
+        }
     out, per = [], []
     for i in range(len(images)):
-        out.append(cm.run(images[i:i + 1]))
+        out.append(cm.run(images[i : i + 1]))
         per.append(cm.timings["total"])
         if i == 0:
             setup = {"keygen_seconds": cm.timings["keygen"], "prepare_seconds": cm.timings["prepare"]}
@@ -153,9 +187,18 @@ def run_net(name: str, args, tmp: Path, cache: dict) -> list[dict]:
     acc_torch = float((predict(model, xt).argmax(1) == yt).mean())
     rows = []
     for frontend in args.frontends:
-        base = {"net": name, "what": net.what, "frontend": frontend, "data": net.data, "dataset": data.source,
-                "mode": net.mode, "train_seconds": round(train_s, 2), "accuracy_torch": acc_torch,
-                "accuracy_images": len(xt), "compiles": False}
+        base = {
+            "net": name,
+            "what": net.what,
+            "frontend": frontend,
+            "data": net.data,
+            "dataset": data.source,
+            "mode": net.mode,
+            "train_seconds": round(train_s, 2),
+            "accuracy_torch": acc_torch,
+            "accuracy_images": len(xt),
+            "compiles": False,
+        }
         try:
             src = model if frontend == "torch" else export_onnx(model, net.shape, tmp / f"{name}.onnx")
         except Exception as exc:  # noqa: BLE001 - recorded: this is what the table is for
@@ -165,8 +208,10 @@ def run_net(name: str, args, tmp: Path, cache: dict) -> list[dict]:
         retry = _retry(row, net)
         if retry is not None:
             mode, extra, how = retry
-            row = {**_attempt({**base, "mode": mode}, src, net, data, args, mode, extra),
-                   "retried": f"{how}, after: {row['error']}"}
+            row = {
+                **_attempt({**base, "mode": mode}, src, net, data, args, mode, extra),
+                "retried": f"{how}, after: {row['error']}",
+            }
         rows.append(row)
     return rows
 
@@ -190,8 +235,9 @@ def _attempt(base: dict, src, net, data, args, mode: str, extra: dict) -> dict:
     xt, yt = data.test
     t0 = time.perf_counter()
     try:
-        cm, backend, why = _compile(henn, src, net, data, args.backend, args.max_log_n, args.max_depth, mode, extra,
-                                    args.bootstrap)
+        cm, backend, why = _compile(
+            henn, src, net, data, args.backend, args.max_log_n, args.max_depth, mode, extra, args.bootstrap
+        )
     except Exception as exc:  # noqa: BLE001 - recorded: this is what the table is for
         row["error"] = f"{type(exc).__name__}: {exc}"
         return row
@@ -210,10 +256,14 @@ def _attempt(base: dict, src, net, data, args, mode: str, extra: dict) -> dict:
             kept = _in_range(cm, xt[:n])  # run() refuses an image beyond an activation's calibrated range
             logits, timing = _run_encrypted(cm, xt[:n][kept])
         want = approx[:n][kept]
-        row.update(images=int(kept.sum()), refused=int(n - kept.sum()),
-                   agreement=float((logits.argmax(1) == want.argmax(1)).mean()),
-                   max_logit_error=float(np.abs(logits - want).max()),
-                   encrypted_accuracy=float((logits.argmax(1) == yt[:n][kept]).mean()), **timing)
+        row.update(
+            images=int(kept.sum()),
+            refused=int(n - kept.sum()),
+            agreement=float((logits.argmax(1) == want.argmax(1)).mean()),
+            max_logit_error=float(np.abs(logits - want).max()),
+            encrypted_accuracy=float((logits.argmax(1) == yt[:n][kept]).mean()),
+            **timing,
+        )
     except Exception as exc:  # noqa: BLE001
         row["error"] = f"{type(exc).__name__}: {exc}"
     return row
@@ -231,27 +281,48 @@ def _boots(r: dict) -> str:
 
 
 def markdown(results: list[dict]) -> str:
-    head = ("| net | frontend | data / mode | compiles | backend | agree % (n) | max logit err | acc. torch % "
-            "| acc. approx. % | Δ points | latency s/img | keygen s | depth | boots | N, scale | activations |")
+    head = (
+        "| net | frontend | data / mode | compiles | backend | agree % (n) | max logit err | acc. torch % "
+        "| acc. approx. % | Δ points | latency s/img | keygen s | depth | boots | N, scale | activations |"
+    )
     rows = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in results:
         if not r["compiles"]:
-            rows.append(f"| {r['net']} | {r['frontend']} | {r['data']} / {r['mode']} | no: "
-                        f"{r.get('error', '')[:160].replace('|', '/')} |" + " |" * 12)
+            rows.append(
+                f"| {r['net']} | {r['frontend']} | {r['data']} / {r['mode']} | no: "
+                f"{r.get('error', '')[:160].replace('|', '/')} |" + " |" * 12
+            )
             continue
         acts = ", ".join(sorted({f"{a['kind']} d{a['degree']}" for a in r["approximations"]})) or "polynomial"
-        agree = "—" if "agreement" not in r else f"{_pct(r['agreement'])} ({r['images']}" + \
-            (f", {r['refused']} refused)" if r.get("refused") else ")")
+        agree = (
+            "—"
+            if "agreement" not in r
+            else f"{_pct(r['agreement'])} ({r['images']}" + (f", {r['refused']} refused)" if r.get("refused") else ")")
+        )
         err = f" **{r['error'][:100]}**".replace("|", "/") if "error" in r else ""
-        rows.append(" | ".join([
-            f"| {r['net']}", r["frontend"], f"{r['data']} / {r['mode']}", "yes",
-            r["backend"] + (f" ({r['retried'].split(',')[0]})" if "retried" in r else "") + err, agree,
-            "—" if "max_logit_error" not in r else f"{r['max_logit_error']:.2g}", _pct(r["accuracy_torch"]),
-            _pct(r.get("accuracy_approx")),
-            "—" if "accuracy_drop_points" not in r else f"{r['accuracy_drop_points']:.1f}",
-            "—" if "latency_seconds" not in r else f"{r['latency_seconds']:.3g}",
-            "—" if "keygen_seconds" not in r else f"{r['keygen_seconds']:.1f}", str(r["depth"]), _boots(r),
-            f"2^{r['log_n']}, 2^{r['log_scale']}", acts]) + " |")
+        rows.append(
+            " | ".join(
+                [
+                    f"| {r['net']}",
+                    r["frontend"],
+                    f"{r['data']} / {r['mode']}",
+                    "yes",
+                    r["backend"] + (f" ({r['retried'].split(',')[0]})" if "retried" in r else "") + err,
+                    agree,
+                    "—" if "max_logit_error" not in r else f"{r['max_logit_error']:.2g}",
+                    _pct(r["accuracy_torch"]),
+                    _pct(r.get("accuracy_approx")),
+                    "—" if "accuracy_drop_points" not in r else f"{r['accuracy_drop_points']:.1f}",
+                    "—" if "latency_seconds" not in r else f"{r['latency_seconds']:.3g}",
+                    "—" if "keygen_seconds" not in r else f"{r['keygen_seconds']:.1f}",
+                    str(r["depth"]),
+                    _boots(r),
+                    f"2^{r['log_n']}, 2^{r['log_scale']}",
+                    acts,
+                ]
+            )
+            + " |"
+        )
     return "\n".join(rows)
 
 
@@ -261,34 +332,50 @@ def summary(results: list[dict]) -> str:
     agree = [n for n in ok if all(r.get("agreement", 0) >= 0.99 for r in results if r["net"] == n)]
     cheap = [n for n in ok if all(r.get("accuracy_drop_points", 99) <= 1.0 for r in results if r["net"] == n)]
     lattigo = [n for n in ok if all(r.get("backend") == "lattigo" for r in results if r["net"] == n)]
-    return (f"{len(nets)} nets: {len(ok)} compile from torch and ONNX; {len(agree)} agree with their approximated "
-            f"model on >= 99% of images; {len(cheap)} lose <= 1 point of accuracy to the approximation; "
-            f"{len(lattigo)} ran on Lattigo, the others on the plain backend's noise model")
+    return (
+        f"{len(nets)} nets: {len(ok)} compile from torch and ONNX; {len(agree)} agree with their approximated "
+        f"model on >= 99% of images; {len(cheap)} lose <= 1 point of accuracy to the approximation; "
+        f"{len(lattigo)} ran on Lattigo, the others on the plain backend's noise model"
+    )
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nets", nargs="+", choices=list(NETS), default=list(NETS), metavar="NET",
-                    help=f"subset of: {' '.join(NETS)}")
+    ap.add_argument(
+        "--nets", nargs="+", choices=list(NETS), default=list(NETS), metavar="NET", help=f"subset of: {' '.join(NETS)}"
+    )
     ap.add_argument("--images", type=int, default=32, help="test images run encrypted per net and frontend")
     ap.add_argument("--backend", default="lattigo", help="encrypted backend (plain: the noise model only)")
-    ap.add_argument("--plain-images", type=int, default=4, help="images on the plain noise model (a deep net at "
-                    "N = 2^17 takes ~20 s per image there)")
+    ap.add_argument(
+        "--plain-images",
+        type=int,
+        default=4,
+        help="images on the plain noise model (a deep net at N = 2^17 takes ~20 s per image there)",
+    )
     ap.add_argument("--max-log-n", type=int, default=15, help="larger rings run on the plain noise model instead")
-    ap.add_argument("--max-depth", type=int, default=30, help="deeper nets run on the plain noise model "
-                    "without trying --backend")
-    ap.add_argument("--bootstrap", action="store_true", help="nets deeper than --max-depth run on --backend with "
-                    "bootstraps (boot-n16: N = 2^16, ~8 s each) instead of the plain noise model")
+    ap.add_argument(
+        "--max-depth", type=int, default=30, help="deeper nets run on the plain noise model without trying --backend"
+    )
+    ap.add_argument(
+        "--bootstrap",
+        action="store_true",
+        help="nets deeper than --max-depth run on --backend with "
+        "bootstraps (boot-n16: N = 2^16, ~8 s each) instead of the plain noise model",
+    )
     ap.add_argument("--boot-images", type=int, default=2, help="images per bootstrapped net and frontend")
     ap.add_argument("--frontends", nargs="+", choices=FRONTENDS, default=list(FRONTENDS))
     ap.add_argument("--data-dir", type=Path, default=None, help="folder with mnist/ and cifar10/")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--update", action="store_true", help="keep the other rows (nets, frontends) already in --out")
     ap.add_argument("--table", action="store_true", help="print the Markdown table of --out and exit")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     if args.table:
-        results = json.loads(args.out.read_text())["results"]
-        print(markdown(results) + "\n\n" + summary(results))
+        table = json.loads(args.out.read_text())["results"]
+        print(markdown(table) + "\n\n" + summary(table))
         return 0
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     import torch
@@ -296,9 +383,15 @@ def main(argv=None) -> int:
     torch.set_num_threads(2)
     command = " ".join(["python", "benchmarks/coverage.py", *(sys.argv[1:] if argv is None else argv)])
     results: list[dict] = []
-    kept = [r for r in json.loads(args.out.read_text())["results"]
-            if r["net"] not in args.nets or r["frontend"] not in args.frontends] \
-        if args.update and args.out.is_file() else []
+    kept = (
+        [
+            r
+            for r in json.loads(args.out.read_text())["results"]
+            if r["net"] not in args.nets or r["frontend"] not in args.frontends
+        ]
+        if args.update and args.out.is_file()
+        else []
+    )
     cache: dict = {}
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="henn-coverage-") as tmp:
@@ -307,15 +400,29 @@ def main(argv=None) -> int:
             rows = run_net(name, args, Path(tmp), cache)
             results.extend(rows)
             order = list(NETS)
-            results = sorted(kept + [r for r in results if r not in kept],
-                             key=lambda r: (order.index(r["net"]), FRONTENDS.index(r["frontend"])))
+            results = sorted(
+                kept + [r for r in results if r not in kept],
+                key=lambda r: (order.index(r["net"]), FRONTENDS.index(r["frontend"])),
+            )
             for r in rows:
                 state = r.get("error", "ok")[:200] if r["compiles"] else f"does not compile: {r['error'][:200]}"
-                print(f"{name} {r['frontend']}: {r.get('backend', '-')} agree {r.get('agreement')} "
-                      f"drop {r.get('accuracy_drop_points')} {state}", file=sys.stderr, flush=True)
+                print(
+                    f"{name} {r['frontend']}: {r.get('backend', '-')} agree {r.get('agreement')} "
+                    f"drop {r.get('accuracy_drop_points')} {state}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             print(f"{name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-            write_json(args.out, {"benchmark": "coverage", "command": command, "images": args.images,
-                                  "seconds": round(time.perf_counter() - t_start, 1), "results": results})
+            write_json(
+                args.out,
+                {
+                    "benchmark": "coverage",
+                    "command": command,
+                    "images": args.images,
+                    "seconds": round(time.perf_counter() - t_start, 1),
+                    "results": results,
+                },
+            )
     print(markdown(results) + "\n\n" + summary(results))
     print(f"\nwritten to {args.out} in {time.perf_counter() - t_start:.0f} s")
     return 0

@@ -15,6 +15,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -35,6 +36,36 @@ def _cpu_busy_fraction(seconds: float = 1.0) -> float | None:
     except ImportError:
         return None
     return psutil.cpu_percent(interval=seconds) / 100.0
+
+
+def _timed(fn: Callable[[], None], repeats: int) -> tuple[list[float], list[float]]:
+    """Wall times and process CPU times (all threads, Go's included) of `repeats` runs."""
+    fn()  # warm-up
+    wall, cpu = [], []
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return wall, cpu
+
+
+def _overlap(multiply: Callable[[], object], sizes: list[int]) -> float:
+    """Share of thread 0's time inside Lattigo during which thread 1 was inside too (the GIL
+    is released during the calls iff this is well above 0)."""
+    spans: list[list[tuple[float, float]]] = [[] for _ in sizes]
+
+    def traced(i: int, n: int) -> None:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            multiply()
+            spans[i].append((t0, time.perf_counter()))
+
+    with ThreadPoolExecutor(max_workers=len(sizes)) as pool:
+        for fut in [pool.submit(traced, i, n) for i, n in enumerate(sizes)]:
+            fut.result()
+    both = sum(max(0.0, min(b1, b2) - max(a1, a2)) for a1, b1 in spans[0] for a2, b2 in spans[1])
+    return both / sum(b - a for a, b in spans[0])
 
 
 def run(preset: str, mults: int, threads: int, repeats: int) -> dict:
@@ -58,40 +89,12 @@ def run(preset: str, mults: int, threads: int, repeats: int) -> dict:
         for fut in [pool.submit(chunk, n) for n in sizes]:
             fut.result()
 
-    def timed(fn) -> tuple[list[float], list[float]]:
-        """Wall times and process CPU times (all threads, Go's included) of `repeats` runs."""
-        fn()  # warm-up
-        wall, cpu = [], []
-        for _ in range(repeats):
-            t0, c0 = time.perf_counter(), time.process_time()
-            fn()
-            wall.append(time.perf_counter() - t0)
-            cpu.append(time.process_time() - c0)
-        return wall, cpu
-
-    def overlap() -> float:
-        """Share of thread 0's time inside Lattigo during which thread 1 was inside too (the GIL
-        is released during the calls iff this is well above 0)."""
-        spans: list[list[tuple[float, float]]] = [[] for _ in sizes]
-
-        def traced(i: int, n: int) -> None:
-            for _ in range(n):
-                t0 = time.perf_counter()
-                ev.multiply(cx, cy)
-                spans[i].append((t0, time.perf_counter()))
-
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            for fut in [pool.submit(traced, i, n) for i, n in enumerate(sizes)]:
-                fut.result()
-        both = sum(max(0.0, min(b1, b2) - max(a1, a2)) for a1, b1 in spans[0] for a2, b2 in spans[1])
-        return both / sum(b - a for a, b in spans[0])
-
     load_before = os.getloadavg()
     busy_before = _cpu_busy_fraction()
-    single, single_cpu = timed(one_thread)
+    single, single_cpu = _timed(one_thread, repeats)
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        multi, multi_cpu = timed(lambda: split(pool))
-    call_overlap = overlap() if threads >= 2 else None
+        multi, multi_cpu = _timed(lambda: split(pool), repeats)
+    call_overlap = _overlap(lambda: ev.multiply(cx, cy), sizes) if threads >= 2 else None
     load_after = os.getloadavg()
     # correctness of a product made from a worker thread
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -100,19 +103,30 @@ def run(preset: str, mults: int, threads: int, repeats: int) -> dict:
     be.close()
     med1, med2 = statistics.median(single), statistics.median(multi)
     return {
-        "preset": preset, "params": presets.get(preset).describe(), "backend_version": be.version(),
-        "multiplications": mults, "threads": threads, "repeats": repeats,
-        "single_thread_s": single, "multi_thread_s": multi,
-        "single_thread_median_s": med1, "multi_thread_median_s": med2,
-        "per_mul_single_ms": 1000 * med1 / mults, "per_mul_multi_ms": 1000 * med2 / mults,
-        "speedup": med1 / med2, "target_speedup": 1.5, "cores": os.cpu_count(),
+        "preset": preset,
+        "params": presets.get(preset).describe(),
+        "backend_version": be.version(),
+        "multiplications": mults,
+        "threads": threads,
+        "repeats": repeats,
+        "single_thread_s": single,
+        "multi_thread_s": multi,
+        "single_thread_median_s": med1,
+        "multi_thread_median_s": med2,
+        "per_mul_single_ms": 1000 * med1 / mults,
+        "per_mul_multi_ms": 1000 * med2 / mults,
+        "speedup": med1 / med2,
+        "target_speedup": 1.5,
+        "cores": os.cpu_count(),
         # cores' worth of CPU the process got while running (wall-clock share of the machine)
         "cpu_cores_used_single": statistics.median(c / w for c, w in zip(single_cpu, single)),
         "cpu_cores_used_multi": statistics.median(c / w for c, w in zip(multi_cpu, multi)),
         "cpu_ms_per_mul_single": 1000 * statistics.median(single_cpu) / mults,
         "cpu_ms_per_mul_multi": 1000 * statistics.median(multi_cpu) / mults,
         "call_overlap": call_overlap,
-        "loadavg_before": load_before, "loadavg_after": load_after, "cpu_busy_before": busy_before,
+        "loadavg_before": load_before,
+        "loadavg_after": load_after,
+        "cpu_busy_before": busy_before,
         "max_abs_error_check": err,
     }
 
@@ -129,15 +143,21 @@ def main(argv: list[str] | None = None) -> int:
     res = run(args.preset, args.mults, args.threads, args.repeats)
     path = write_json(args.out, {"benchmark": "lattigo_threads", **res})
     print(f"{res['params']}  ({res['backend_version']})")
-    print(f"{args.mults} x (mul + relinearize): 1 thread {res['single_thread_median_s']:.3f} s "
-          f"({res['per_mul_single_ms']:.1f} ms/mul), {args.threads} threads {res['multi_thread_median_s']:.3f} s "
-          f"-> speed-up {res['speedup']:.2f}x (target >= {res['target_speedup']}x on {res['cores']} cores)")
-    print(f"CPU the process got: {res['cpu_cores_used_single']:.2f} cores (1 thread), "
-          f"{res['cpu_cores_used_multi']:.2f} cores ({args.threads} threads); CPU per mul "
-          f"{res['cpu_ms_per_mul_single']:.1f} / {res['cpu_ms_per_mul_multi']:.1f} ms; calls of the two threads "
-          f"overlap {100 * (res['call_overlap'] or 0):.0f}% of the time (GIL released)")
-    print(f"load average before {res['loadavg_before'][0]:.2f}, after {res['loadavg_after'][0]:.2f} "
-          f"(other processes compete for the {res['cores']} cores); results in {path}")
+    print(
+        f"{args.mults} x (mul + relinearize): 1 thread {res['single_thread_median_s']:.3f} s "
+        f"({res['per_mul_single_ms']:.1f} ms/mul), {args.threads} threads {res['multi_thread_median_s']:.3f} s "
+        f"-> speed-up {res['speedup']:.2f}x (target >= {res['target_speedup']}x on {res['cores']} cores)"
+    )
+    print(
+        f"CPU the process got: {res['cpu_cores_used_single']:.2f} cores (1 thread), "
+        f"{res['cpu_cores_used_multi']:.2f} cores ({args.threads} threads); CPU per mul "
+        f"{res['cpu_ms_per_mul_single']:.1f} / {res['cpu_ms_per_mul_multi']:.1f} ms; calls of the two threads "
+        f"overlap {100 * (res['call_overlap'] or 0):.0f}% of the time (GIL released)"
+    )
+    print(
+        f"load average before {res['loadavg_before'][0]:.2f}, after {res['loadavg_after'][0]:.2f} "
+        f"(other processes compete for the {res['cores']} cores); results in {path}"
+    )
     return 0
 
 

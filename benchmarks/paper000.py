@@ -34,6 +34,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -48,30 +50,60 @@ TIMELINE_POINTS = 200  # the RSS timeline kept per configuration, evenly thinned
 
 # paper 000 (Xeon E7-8880 v3, SEAL 4.0.0, OpenFHE 1.0.0): latency in seconds of one image (Table 6, OpenFHE
 # in FIXEDMANUAL), by threads; Table 9 (OpenFHE FIXEDMANUAL vs FLEXIBLEAUTO); Table 7 (ms); Table 8 (s)
-PUBLISHED = {
+PUBLISHED: dict[str, Any] = {
     "machine": "4x Intel Xeon E7-8880 v3 (18 cores each, 2.3 GHz), 3 TB; SEAL 4.0.0, OpenFHE 1.0.0; N = 2^14, "
-               "scale 2^30; MNIST levels 5 / 5 / 7, CIFAR-10 8 / 11 / 11 (square / deg2 / deg4)",
+    "scale 2^30; MNIST levels 5 / 5 / 7, CIFAR-10 8 / 11 / 11 (square / deg2 / deg4)",
     "table6": {
-        "mnist": {"square": {"seal": {1: 11.15, 18: 1.20, 36: 1.24, 72: 0.64},
-                             "openfhe": {1: 23.07, 18: 4.28, 36: 6.55, 72: 9.38}},
-                  "swish-rg5-deg2": {"seal": {1: 11.08, 18: 1.20, 36: 1.24, 72: 0.65},
-                                     "openfhe": {1: 22.91, 18: 4.10, 36: 6.63, 72: 8.81}},
-                  "swish-rg7-deg4": {"seal": {1: 15.01, 18: 1.64, 36: 1.74, 72: 0.74},
-                                     "openfhe": {1: 29.40, 18: 5.40, 36: 8.17, 72: 13.77}}},
-        "cifar": {"square": {"seal": {1: 201.1, 18: 20.1, 36: 23.6, 72: 9.6},
-                             "openfhe": {1: 374.76, 18: 68.01, 36: 85.94, 72: 125.19}},
-                  "swish-rg5-deg2": {"seal": {1: 200.2, 18: 20.2, 36: 23.6, 72: 9.6},
-                                     "openfhe": {1: 374.37, 18: 65.52, 36: 88.77, 72: 145.83}},
-                  "swish-rg7-deg4": {"seal": {1: 249.5, 18: 28.1, 36: 32.3, 72: 13.3},
-                                     "openfhe": {1: 477.46, 18: 82.66, 36: 101.20, 72: 181.65}}},
+        "mnist": {
+            "square": {
+                "seal": {1: 11.15, 18: 1.20, 36: 1.24, 72: 0.64},
+                "openfhe": {1: 23.07, 18: 4.28, 36: 6.55, 72: 9.38},
+            },
+            "swish-rg5-deg2": {
+                "seal": {1: 11.08, 18: 1.20, 36: 1.24, 72: 0.65},
+                "openfhe": {1: 22.91, 18: 4.10, 36: 6.63, 72: 8.81},
+            },
+            "swish-rg7-deg4": {
+                "seal": {1: 15.01, 18: 1.64, 36: 1.74, 72: 0.74},
+                "openfhe": {1: 29.40, 18: 5.40, 36: 8.17, 72: 13.77},
+            },
+        },
+        "cifar": {
+            "square": {
+                "seal": {1: 201.1, 18: 20.1, 36: 23.6, 72: 9.6},
+                "openfhe": {1: 374.76, 18: 68.01, 36: 85.94, 72: 125.19},
+            },
+            "swish-rg5-deg2": {
+                "seal": {1: 200.2, 18: 20.2, 36: 23.6, 72: 9.6},
+                "openfhe": {1: 374.37, 18: 65.52, 36: 88.77, 72: 145.83},
+            },
+            "swish-rg7-deg4": {
+                "seal": {1: 249.5, 18: 28.1, 36: 32.3, 72: 13.3},
+                "openfhe": {1: 477.46, 18: 82.66, 36: 101.20, 72: 181.65},
+            },
+        },
     },
-    "table9_openfhe_mnist": {"square": {"FIXEDMANUAL": 23.07, "FLEXIBLEAUTO": 132.28},
-                             "swish-rg5-deg2": {"FIXEDMANUAL": 22.91, "FLEXIBLEAUTO": 134.36},
-                             "swish-rg7-deg4": {"FIXEDMANUAL": 29.40, "FLEXIBLEAUTO": 116.75}},
-    "table7_ms": {5: {"add": (0.465, 4.059), "multiply": (6.181, 15.298), "rotate": (31.450, 455.506),
-                      "rescale": (6.763, 28.802), "relinearize": (0.030, 0.023)},
-                  7: {"add": (0.379, 1.922), "multiply": (5.344, 6.644), "rotate": (36.095, 102.314),
-                      "rescale": (5.794, 96.606), "relinearize": (0.004, 0.076)}},  # (SEAL, OpenFHE)
+    "table9_openfhe_mnist": {
+        "square": {"FIXEDMANUAL": 23.07, "FLEXIBLEAUTO": 132.28},
+        "swish-rg5-deg2": {"FIXEDMANUAL": 22.91, "FLEXIBLEAUTO": 134.36},
+        "swish-rg7-deg4": {"FIXEDMANUAL": 29.40, "FLEXIBLEAUTO": 116.75},
+    },
+    "table7_ms": {
+        5: {
+            "add": (0.465, 4.059),
+            "multiply": (6.181, 15.298),
+            "rotate": (31.450, 455.506),
+            "rescale": (6.763, 28.802),
+            "relinearize": (0.030, 0.023),
+        },
+        7: {
+            "add": (0.379, 1.922),
+            "multiply": (5.344, 6.644),
+            "rotate": (36.095, 102.314),
+            "rescale": (5.794, 96.606),
+            "relinearize": (0.004, 0.076),
+        },
+    },  # (SEAL, OpenFHE)
     # Table 8's columns are both printed FLEXIBLEAUTO; the text says the first is FIXEDMANUAL
     "table8_s": {5: {"FIXEDMANUAL": 0.308, "FLEXIBLEAUTO": 0.795}, 7: {"FIXEDMANUAL": 0.404, "FLEXIBLEAUTO": 0.670}},
 }
@@ -84,8 +116,7 @@ def _images(model: str, n: int):
     if model == "mnist":
         images, labels = datasets.load_embedded_mnist()
         return images[:n], labels[:n]
-    images, labels = datasets.load_cifar10(datasets.default_data_dir() or REPO.parent / "shared" / "datasets",
-                                           "test")
+    images, labels = datasets.load_cifar10(datasets.default_data_dir() or REPO.parent / "shared" / "datasets", "test")
     return images[:n], labels[:n]
 
 
@@ -112,7 +143,8 @@ class _PipeMeter:
             self.bytes += sum(len(b) for b in blobs) + sum(len(b) for b in out)
             return result, out
 
-        connection.Connection.request = request
+        # for the rest of this one-configuration process
+        mock.patch.object(connection.Connection, "request", request).start()
 
     def reset(self):
         self.requests, self.bytes, self.seconds = 0, 0, 0.0
@@ -145,21 +177,22 @@ def one(cfg: dict) -> dict:
     if cfg.get("technique"):
         real_open = api.open_backend
 
-        def open_backend(name, p, **opts):
-            return real_open(name, p, **({**opts, "scaling_technique": cfg["technique"]} if name == "openfhe"
-                                         else opts))
+        def open_backend(name: str, params: Any, **options: Any) -> Any:
+            if name == "openfhe":
+                options = {**options, "scaling_technique": cfg["technique"]}
+            return real_open(name, params, **options)
 
         api.open_backend = open_backend
     zoo = Path(henn.__file__).parent / "zoo" / f"{cfg['model']}-cnn_{cfg['activation']}.onnx"
     shape = (1, 28, 28) if cfg["model"] == "mnist" else (3, 32, 32)
     x, labels = _images(cfg["model"], cfg["images"] + 1)
     log_p = tuple(cfg["log_p"])[:1] if cfg["backend"] == "seal" else tuple(cfg["log_p"])  # SEAL: one special prime
-    params = params_mod.Parameters.from_literal(params_mod.ParametersLiteral(
-        cfg["log_n"], tuple(cfg["log_q"]), log_p, cfg["log_scale"]))
+    params = params_mod.Parameters.from_literal(
+        params_mod.ParametersLiteral(cfg["log_n"], tuple(cfg["log_q"]), log_p, cfg["log_scale"])
+    )
     t0 = time.perf_counter()
     with RssSampler(0.05) as sampler:
-        cm = henn.compile(str(zoo), shape, backend=cfg["backend"], mode="single", params=params,
-                          threads=cfg["threads"])
+        cm = henn.compile(str(zoo), shape, backend=cfg["backend"], mode="single", params=params, threads=cfg["threads"])
         compile_s = time.perf_counter() - t0
         try:
             cm.run(x[:1])  # keys, weights, one image: untimed
@@ -171,7 +204,7 @@ def one(cfg: dict) -> dict:
             for i in range(1, len(x)):
                 before = dict(server.executor.step_seconds)
                 t1 = time.perf_counter()
-                outs.append(cm.run(x[i:i + 1]))
+                outs.append(cm.run(x[i : i + 1]))
                 latencies.append(time.perf_counter() - t1)
                 layers.append({k: v - before.get(k, 0.0) for k, v in server.executor.step_seconds.items()})
             pipe = None
@@ -179,23 +212,37 @@ def one(cfg: dict) -> dict:
                 requests, nbytes = meter.requests / len(latencies), meter.bytes / len(latencies)
                 costs = _pipe_costs(cm._sessions[True][2]._conn)
                 overhead = requests * costs["round_trip_s"] + nbytes * costs.pop("_per_byte")
-                pipe = {"requests_per_image": requests, "bytes_per_image": nbytes, **costs,
-                        "overhead_s_per_image": overhead,
-                        "overhead_share": overhead / float(np.median(latencies))}
+                pipe = {
+                    "requests_per_image": requests,
+                    "bytes_per_image": nbytes,
+                    **costs,
+                    "overhead_s_per_image": overhead,
+                    "overhead_share": overhead / float(np.median(latencies)),
+                }
             ref = cm.reference(x[1:])
         finally:
             cm.close()
     out = np.concatenate(outs)
     steps = {s.name: s.kind.value for s in cm.program.steps}
     per_layer = {name: float(np.median([lay.get(name, 0.0) for lay in layers])) for name in steps}
-    return {**cfg, "status": "ok", "params": cm.params.describe(), "depth": cm.depth, "compile_s": compile_s,
-            "keygen_s": first.get("keygen"), "prepare_s": first.get("prepare"),
-            "latency_s": summarize(latencies), "evaluate_s_last": cm.timings.get("evaluate"),
-            "per_layer_s": [{"step": n, "kind": k, "median_s": per_layer[n]} for n, k in steps.items()],
-            "max_logit_error": float(np.abs(out - ref).max()),
-            "agree": int((out.argmax(1) == ref.argmax(1)).sum()), "correct": int((out.argmax(1) == labels[1:]).sum()),
-            "peak_rss_mib": round(sampler.peak() / 2**20, 1), "rss_timeline": _thin(sampler.timeline()),
-            "pipe": pipe}
+    return {
+        **cfg,
+        "status": "ok",
+        "params": cm.params.describe(),
+        "depth": cm.depth,
+        "compile_s": compile_s,
+        "keygen_s": first.get("keygen"),
+        "prepare_s": first.get("prepare"),
+        "latency_s": summarize(latencies),
+        "evaluate_s_last": cm.timings.get("evaluate"),
+        "per_layer_s": [{"step": n, "kind": k, "median_s": per_layer[n]} for n, k in steps.items()],
+        "max_logit_error": float(np.abs(out - ref).max()),
+        "agree": int((out.argmax(1) == ref.argmax(1)).sum()),
+        "correct": int((out.argmax(1) == labels[1:]).sum()),
+        "peak_rss_mib": round(sampler.peak() / 2**20, 1),
+        "rss_timeline": _thin(sampler.timeline()),
+        "pipe": pipe,
+    }
 
 
 # ---- the primitive table ---------------------------------------------------------------------------
@@ -207,9 +254,14 @@ def _time_ops(be, repeats: int) -> dict[str, float]:
     a = be.encrypt(rng.uniform(-1, 1, be.slots), keys.public)
     b = be.encrypt(rng.uniform(-1, 1, be.slots), keys.public)
     prod = ev.multiply(a, b, relinearize=False)
-    ops = {"add": lambda: ev.add(a, b), "multiply": lambda: ev.multiply(a, b, relinearize=False),
-           "relinearize": lambda: ev.relinearize(prod), "rescale": lambda: ev.rescale(prod),
-           "rotate": lambda: ev.rotate(a, 1), "multiply_relin_rescale": lambda: ev.rescale(ev.multiply(a, b))}
+    ops = {
+        "add": lambda: ev.add(a, b),
+        "multiply": lambda: ev.multiply(a, b, relinearize=False),
+        "relinearize": lambda: ev.relinearize(prod),
+        "rescale": lambda: ev.rescale(prod),
+        "rotate": lambda: ev.rotate(a, 1),
+        "multiply_relin_rescale": lambda: ev.rescale(ev.multiply(a, b)),
+    }
     return {op: 1e3 * time_op(fn, repeats, warmup=1)["median"] for op, fn in ops.items()}
 
 
@@ -225,8 +277,16 @@ def primitives(backends, techniques, repeats: int) -> list[dict]:
                 opts = {"scaling_technique": tech} if tech else {}
                 with open_backend(name, params, **opts) as be:
                     for op, ms in _time_ops(be, repeats).items():
-                        rows.append({"level": level, "backend": name, "technique": tech, "op": op, "median_ms": ms,
-                                     "repeats": repeats})
+                        rows.append(
+                            {
+                                "level": level,
+                                "backend": name,
+                                "technique": tech,
+                                "op": op,
+                                "median_ms": ms,
+                                "repeats": repeats,
+                            }
+                        )
     return rows
 
 
@@ -236,65 +296,105 @@ def _load(part: str, tag: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def _cnn_tables(cnn: dict) -> list[str]:
+    """Latency per network and backend, the OpenFHE pipe's share of it, and the time per layer."""
+    lines = [
+        "| network | activation | backend | threads | s / image (median) | paper 000, 1 thread | "
+        "max logit error | agree | peak RSS MiB | keygen + weights s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in cnn["rows"]:
+        pub = PUBLISHED["table6"][r["model"]][r["activation"]].get(r["backend"], {}).get(1)
+        if r["status"] != "ok":
+            lines.append(
+                f"| {r['model']} | {r['activation']} | {r['backend']} | {r['threads']} | "
+                f"{r['status']} | {pub or '-'} | | | | |"
+            )
+            continue
+        setup = (r["keygen_s"] or 0) + (r["prepare_s"] or 0)
+        lines.append(
+            f"| {r['model']} | {r['activation']} | {r['backend']} | {r['threads']} | "
+            f"{r['latency_s']['median']:.3f} | {pub or '-'} | {r['max_logit_error']:.1e} | "
+            f"{r['agree']}/{r['latency_s']['samples']} | {r['peak_rss_mib']:.0f} | {setup:.1f} |"
+        )
+    pipes = [r for r in cnn["rows"] if r.get("pipe")]
+    if pipes:
+        lines += [
+            "",
+            "| network | activation | threads | requests / image | MiB / image | round trip us | "
+            "pipe s / image | share of the latency |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in pipes:
+            pp = r["pipe"]
+            lines.append(
+                f"| {r['model']} | {r['activation']} | {r['threads']} | {pp['requests_per_image']:.0f} | "
+                f"{pp['bytes_per_image'] / 2**20:.2f} | {1e6 * pp['round_trip_s']:.0f} | "
+                f"{pp['overhead_s_per_image']:.4f} | {100 * pp['overhead_share']:.1f}% |"
+            )
+    lines += [
+        "",
+        "| network | activation | step | kind | " + " | ".join(BACKENDS) + " |",
+        "| --- | --- | --- | --- | " + " | ".join("---" for _ in BACKENDS) + " |",
+    ]
+    top = max(r["threads"] for r in cnn["rows"])
+    seen: dict[tuple[str, str, str, str], dict[str, float]] = {}
+    for r in cnn["rows"]:
+        if r["status"] == "ok" and r["threads"] == top:
+            for layer in r["per_layer_s"]:
+                key = (r["model"], r["activation"], layer["step"], layer["kind"])
+                seen.setdefault(key, {})[r["backend"]] = layer["median_s"]
+    for (model, act, step, kind), by in seen.items():
+        cells = " | ".join(f"{by[b]:.3f}" if b in by else "-" for b in BACKENDS)
+        lines.append(f"| {model} | {act} | {step} | {kind} | {cells} |")
+    return lines
+
+
+def _rescaling_table(resc: dict) -> list[str]:
+    lines = [
+        "",
+        "| activation | threads | technique | s / image | paper 000 (1 thread) | max logit error |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in resc["rows"]:
+        pub = PUBLISHED["table9_openfhe_mnist"].get(r["activation"], {}).get(r["technique"])
+        lat = f"{r['latency_s']['median']:.3f}" if r["status"] == "ok" else r["status"]
+        err = f"{r['max_logit_error']:.1e}" if r["status"] == "ok" else ""
+        lines.append(f"| {r['activation']} | {r['threads']} | {r['technique']} | {lat} | {pub} | {err} |")
+    return lines
+
+
+def _primitives_table(prim: dict) -> list[str]:
+    lines = [
+        "",
+        "| level | op | seal ms | openfhe ms (FIXEDMANUAL) | openfhe ms (FLEXIBLEAUTO) | lattigo ms | "
+        "paper 000 SEAL / OpenFHE ms |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    cell = {(r["level"], r["op"], r["backend"], r["technique"]): r["median_ms"] for r in prim["rows"]}
+    for level in (5, 7):
+        for op in ("add", "multiply", "relinearize", "rescale", "rotate", "multiply_relin_rescale"):
+            vals = [
+                cell.get((level, op, b, t))
+                for b, t in (("seal", None), ("openfhe", "FIXEDMANUAL"), ("openfhe", "FLEXIBLEAUTO"), ("lattigo", None))
+            ]
+            pub = PUBLISHED["table7_ms"][level].get(op) if op != "multiply_relin_rescale" else None
+            text = " | ".join("-" if v is None else f"{v:.2f}" for v in vals)
+            lines.append(f"| {level} | {op} | {text} | {'-' if pub is None else f'{pub[0]} / {pub[1]}'} |")
+    return lines
+
+
 def tables(tag: str = "") -> str:
     lines: list[str] = []
     cnn = _load("cnn", tag)
     if cnn:
-        lines += ["| network | activation | backend | threads | s / image (median) | paper 000, 1 thread | "
-                  "max logit error | agree | peak RSS MiB | keygen + weights s |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for r in cnn["rows"]:
-            pub = PUBLISHED["table6"][r["model"]][r["activation"]].get(r["backend"], {}).get(1)
-            if r["status"] != "ok":
-                lines.append(f"| {r['model']} | {r['activation']} | {r['backend']} | {r['threads']} | "
-                             f"{r['status']} | {pub or '-'} | | | | |")
-                continue
-            setup = (r["keygen_s"] or 0) + (r["prepare_s"] or 0)
-            lines.append(f"| {r['model']} | {r['activation']} | {r['backend']} | {r['threads']} | "
-                         f"{r['latency_s']['median']:.3f} | {pub or '-'} | {r['max_logit_error']:.1e} | "
-                         f"{r['agree']}/{r['latency_s']['samples']} | {r['peak_rss_mib']:.0f} | {setup:.1f} |")
-        pipes = [r for r in cnn["rows"] if r.get("pipe")]
-        if pipes:
-            lines += ["", "| network | activation | threads | requests / image | MiB / image | round trip us | "
-                      "pipe s / image | share of the latency |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-            for r in pipes:
-                pp = r["pipe"]
-                lines.append(f"| {r['model']} | {r['activation']} | {r['threads']} | {pp['requests_per_image']:.0f} | "
-                             f"{pp['bytes_per_image'] / 2**20:.2f} | {1e6 * pp['round_trip_s']:.0f} | "
-                             f"{pp['overhead_s_per_image']:.4f} | {100 * pp['overhead_share']:.1f}% |")
-        lines += ["", "| network | activation | step | kind | " + " | ".join(BACKENDS) + " |",
-                  "| --- | --- | --- | --- | " + " | ".join("---" for _ in BACKENDS) + " |"]
-        top = max(r["threads"] for r in cnn["rows"])
-        seen = {}
-        for r in cnn["rows"]:
-            if r["status"] == "ok" and r["threads"] == top:
-                for layer in r["per_layer_s"]:
-                    key = (r["model"], r["activation"], layer["step"], layer["kind"])
-                    seen.setdefault(key, {})[r["backend"]] = layer["median_s"]
-        for (model, act, step, kind), by in seen.items():
-            cells = " | ".join(f"{by[b]:.3f}" if b in by else "-" for b in BACKENDS)
-            lines.append(f"| {model} | {act} | {step} | {kind} | {cells} |")
+        lines += _cnn_tables(cnn)
     resc = _load("rescaling", tag)
     if resc:
-        lines += ["", "| activation | threads | technique | s / image | paper 000 (1 thread) | max logit error |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        for r in resc["rows"]:
-            pub = PUBLISHED["table9_openfhe_mnist"].get(r["activation"], {}).get(r["technique"])
-            lat = f"{r['latency_s']['median']:.3f}" if r["status"] == "ok" else r["status"]
-            err = f"{r['max_logit_error']:.1e}" if r["status"] == "ok" else ""
-            lines.append(f"| {r['activation']} | {r['threads']} | {r['technique']} | {lat} | {pub} | {err} |")
+        lines += _rescaling_table(resc)
     prim = _load("primitives", tag)
     if prim:
-        lines += ["", "| level | op | seal ms | openfhe ms (FIXEDMANUAL) | openfhe ms (FLEXIBLEAUTO) | lattigo ms | "
-                  "paper 000 SEAL / OpenFHE ms |", "| --- | --- | --- | --- | --- | --- | --- |"]
-        cell = {(r["level"], r["op"], r["backend"], r["technique"]): r["median_ms"] for r in prim["rows"]}
-        for level in (5, 7):
-            for op in ("add", "multiply", "relinearize", "rescale", "rotate", "multiply_relin_rescale"):
-                vals = [cell.get((level, op, b, t)) for b, t in (("seal", None), ("openfhe", "FIXEDMANUAL"),
-                                                                 ("openfhe", "FLEXIBLEAUTO"), ("lattigo", None))]
-                pub = PUBLISHED["table7_ms"][level].get(op) if op != "multiply_relin_rescale" else None
-                text = " | ".join("-" if v is None else f"{v:.2f}" for v in vals)
-                lines.append(f"| {level} | {op} | {text} | {'-' if pub is None else f'{pub[0]} / {pub[1]}'} |")
+        lines += _primitives_table(prim)
     return "\n".join(lines) + "\n"
 
 
@@ -370,8 +470,10 @@ def main() -> None:
     for part in args.parts:
         if part == "primitives":
             rows = primitives(args.backends, ("FIXEDMANUAL", "FLEXIBLEAUTO"), args.repeats)
-            write_json(RESULTS / f"paper000_primitives{args.tag}.json",
-                       {"command": command, "rows": rows, "published": PUBLISHED})
+            write_json(
+                RESULTS / f"paper000_primitives{args.tag}.json",
+                {"command": command, "rows": rows, "published": PUBLISHED},
+            )
             continue
         rows = []
         out = RESULTS / f"paper000_{part}{args.tag}.json"
@@ -381,8 +483,11 @@ def main() -> None:
                 if part == "cnn":
                     cfgs = [{"backend": b, "threads": t} for b in args.backends for t in args.threads]
                 else:
-                    cfgs = [{"backend": "openfhe", "threads": t, "technique": tech}
-                            for t in args.threads for tech in ("FIXEDMANUAL", "FLEXIBLEAUTO")]
+                    cfgs = [
+                        {"backend": "openfhe", "threads": t, "technique": tech}
+                        for t in args.threads
+                        for tech in ("FIXEDMANUAL", "FLEXIBLEAUTO")
+                    ]
                 for c in cfgs:
                     cfg = {"model": model, "activation": act, "images": args.images, **params, **c}
                     t0 = time.perf_counter()
@@ -391,8 +496,15 @@ def main() -> None:
                     lat = r.get("latency_s", {}).get("median")
                     took = f"{'' if lat is None else f'{lat:.2f} s/image'} ({time.perf_counter() - t0:.0f} s)"
                     sys.stderr.write(f"{model} {act} {c}: {r['status']} {took}\n")
-                    write_json(out, {"command": command, "rows": rows, "published": PUBLISHED,
-                                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "passive (henn's default)")})
+                    write_json(
+                        out,
+                        {
+                            "command": command,
+                            "rows": rows,
+                            "published": PUBLISHED,
+                            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "passive (henn's default)"),
+                        },
+                    )
         sys.stderr.write(f"-> {out}\n")
 
 

@@ -78,7 +78,7 @@ def _fit(model, x, y, tr_idx, va_idx, gen, log):
         order = tr_idx[torch.randperm(n_train, generator=gen)]
         total_loss, correct = 0.0, 0
         for i in range(0, n_train, BATCH):
-            idx = order[i:i + BATCH]
+            idx = order[i : i + BATCH]
             xb, yb = x[idx], y[idx]
             opt.zero_grad()
             out = model(xb)
@@ -89,12 +89,30 @@ def _fit(model, x, y, tr_idx, va_idx, gen, log):
             correct += int((out.argmax(1) == yb).sum())
         model.eval()
         val = accuracy(model, x[va_idx], y[va_idx])
-        log(f"epoch {epoch + 1}/{EPOCHS} loss {total_loss / n_train:.4f} train {100 * correct / n_train:.2f}% "
-            f"val {100 * val:.2f}%")
+        log(
+            f"epoch {epoch + 1}/{EPOCHS} loss {total_loss / n_train:.4f} train {100 * correct / n_train:.2f}% "
+            f"val {100 * val:.2f}%"
+        )
         if val > best_val:
             best_val, best_epoch = val, epoch + 1
             best_state = {k: v.clone() for k, v in model.state_dict().items()}
     return best_val, best_epoch, best_state
+
+
+def _export(net: nn.Module, out: str) -> None:
+    """The folded net as ONNX with a dynamic batch axis (the legacy exporter: dynamo=False)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            net,
+            (torch.zeros(1, 1, 28, 28),),
+            out,
+            dynamo=False,
+            input_names=["x"],
+            output_names=["logits"],
+            dynamic_axes={"x": {0: "b"}, "logits": {0: "b"}},
+            opset_version=17,
+        )
 
 
 def main(argv=None) -> int:
@@ -118,6 +136,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     xtr, ytr = load_mnist(args.data_dir, "train")
     xte, yte = load_mnist(args.data_dir, "test")
+
     def norm(a):
         return (torch.from_numpy(a) - MEAN) / STD
 
@@ -138,22 +157,34 @@ def main(argv=None) -> int:
     with torch.no_grad():
         gap = float((net(raw_te) - model(xte_t)).abs().max())
     seconds = time.perf_counter() - t0
-    log(f"best epoch {best_epoch} (val {100 * best_val:.2f}%); test accuracy {100 * test_acc:.2f}% "
-        f"(folded, raw pixels: {100 * folded_acc:.2f}%, max logit difference {gap:.1e}); {seconds:.0f} s")
+    log(
+        f"best epoch {best_epoch} (val {100 * best_val:.2f}%); test accuracy {100 * test_acc:.2f}% "
+        f"(folded, raw pixels: {100 * folded_acc:.2f}%, max logit difference {gap:.1e}); {seconds:.0f} s"
+    )
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(net, (torch.zeros(1, 1, 28, 28),), args.out, dynamo=False, input_names=["x"],
-                          output_names=["logits"], dynamic_axes={"x": {0: "b"}, "logits": {0: "b"}},
-                          opset_version=17)
+    _export(net, args.out)
     (HERE / "train_log.txt").write_text("\n".join(log_lines) + "\n")
     result = {
         "architecture": "784 -> 128 -> ReLU -> 64 -> ReLU -> 10 (harness/mnist/model.py)",
-        "recipe": {"optimizer": "Adam", "lr": LR, "batch": BATCH, "epochs": EPOCHS, "split": "80/20 of train",
-                   "normalization": [MEAN, STD], "seed": SEED, "keep": "best validation accuracy"},
-        "best_epoch": best_epoch, "val_accuracy": best_val, "test_accuracy": test_acc,
-        "test_accuracy_folded_onnx_input": folded_acc, "seconds": round(seconds, 1), "threads": args.threads,
-        "torch": torch.__version__, "python": platform.python_version(), "onnx": Path(args.out).name,
+        "recipe": {
+            "optimizer": "Adam",
+            "lr": LR,
+            "batch": BATCH,
+            "epochs": EPOCHS,
+            "split": "80/20 of train",
+            "normalization": [MEAN, STD],
+            "seed": SEED,
+            "keep": "best validation accuracy",
+        },
+        "best_epoch": best_epoch,
+        "val_accuracy": best_val,
+        "test_accuracy": test_acc,
+        "test_accuracy_folded_onnx_input": folded_acc,
+        "seconds": round(seconds, 1),
+        "threads": args.threads,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "onnx": Path(args.out).name,
     }
     (HERE / "train_result.json").write_text(json.dumps(result, indent=2) + "\n")
     return 0
