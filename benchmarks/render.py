@@ -136,6 +136,11 @@ FIGURES: dict[str, Figure] = {
         ".venv/bin/python benchmarks/serve_load.py --quick --out X.json; the soak as above",
         ROWS["serve_load"],
     ),
+    "compile-times": Figure(
+        ("compile_times",),
+        "flock /tmp/henn-heavy.lock .venv/bin/python benchmarks/compile_times.py --label before|after",
+        ROWS["compile_times"],
+    ),
     "default-flags": Figure(
         ("default_flags_mnist",),
         ".venv/bin/python benchmarks/default_flags.py --model mnist-cnn --images 9 --rounds 3 --out benchmarks/results/X.json",

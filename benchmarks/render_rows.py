@@ -377,6 +377,39 @@ def gpu(docs: list[dict]) -> Rows:
     ]
 
 
+def _compile_sums(rows: dict, names: list[str]) -> tuple[float, int, int]:
+    """(seconds, most runs of any one pass, diagonal builds) of the named compile_times rows together."""
+    seconds = sum(rows[n]["seconds"] for n in names)
+    most = max(c for n in names for p, c in rows[n]["passes"].items() if p not in ("diagonals", "lower"))
+    return seconds, most, sum(rows[n]["passes"].get("diagonals", 0) for n in names)
+
+
+def compile_times(docs: list[dict]) -> Rows:
+    """Compile time before and after a compiler change, summed per kind of configuration, with the most
+    runs of any one pass in a compile and whether every Program stayed the same."""
+    before, after = docs[0]["before"]["rows"], docs[0]["after"]["rows"]
+    kinds: dict[str, list[str]] = {}
+    for name in after:
+        if "error" not in after[name] and "error" not in before.get(name, {"error": 1}):
+            kinds.setdefault(name.split("/", 1)[1], []).append(name)
+    rows = [["configuration", "compiles", "before", "after", "most runs of a pass", "diagonal builds", "programs"]]
+    for kind, names in kinds.items():
+        (t0, most0, d0), (t1, most1, d1) = _compile_sums(before, names), _compile_sums(after, names)
+        same = sum(before[n]["program"] == after[n]["program"] for n in names)
+        rows.append(
+            [
+                kind,
+                str(len(names)),
+                f"{t0:.2f} s",
+                f"**{t1:.2f} s**",
+                f"{most0} -> {most1}",
+                f"{d0} -> {d1}",
+                f"{same} of {len(names)} identical",
+            ]
+        )
+    return rows
+
+
 def default_flags(docs: list[dict]) -> Rows:
     """benchmarks/default_flags.py: each speed setting's median set time against the default's."""
     rows = [["model", "setting", "evaluate / set", "vs default", "agree"]]
@@ -412,5 +445,6 @@ ROWS: dict[str, Callable[[list[dict]], Rows]] = {
         serve_overhead,
         serve_load,
         gpu,
+        compile_times,
     )
 }
