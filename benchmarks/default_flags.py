@@ -9,9 +9,10 @@ default's ratio to the best:
     .venv/bin/python benchmarks/default_flags.py --model mnist-cnn --images 9 --rounds 3 \\
         --out benchmarks/results/default_flags_mnist.json
 
-The settings (docs/benchmarks.md, "The default is the fast path"): the plaintext cache ($HENN_PLAINTEXT_CACHE GiB: none, or all), Go's
-collector (GOGC: Go's own 100, or a lax 400, against henn's choice), worker threads (1 against the
-default 2) and the bridge's kernels (HENN_LATTIGO_NTT=go: Lattigo's Go NTT instead of henn's vector one).
+The settings (docs/benchmarks.md, "The default is the fast path"): the plaintext cache
+($HENN_PLAINTEXT_CACHE GiB: none, or all), Go's collector (GOGC: Go's own 100, or a lax 400, against
+henn's choice), worker threads (1 against the default 2) and the bridge's kernels (HENN_LATTIGO_NTT=go:
+Lattigo's Go NTT instead of henn's vector one).
 """
 
 from __future__ import annotations

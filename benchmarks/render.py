@@ -143,7 +143,8 @@ FIGURES: dict[str, Figure] = {
     ),
     "default-flags": Figure(
         ("default_flags_mnist",),
-        ".venv/bin/python benchmarks/default_flags.py --model mnist-cnn --images 9 --rounds 3 --out benchmarks/results/X.json",
+        ".venv/bin/python benchmarks/default_flags.py --model mnist-cnn --images 9 --rounds 3 "
+        "--out benchmarks/results/X.json",
         ROWS["default_flags"],
     ),
     "gpu": Figure(
