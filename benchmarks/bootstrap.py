@@ -59,9 +59,11 @@ def run(preset: str, repeats: int, dft: str = "preset") -> dict:
     params = presets.get(preset)
     if dft != "preset":
         lit = params.literal()
+        assert lit.bootstrap is not None, f"{preset} has no bootstrapping"
         boot = dataclasses.replace(lit.bootstrap, stream_dft=dft == "stream")
         params = Parameters.from_literal(dataclasses.replace(lit, bootstrap=boot), name=f"{preset} ({dft} DFT)")
     be = open_backend("lattigo", params)
+    assert params.bootstrap is not None
     out = {
         "preset": preset,
         "params": params.describe(),

@@ -53,6 +53,7 @@ def main() -> None:
     t0 = time.perf_counter()
     sk, keys = be.generate_keys(bootstrap=True)
     keygen = time.perf_counter() - t0
+    assert params.bootstrap is not None, f"{args.preset} has no bootstrapping"
     period = params.bootstrap.slots
     x = np.tile(np.random.default_rng(1).uniform(-1, 1, period), be.slots // period)
     ct = be.encrypt(x, keys.public, level=1)

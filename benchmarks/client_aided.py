@@ -85,13 +85,13 @@ def main() -> int:
         described = Artefact.load(path).describe()
         with ServerProcess(path, where / "sessions", verbose=0) as server:
             with henn.connect(server.url, progress=False) as remote:
-                latency, got = [], []
+                latency, replies = [], []
                 for i in range(n):
                     t0 = time.perf_counter()
-                    got.append(remote.predict(test_x[i : i + 1]))
+                    replies.append(remote.predict(test_x[i : i + 1]))
                     latency.append(time.perf_counter() - t0)
                 stats = dict(remote.stats)
-    got = np.concatenate(got)
+    got = np.concatenate(replies)
     want = plain[:n]
     result = {
         "model": "Conv(1->8,5)-ReLU-MaxPool2-Conv(8->16,5)-ReLU-MaxPool2-Linear(256->10)",

@@ -74,6 +74,7 @@ def main() -> None:
     ap.add_argument("--out")
     args = ap.parse_args()
     lit = presets._PRESETS[PRESET]
+    assert lit.bootstrap is not None
     presets.register(SPARSE, dataclasses.replace(lit, bootstrap=dataclasses.replace(lit.bootstrap, log_slots=5)))
     runs = []
     for seed in range(args.seeds):

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -86,7 +87,7 @@ def prepare_job(net: str, args, workdir: Path) -> Path:
     np.save(job / "labels.npy", y)
     np.save(job / "calibration.npy", np.asarray(cal))
     np.save(job / "reference.npy", ref)
-    state = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(model)).graph.initializer}
+    state: dict[str, Any] = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(model)).graph.initializer}
     np.savez(job / "state.npz", **state)
     (job / "job.json").write_text(json.dumps({"net": net, "model": str(model), "threads": args.threads}))
     return job

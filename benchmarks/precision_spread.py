@@ -108,7 +108,7 @@ def main() -> None:
                 samples[(row["ctx"], row["op"])].append(row["bits"])
             sys.stderr.write(f"run {run + 1}/{args.runs}: {seconds[-1]:.0f} s\n")
     rows = [_row(ctx, op, bits, args.suites) for (ctx, op), bits in sorted(samples.items())]
-    run = {
+    suite = {
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "files": SUITES[args.suites],
         "runs": args.runs,
@@ -125,7 +125,7 @@ def main() -> None:
     payload = {
         "k_sigma": precision_table.K_SIGMA,
         "sd_floor": precision_table.SD_FLOOR,
-        "suites": {**old["suites"], name: run},
+        "suites": {**old["suites"], name: suite},
         "distributions": sorted(kept + rows, key=lambda r: (r["ctx"], r["op"])),
     }
     sys.stderr.write(f"wrote {write_json(out, payload)}\n")

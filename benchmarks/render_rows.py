@@ -70,7 +70,7 @@ def bootstrap_openfhe(docs: list[dict]) -> Rows:
         [
             d["preset"],
             _g(d["log_qp"], 4),
-            re.search(r"slots=(\d+)", d["params"]).group(1) if "slots=" in d["params"] else "?",
+            slots.group(1) if (slots := re.search(r"slots=(\d+)", d["params"])) else "?",
             " / ".join(f"{x:.1f} s" for x in d["bootstrap_s"]),
             " / ".join(f"{x:.1f} bits" for x in d["precision_bits"]),
             f"{d['keygen_s']:.1f} s",

@@ -161,6 +161,7 @@ def run_mode(mode: str, args, tmp: Path) -> dict:
     images, labels = datasets.load_embedded_mnist()
     cm, path = compile_file(tmp / f"{mode}.henn", backend="lattigo", mode=mode, model=ZOO)
     server = ServerProcess(path, tmp / f"store-{mode}", "--workers", "1", "--max-queue", "16").start()
+    assert server.proc is not None  # started
     rss = PeakRSS(server.proc.pid)
     rss.start()
     result: dict = {"mode": mode, "model": ZOO.stem, "params": cm.params.describe()}

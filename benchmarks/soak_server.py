@@ -36,7 +36,9 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -64,7 +66,7 @@ class Soak:
         self.end = time.monotonic() + seconds
         self.lock = threading.Lock()
         self.hostile: dict[str, Counter] = {}
-        self.legit = {"predictions": 0, "failed": 0, "sessions": 0, "errors": [], "latency_s": []}
+        self.legit: dict[str, Any] = {"predictions": 0, "failed": 0, "sessions": 0, "errors": [], "latency_s": []}
         self.sids: list[str] = []
         self.rss: list[tuple[float, int]] = []
         self.most_sent = 0
@@ -233,6 +235,7 @@ class Soak:
 
     # ---- the server's memory -----------------------------------------------------------------
     def sample_rss(self) -> None:
+        assert self.server.proc is not None  # started
         proc, t0 = psutil.Process(self.server.proc.pid), time.monotonic()
         while self.running():
             self.rss.append((time.monotonic() - t0, proc.memory_info().rss))
@@ -282,7 +285,7 @@ def main() -> int:
         soak = Soak(server, cm, images, args.seconds, args.rekey)
         hostile_sid = httpx.post(server.url + "/v1/sessions", content=soak.keys, headers=OCTETS).json()["session"]
         soak.sids.append(hostile_sid)
-        jobs = [(soak.legitimate, (i,)) for i in range(args.clients)]
+        jobs: list[tuple[Callable[..., None], tuple]] = [(soak.legitimate, (i,)) for i in range(args.clients)]
         jobs += [(soak.stalled_upload, ())] * 2 + [(soak.stalled_infer, (hostile_sid,))] * 6
         jobs += [(soak.slow_head, ())] * 2 + [(soak.idle, ())] * 2 + [(soak.huge_header, ())]
         jobs += [(soak.oversized_body, (hostile_sid,)), (soak.malformed_id, ()), (soak.delete_in_flight, ())]
@@ -296,6 +299,7 @@ def main() -> int:
         duration = time.monotonic() - t0
         metrics = dict(line.split() for line in httpx.get(server.url + "/metrics").text.splitlines())
         t1 = time.monotonic()
+        assert server.proc is not None  # started
         server.proc.send_signal(signal.SIGTERM)
         code = server.proc.wait(120)
         shutdown_s = time.monotonic() - t1

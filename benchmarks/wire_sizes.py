@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -97,7 +98,7 @@ def parse_seconds(be, blobs: list[bytes]) -> float:
 
 def side(be, cts, count: int) -> dict:
     """Old (full) and new (default compact) bytes and seconds of `count` ciphertexts like `cts`."""
-    out = {"ciphertexts": count}
+    out: dict[str, Any] = {"ciphertexts": count}
     for label, encoding in (("old", "full"), ("new", None)):
         blobs, ser = timed_bytes(be, cts, encoding)
         per = len(blobs[0])

@@ -88,7 +88,7 @@ def build_dir(root: Path) -> Path:
     return root / "submission" / "build"
 
 
-def henn(*argv: str) -> None:
+def henn(*argv: str | Path) -> None:
     """One henn command, in this process (the stage is the process)."""
     from henn.cli import main
 
@@ -158,7 +158,7 @@ def stage(name: str, root: Path, size: int | None) -> None:
     if size is None:
         raise SystemExit(f"{name} needs the instance size (0-3)")
     lay = Layout(root, size)
-    pw = ["--passphrase-file", lay.passphrase]
+    pw: list[str | Path] = ["--passphrase-file", lay.passphrase]
     if name == "client_key_generation":
         for d in (lay.public, lay.secret):
             d.mkdir(parents=True, exist_ok=True)
@@ -166,8 +166,8 @@ def stage(name: str, root: Path, size: int | None) -> None:
         for f in (lay.key, lay.evk):
             f.unlink(missing_ok=True)  # henn keygen never overwrites a key file
         fd = os.open(lay.passphrase, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(32) + "\n")
+        with os.fdopen(fd, "w") as phrase:
+            phrase.write(secrets.token_urlsafe(32) + "\n")
         henn("keygen", "--model", build_dir(root) / "model.client.henn", "--out", lay.key, "--keys-out", lay.evk, *pw)
     elif name == "client_preprocess_input":
         lay.inter.mkdir(parents=True, exist_ok=True)
