@@ -157,6 +157,7 @@ def section_ops(device: torch.device, log_n: int, levels: int, cpu_check: bool) 
     start = time.perf_counter()
     sk = be.generate_secret_key()
     keys = be.keys_of(sk, rotations=list(range(1, 9)), conjugate=False)
+    assert keys.public is not None and keys.relin is not None and keys.galois is not None
     sync(device)
     out["keygen_s_10_keys"] = time.perf_counter() - start
     ev = be.evaluator(keys)
@@ -214,16 +215,19 @@ def section_bootstrap(device: torch.device, log_n: int, reps: int) -> dict:
     params = presets.get("boot-n16-gpu" if log_n >= 16 else "insecure_boot_gpu_n10")
     start = time.perf_counter()
     be = GpuBackend(params, device=str(device), seed=3)
+    info, bootstrapper = be.bootstrap_info, be._bootstrapper
+    assert info is not None and bootstrapper is not None  # a bootstrapping preset
     out: dict = {
         "params": params.describe(),
         "open_s": time.perf_counter() - start,
-        "log_qp": be.bootstrap_info["log_qp"],
-        "galois_keys": be.bootstrap_info["galois_keys"],
-        "words": len(be._bootstrapper.inner.chain.words),
+        "log_qp": info["log_qp"],
+        "galois_keys": info["galois_keys"],
+        "words": len(bootstrapper.inner.chain.words),
     }
     start = time.perf_counter()
     sk, keys = be.generate_keys(bootstrap=True)
     sync(device)
+    assert keys.bootstrap is not None
     out["keygen_s"], out["bootstrap_keys_gib"] = time.perf_counter() - start, keys.bootstrap.nbytes / 2**30
     ev = be.evaluator(keys)
     rng = np.random.default_rng(4)
