@@ -15,7 +15,9 @@ A ciphertext's meta may name a compact `encoding` of its payload (backends with
 `Backend.wire_encodings`; without the field the payload is the library's own bytes):
     packed  the library's value metadata (`overhead` bytes) and each polynomial's limbs, the
             coefficients of limb i in bit_length(q_i) bits (each below q_i)
-    seeded  a fresh secret-key encryption: the metadata, c0 packed and the 32-byte seed of c1
+    seeded  a fresh secret-key encryption: the metadata, c0 packed and the 32-byte seed of c1 (expanded
+            by the library's keyed PRNG)
+    seeded_aes  the same, c1 expanded by AES-256-CTR under the seed (Lattigo: go/wire.go)
 The size of such a payload follows exactly from the header (compact_payload_size).
 """
 
@@ -120,7 +122,9 @@ FIELDS = {
     "bootstrap_keys": _COMMON + ("key_id",),
 }
 MAX_DEGREE = 2  # a product that was not relinearized
-ENCODINGS = ("packed", "seeded")  # compact ciphertext payloads (module docstring); absent: the library's bytes
+# compact ciphertext payloads (module docstring); absent: the library's bytes
+ENCODINGS = ("packed", "seeded", "seeded_aes")
+SEEDED = ("seeded", "seeded_aes")  # c0 and a seed
 SEED_BYTES = 32
 
 
@@ -160,7 +164,7 @@ def check_meta(kind: str, meta: dict, *, max_level: int, slots: int) -> dict:
         encoding = meta.get("encoding")
         if encoding is not None and encoding not in ENCODINGS:
             _bad(kind, f"encoding = {encoding!r} is none of {list(ENCODINGS)}")
-        if encoding == "seeded" and meta["degree"] != 1:
+        if encoding in SEEDED and meta["degree"] != 1:
             _bad(kind, "a seeded ciphertext has degree 1")
     if "key_id" in want and not (isinstance(meta["key_id"], str) and KEY_ID_PATTERN.fullmatch(meta["key_id"])):
         _bad(kind, f"key_id = {meta['key_id']!r} is not 32 hex digits")
@@ -211,7 +215,7 @@ def compact_payload_size(meta: dict, *, n: int, prime_bits: list[int], overhead:
     library metadata, then each polynomial's limbs at bit_length(q_i) bits a coefficient (`prime_bits`, q_0
     first), c0 and a seed only where seeded."""
     limbs = sum((n * b + 7) // 8 for b in prime_bits[: meta["level"] + 1])
-    if meta["encoding"] == "seeded":
+    if meta["encoding"] in SEEDED:
         return overhead + limbs + SEED_BYTES
     return overhead + (meta["degree"] + 1) * limbs
 

@@ -23,10 +23,11 @@ Notes on this library, as the bridge uses it:
 - ring="conjugate_invariant" parameters open Lattigo's ring.ConjugateInvariant (N real slots on ring
   degree N, primes = 1 mod 4N). Lattigo has no conjugation there; real slots are their own
   conjugates, so conjugation is a copy and needs no key.
-- Secret-key encryption is Lattigo's, with c1 drawn from a keyed PRNG of a fresh 32-byte seed
-  (go/wire.go): such a ciphertext travels as c0 and the seed ("seeded"); every other ciphertext as
-  its coefficients bit-packed to each prime's width ("packed"); Lattigo's MarshalBinary ("full",
-  64-bit words) is still read, and written on request.
+- Secret-key encryption is Lattigo's, with c1 the AES-256-CTR keystream of a fresh 32-byte seed
+  (go/wire.go): such a ciphertext travels as c0 and the seed ("seeded_aes"; "seeded", c1 from
+  Lattigo's BLAKE2b keyed PRNG, is still read); every other ciphertext as its coefficients bit-packed
+  to each prime's width ("packed"); Lattigo's MarshalBinary ("full", 64-bit words) is still read,
+  and written on request.
 - The secret is uniform ternary (Xs = Ternary{P: 2/3}), the distribution of henn's security table.
 - Bootstrapping (go/bootstrap.go): Lattigo's `circuits/ckks/bootstrapping` with the context's own
   parameters as the residual ones; the circuit's primes come from Lattigo, and the security module
@@ -62,7 +63,7 @@ _KIND_NAMES = {
     7: "bootstrap_keys",
 }  # go/exports_kind.go
 _SCALE_RTOL = 1e-9
-_ENCODING_CODES = {"full": 0, "packed": 1, "seeded": 2}  # go/wire.go
+_ENCODING_CODES = {"full": 0, "packed": 1, "seeded": 2, "seeded_aes": 3}  # go/wire.go
 _ENCODING_NAMES = {v: k for k, v in _ENCODING_CODES.items()}
 
 
@@ -95,7 +96,7 @@ class LattigoBackend(Backend):
     bootstraps = True
     real_slot_ring = True  # ring.ConjugateInvariant
     exact_imaginary_unit = True  # slots ordered by powers of 5
-    wire_encodings = ("seeded", "packed")
+    wire_encodings = ("seeded", "packed", "seeded_aes")  # "seeded": the seed's own expansion where seeded
     payload_views = True
 
     # ---- library, parameters -------------------------------------------------------------

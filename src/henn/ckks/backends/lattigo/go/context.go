@@ -58,11 +58,12 @@ type gkObj struct {
 }
 
 type ctObj struct {
-	c          *ctxObj
-	ct         *rlwe.Ciphertext
-	seed       []byte // a fresh secret-key encryption: the seed of its c1 (wire.go), else nil
-	seedLevel  int
-	seedDigest uint64 // of c1 when the seed was drawn (wire.go seeded)
+	c            *ctxObj
+	ct           *rlwe.Ciphertext
+	seed         []byte // a fresh secret-key encryption: the seed of its c1 (wire.go), else nil
+	seedEncoding int    // how the seed expands into c1: encodingSeeded or encodingSeededAES
+	seedLevel    int
+	seedDigest   uint64 // of c1 when the seed was drawn (wire.go seeded)
 }
 
 type ptObj struct {

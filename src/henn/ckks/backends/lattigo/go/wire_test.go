@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"crypto/aes"
 	"math/bits"
 	"math/rand/v2"
 	"testing"
@@ -46,10 +48,10 @@ func TestSeededEncryption(t *testing.T) {
 		t.Fatal("a fresh seeded encryption does not regenerate its c1")
 	}
 	data, enc, err := c.marshalCiphertext(ct, encodingSeeded)
-	if err != nil || enc != encodingSeeded || len(data) != c.compactSize(encodingSeeded, level, 1) {
+	if err != nil || enc != encodingSeededAES || len(data) != c.compactSize(encodingSeededAES, level, 1) {
 		t.Fatalf("seeded marshal: encoding %d, %d bytes, %v", enc, len(data), err)
 	}
-	back, err := c.unmarshalCiphertext(encodingSeeded, data, level, 1)
+	back, err := c.unmarshalCiphertext(encodingSeededAES, data, level, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +71,71 @@ func TestSeededEncryption(t *testing.T) {
 	ct.ct.Value[1].Coeffs[0][0] ^= 1
 	if c.seeded(ct) {
 		t.Fatal("a ciphertext whose c1 changed still claims its seed")
+	}
+}
+
+// The seed's stream is AES-256 of the counters 0, 1, 2, ... (128-bit big-endian) under the seed.
+func TestSeedStreamIsAESCounterMode(t *testing.T) {
+	seed := make([]byte, seedSize)
+	for i := range seed {
+		seed[i] = byte(i)
+	}
+	s, err := newSeedStream(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 3*aes.BlockSize)
+	if _, err := s.Read(got[:5]); err != nil { // reads continue the stream across calls
+		t.Fatal(err)
+	}
+	if _, err := s.Read(got[5:]); err != nil {
+		t.Fatal(err)
+	}
+	block, _ := aes.NewCipher(seed)
+	for i := 0; i < 3; i++ {
+		counter, want := make([]byte, aes.BlockSize), make([]byte, aes.BlockSize)
+		counter[aes.BlockSize-1] = byte(i)
+		block.Encrypt(want, counter)
+		if !bytes.Equal(got[i*aes.BlockSize:(i+1)*aes.BlockSize], want) {
+			t.Fatalf("block %d of the seed stream is not AES(seed, %d)", i, i)
+		}
+	}
+}
+
+// A ciphertext written by henn before seeded_aes (c1 from Lattigo's keyed BLAKE2b PRNG) reads back with
+// that c1, and is written again in its own encoding.
+func TestLegacySeededCiphertext(t *testing.T) {
+	c := testCtx(t)
+	k := testKeys(t, c)
+	level := c.params.MaxLevel()
+	want, pt := encodeRamp(t, c, 0.25, level)
+	ct, err := c.encryptSymmetric(pt, k.sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the same encryption with c1 from the legacy stream: c0 = m + e - a*s holds for the new a
+	legacy := ct.ct.CopyNew()
+	ringQ := c.params.RingQ().AtLevel(level)
+	ringQ.MulCoeffsMontgomeryThenAdd(ct.ct.Value[1], k.sk.sk.Value.Q, legacy.Value[0])
+	if err := c.sampleC1(ct.seed, encodingSeeded, level, legacy.Value[1]); err != nil {
+		t.Fatal(err)
+	}
+	ringQ.MulCoeffsMontgomeryThenSub(legacy.Value[1], k.sk.sk.Value.Q, legacy.Value[0])
+	old := &ctObj{c: c, ct: legacy, seed: ct.seed, seedEncoding: encodingSeeded, seedLevel: level,
+		seedDigest: digest(legacy.Value[1])}
+	data, enc, err := c.marshalCiphertext(old, encodingSeeded)
+	if err != nil || enc != encodingSeeded {
+		t.Fatalf("legacy seeded marshal: encoding %d, %v", enc, err)
+	}
+	back, err := c.unmarshalCiphertext(encodingSeeded, data, level, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !back.ct.Value[1].Equal(&legacy.Value[1]) || back.ct.Value[1].Equal(&ct.ct.Value[1]) {
+		t.Fatal("the legacy seed did not expand into Lattigo's keyed-PRNG c1")
+	}
+	if e := maxError(t, c, k.sk, back, want); e > 1e-6 {
+		t.Fatalf("legacy seeded ciphertext decrypts with error %g", e)
 	}
 }
 
