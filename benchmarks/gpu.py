@@ -16,7 +16,10 @@ Sections (each runs on its own; a failure is recorded with its traceback and the
   insecure_boot_gpu_n10 test ring): key generation, the bootstrap's time and its precision in bits against the
   plaintext, then a product of the result;
 - resnet20: paper 002's ResNet-20 (AESPA) at boot-n16-gpu on --resnet-images CIFAR-10 test images (bootstraps
-  placed from 64 training images carried with them), logits against the plaintext model.
+  placed from 64 training images carried with them), logits against the plaintext model; the session's key
+  generation and weight encoding are timed apart and printed before the first image;
+- host (not run by default): opening the boot-n16-gpu bootstrapping chain, one encoding at its top and
+  --host-keys rotation keys over it (what ResNet-20 and the first bootstrap spend before computing).
 Needs only numpy, torch and (on a GPU) Triton: it runs on the device machine from the carried tree.
 """
 
@@ -251,6 +254,26 @@ def section_bootstrap(device: torch.device, log_n: int, reps: int) -> dict:
     return out
 
 
+def section_host(device: torch.device, keys: int) -> dict:
+    """Set-up work at boot-n16-gpu over the bootstrapping chain (62 words): opening it, encoding one plaintext
+    at its top (the DFT's and the weights' plaintexts are encoded the same way) and `keys` rotation keys."""
+    start = time.perf_counter()
+    outer = GpuBackend(presets.get("boot-n16-gpu"), device=str(device), seed=1)
+    assert outer._bootstrapper is not None  # a preset with bootstrap parameters
+    be = outer._bootstrapper.inner
+    out: dict = {"open_s": time.perf_counter() - start, "words": len(be.chain.words)}
+    values = np.random.default_rng(2).uniform(-1, 1, be.slots)
+    scale, top = float(be.prime(be.max_level)), be.max_level
+    out["encode"] = op_time(lambda: be.encode(values, level=top, scale=scale), device, reps=5)
+    out["encode"]["rows"] = be.chain.rows(top)
+    sk = be._gen_secret_key()
+    start = time.perf_counter()
+    be._gen_galois_keys(sk, list(range(1, keys + 1)), False)
+    sync(device)
+    out["rotation_keys"] = {"count": keys, "per_key_s": (time.perf_counter() - start) / keys}
+    return out
+
+
 def kernel_profile(fn, rows: int = 15) -> list[dict]:
     """Where one call's device time goes: torch.profiler's kernels by total CUDA time (5 calls)."""
     from torch.profiler import ProfilerActivity, profile
@@ -329,6 +352,8 @@ def section_resnet20(images_file: Path, count: int) -> dict:
         "bootstraps": cm.program.bootstraps,
         "rotation_keys": len(cm.rotation_steps),
     }
+    out.update(open_session(cm))
+    print(f"resnet20 session: {json.dumps(out, default=str)[:1500]}", flush=True)  # shown if the run is cut off
     logits = cm.run(x)
     reference = cm.reference(x)
     out["timings"] = {k: v for k, v in cm.timings.items() if isinstance(v, (int, float, list, dict))}
@@ -340,6 +365,20 @@ def section_resnet20(images_file: Path, count: int) -> dict:
         out["peak_device_gib"] = torch.cuda.max_memory_allocated() / 2**30
     cm.close()
     return out
+
+
+def open_session(cm) -> dict:
+    """Open the encrypted session before the first image, timed apart: key generation (rotation and bootstrap
+    keys) and the encoding of the weight plaintexts (the runtime's prepare)."""
+    start = time.perf_counter()
+    client, server = cm._session(True)
+    sync(torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
+    return {
+        "session_s": time.perf_counter() - start,
+        "keygen_s": client.seconds["keygen"],
+        "prepare_s": server.seconds["prepare"],
+        "weight_plaintexts": sum(len(v) for v in server.executor.weights.plain.values()),
+    }
 
 
 def export_images(path: Path, data_dir: str, count: int) -> None:
@@ -384,6 +423,7 @@ def run(args) -> dict:
         "mnist_paper000": lambda: section_mnist(args.images, args.count, PAPER000_MNIST),
         "bootstrap": lambda: section_bootstrap(device, args.log_n, args.bootstrap_reps),
         "resnet20": lambda: section_resnet20(cifar_file(args.images), args.resnet_images),
+        "host": lambda: section_host(device, args.host_keys),
     }
     for name in args.sections.split(","):
         start = time.perf_counter()
@@ -411,6 +451,7 @@ def main() -> None:
     ap.add_argument("--images", type=Path, default=REPO / ".devdata" / "mnist_test16.npz")
     ap.add_argument("--count", type=int, default=16, help="MNIST images to infer")
     ap.add_argument("--resnet-images", type=int, default=1, help="CIFAR-10 test images through ResNet-20")
+    ap.add_argument("--host-keys", type=int, default=4, help="rotation keys of the host section")
     ap.add_argument("--no-cpu-check", action="store_true", help="skip the bit-for-bit comparison with the CPU")
     ap.add_argument(
         "--export-images",

@@ -1,7 +1,7 @@
 """The gpu backend's parts, below the conformance suite (which runs it through the public interface):
 the NTT against its definition, the Triton kernels under Triton's interpreter against the plain-torch
 reference, an ahead-of-time compile of every kernel for sm_90a (H100), the 31-bit modulus chain,
-exact encoding of large integers, and the samplers. All on CPU; seeded."""
+exact encoding of large integers. All on CPU; seeded (the samplers: test_gpu_sampling.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from henn.ckks.backends.gpu import encoding, moduli, ntt, triton_ntt, triton_rns  # noqa: E402
-from henn.ckks.backends.gpu.sampling import BOUND, Sampler  # noqa: E402
+from henn.ckks.backends.gpu import encoding, moduli, ntt, triton_chacha, triton_ntt, triton_rns  # noqa: E402
 from henn.ckks.primes import is_prime, split_word_pair, word_primes  # noqa: E402
 
 CPU = torch.device("cpu")
@@ -122,7 +121,10 @@ def test_key_switching_kernels_match_the_reference_under_the_interpreter():
     assert done.returncode == 0 and "key switching equal" in done.stdout, done.stderr[-3000:]
 
 
-@pytest.mark.parametrize("name", sorted({**triton_ntt.signatures(), **triton_rns.signatures()}))
+KERNELS = {**triton_ntt.signatures(), **triton_rns.signatures(), **triton_chacha.signatures()}
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
 def test_kernel_compiles_for_sm90a(name):
     """Every kernel compiles ahead of time for the H100 (sm_90a) with no GPU here, to 32-bit high products
     and without 64-bit remainders."""
@@ -130,13 +132,13 @@ def test_kernel_compiles_for_sm90a(name):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    fn, signature, constexprs = {**triton_ntt.signatures(), **triton_rns.signatures()}[name]
+    fn, signature, constexprs = KERNELS[name]
     compiled = triton.compile(
         ASTSource(fn=fn, signature=signature, constexprs=constexprs), target=GPUTarget("cuda", 90, 32)
     )
     ptx = compiled.asm["ptx"]
     assert ".target sm_90a" in ptx and compiled.asm["cubin"]
-    if name != "key_product":  # its one 64-bit remainder per element and three digits is the cheap part
+    if name not in ("key_product", "chacha20"):  # key_product: one 64-bit remainder per element and three digits
         assert "mul.hi.u32" in ptx
         assert "rem.u64" not in ptx and "rem.s64" not in ptx
 
@@ -165,13 +167,27 @@ def test_word_primes_is_every_such_prime():
     assert list(found[: len(first)]) == first and found[-1] < 2**31
 
 
-def test_residues_of_large_integers_are_exact():
+@pytest.mark.parametrize("log_mag", [20, 61.5, 62, 70, 300, 1000])
+def test_residues_are_exact_for_any_size(log_mag):
+    """Residues of round(x) equal Python's int(round(x)) % q on both paths (int64 below 2^62, 32-bit digits
+    beyond), negatives and halves included, for one polynomial and a batch."""
+    primes = list(word_primes(11)[-4:])
+    q = torch.tensor(primes, dtype=torch.int64).unsqueeze(1)
+    rng = np.random.default_rng(int(log_mag * 10))
+    x = rng.uniform(-1, 1, (2, 64)) * 2.0**log_mag
+    x[0, :6] = [0.0, 0.5, -0.5, 1.5, -(2.0**62), 2.0**log_mag]
+    res = encoding.residues(torch.from_numpy(x), q)
+    assert res.shape == (2, 4, 64) and res.dtype == torch.int32
+    exact = [[[int(np.rint(v)) % p for v in row] for p in primes] for row in x]
+    assert res.tolist() == exact
+    assert torch.equal(encoding.residues(torch.from_numpy(x[1]), q), res[1])
+
+
+def test_residues_decode_back():
     primes = list(word_primes(11)[-4:])
     values = np.array([0.0, 1.0, -1.0, 2.0**70 + 2.0**20, -(2.0**100), 123456789.0 * 2**40])
-    res = encoding.residues(values, primes)
-    for i, v in enumerate(values):
-        assert [int(r) for r in res[:, i]] == [int(v) % q for q in primes]
-    back = encoding.centered(res.astype(np.int64), primes)
+    res = encoding.residues(torch.from_numpy(values), torch.tensor(primes).unsqueeze(1))
+    back = encoding.centered(res.numpy().astype(np.int64), primes)
     small = np.abs(values) < 2.0**100
     assert np.array_equal(back[small], values[small])
 
@@ -180,27 +196,21 @@ def test_embedding_round_trip_and_rotation_order():
     emb = encoding.Embedding(6)
     rng = np.random.default_rng(3)
     z = rng.normal(size=32) + 1j * rng.normal(size=32)
-    coeffs = emb.coefficients(z)
-    assert np.allclose(emb.slots(coeffs), z)
+    coeffs = emb.coefficients(torch.from_numpy(z))
+    assert np.allclose(emb.slots(coeffs).numpy(), z)
+    # the NumPy FFT gives the same coefficients up to float64 rounding
+    ev = np.zeros(64, complex)
+    ev[emb.slot_index.numpy()], ev[emb.conj_index.numpy()] = z, np.conj(z)
+    assert np.allclose(coeffs.numpy(), (np.fft.fft(ev) / emb.twist.numpy()).real / 64, rtol=0, atol=1e-14)
+    batch = emb.coefficients(torch.from_numpy(np.stack((z, 2 * z))))
+    assert torch.allclose(batch[1], 2 * coeffs) and torch.allclose(batch[0], coeffs)
     # X -> X^5 rotates the slots left by one
     n = 64
-    mapped = np.zeros(n)
+    mapped = torch.zeros(n, dtype=torch.float64)
     for i in range(n):
         d = i * 5 % (2 * n)
         mapped[d % n] += coeffs[i] if d < n else -coeffs[i]
-    assert np.allclose(emb.slots(mapped), np.roll(z, -1))
-
-
-def test_samplers_draw_from_their_distributions():
-    s = Sampler(seed=7)
-    t = s.ternary(30000)
-    assert set(np.unique(t)) == {-1, 0, 1} and abs(np.mean(t == 0) - 1 / 3) < 0.02
-    e = s.gaussian(30000)
-    assert np.max(np.abs(e)) <= BOUND and abs(np.std(e) - 3.2) < 0.1
-    q = 2**30 + 2**17 + 1  # any modulus: rejection keeps every draw below it
-    u = s.uniform([q], 20000)[0]
-    assert u.min() >= 0 and u.max() < q and abs(np.mean(u) / q - 0.5) < 0.02
-    assert not np.array_equal(Sampler().words(8), Sampler().words(8))  # os.urandom when unseeded
+    assert np.allclose(emb.slots(mapped).numpy(), np.roll(z, -1))
 
 
 def test_a_device_that_does_not_exist_is_a_clear_error():

@@ -66,7 +66,7 @@ class GpuBackend(Backend):
             # torch's intra-op threads on a small shared CPU make these int64 kernels 5-15x slower (measured on
             # 2 cores: 15.6 ms against 1.2 ms for one product with remainder); the setting is process-wide
             torch.set_num_threads(1)
-        self._sampler = Sampler(seed)
+        self._sampler = Sampler(seed, self.device)
         super().__init__(params)
 
     # ---- library --------------------------------------------------------------------------
@@ -130,7 +130,7 @@ class GpuBackend(Backend):
         from henn.ckks.backends.gpu.encoding import Embedding
 
         self.chain = Chain(q_mod, p_mod, log_n, self.device)
-        self.embedding = Embedding(log_n)
+        self.embedding = Embedding(log_n, self.device)
         self.q_primes = tuple(math.prod(m) for m in q_mod)
         self.p_primes = tuple(math.prod(m) for m in p_mod)
         self._bootstrapper: Bootstrapper | None = None
@@ -156,9 +156,9 @@ class GpuBackend(Backend):
     def _tensor(self, array: np.ndarray):
         return torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
 
-    def _small(self, values: np.ndarray, rows: int):
-        """NTT residues over the first `rows` words of a small signed polynomial."""
-        return self.chain.from_signed(self._tensor(values), slice(0, rows))
+    def _small(self, values, rows: int):
+        """NTT residues over the first `rows` words of a small signed polynomial ([N] int64 tensor)."""
+        return self.chain.from_signed(values, slice(0, rows))
 
     @lru_cache(maxsize=512)  # noqa: B019 - one backend per parameter set
     def _permutation(self, galois: int):
@@ -177,14 +177,15 @@ class GpuBackend(Backend):
     def _gen_secret_key(self):
         return self._secret_from(self._sampler.ternary(self.params.n))
 
-    def _secret_from(self, signed: np.ndarray) -> RawSecretKey:
-        s = self._tensor(signed.astype(np.int64))
+    def _secret_from(self, signed) -> RawSecretKey:
+        """The secret of a signed polynomial ([N] int64: a tensor, or an array read from a key file)."""
+        s = torch.as_tensor(signed, dtype=torch.int64, device=self.device)
         return RawSecretKey(self.chain.from_signed(s, slice(None)), s)
 
     def _gen_public_key(self, sk: RawSecretKey):
         rows = len(self.chain.q_words)
         q32, q64 = self._q(rows)
-        a = self._tensor(self._sampler.uniform(self.chain.q_words, self.params.n))
+        a = self._sampler.uniform(self.chain.q_words, self.params.n)
         e = self._small(self._sampler.gaussian(self.params.n), rows)
         b = self.chain.sub(e, self.chain.mul(a, sk.data[:rows], q64), q32)
         return RawPublicKey(torch.stack((b, a)))
@@ -196,7 +197,7 @@ class GpuBackend(Backend):
         q32, q64 = chain.q32, chain.q64
         parts = []
         for digit in chain.digits:
-            a = self._tensor(self._sampler.uniform(chain.words, self.params.n))
+            a = self._sampler.uniform(chain.words, self.params.n)
             e = self._small(self._sampler.gaussian(self.params.n), words)
             b = chain.sub(e, chain.mul(a, sk.data, q64), q32)
             b = chain.add(b, chain.mul(target, chain.gadget(digit), q64), q32)
@@ -235,16 +236,19 @@ class GpuBackend(Backend):
     # ---- encoding, encryption ---------------------------------------------------------------
     def _encode(self, values, level, scale):
         rows = self._rows(level)
-        coeffs = self.embedding.coefficients(values) * scale
-        res = encoding.residues(coeffs, self.chain.words[:rows])
-        return RawPlaintext(self.chain.forward(self._tensor(res), slice(0, rows)), level)
+        values = np.asarray(values, dtype=np.complex128)
+        coeffs = self.embedding.coefficients(self._tensor(values)) * scale
+        # |coefficient| <= max |slot| (N/2 slots, each weighing 2/N); twice that covers the FFT's rounding
+        bound = 2 * scale * float(np.max(np.abs(values), initial=0.0))
+        res = encoding.residues(coeffs, self.chain.q64[:rows], bound)
+        return RawPlaintext(self.chain.forward(res, slice(0, rows)), level)
 
     def _decode(self, pt: RawPlaintext, level, scale):
         rows = pt.data.shape[0]
         k = encoding.primes_to_decode(self.chain.words[:rows], scale)
         coeff = self.chain.inverse(pt.data[:k].contiguous(), slice(0, k)).cpu().numpy()
         values = encoding.centered(coeff, self.chain.words[:k]) / scale
-        return self.embedding.slots(values)
+        return self.embedding.slots(self._tensor(values)).cpu().numpy()
 
     def _encrypt(self, pt: RawPlaintext, pk: RawPublicKey):
         rows = pt.data.shape[0]
@@ -259,7 +263,7 @@ class GpuBackend(Backend):
     def _encrypt_symmetric(self, pt: RawPlaintext, sk: RawSecretKey):
         rows = pt.data.shape[0]
         q32, q64 = self._q(rows)
-        a = self._tensor(self._sampler.uniform(self.chain.words[:rows], self.params.n))
+        a = self._sampler.uniform(self.chain.words[:rows], self.params.n)
         e = self._small(self._sampler.gaussian(self.params.n), rows)
         c0 = self.chain.add(self.chain.sub(e, self.chain.mul(a, sk.data[:rows], q64), q32), pt.data, q32)
         return RawCiphertext(torch.stack((c0, a)), pt.level)

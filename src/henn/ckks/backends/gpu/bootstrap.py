@@ -23,7 +23,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 from henn.ckks import security
@@ -111,7 +110,7 @@ class Bootstrapper:
     # ---- keys ---------------------------------------------------------------------------------
     def keys(self, sk: RawSecretKey) -> tuple[RawBootstrapKeys, int]:
         inner = self.inner
-        s = inner._secret_from(sk.signed.cpu().numpy())
+        s = inner._secret_from(sk.signed)
         sparse = inner._secret_from(inner._sampler.sparse_ternary(inner.params.n, self.boot.literal.ephemeral_weight))
         keys = RawBootstrapKeys(
             inner._gen_relin_key(s),
@@ -219,5 +218,4 @@ def _inner_backend(outer) -> Any:
         params.secret,
     )
     inner_params = _build(lit, f"{params.name or 'gpu'}/bootstrapping", insecure=params.insecure)
-    seed = None if outer._sampler._rng is None else int(outer._sampler.words(2).view(np.uint64)[0])
-    return type(outer)(inner_params, device=str(outer.device), seed=seed)
+    return type(outer)(inner_params, device=str(outer.device), seed=outer._sampler.child_seed())

@@ -203,12 +203,11 @@ class Chain:
             [pow(self.p_product % q, -1, q) for q in self.q_words[:rows]], dtype=torch.int64, device=self.device
         ).unsqueeze(1)
 
+    @lru_cache(maxsize=64)  # noqa: B019 - per digit: made once, not per key (one host-to-device copy)
     def gadget(self, rows_of_digit: tuple[int, ...]) -> torch.Tensor:
         """P mod q for the digit's Q words, 0 elsewhere ([W, 1] int64): P * g_j of the switching key."""
-        g = torch.zeros((len(self.words), 1), dtype=torch.int64, device=self.device)
-        for i in rows_of_digit:
-            g[i, 0] = self.p_product % self.words[i]
-        return g
+        g = [self.p_product % q if i in rows_of_digit else 0 for i, q in enumerate(self.words)]
+        return torch.tensor(g, dtype=torch.int64, device=self.device).unsqueeze(1)
 
 
 def _digits(q_moduli: list[tuple[int, ...]], p_product: int) -> list[tuple[int, ...]]:

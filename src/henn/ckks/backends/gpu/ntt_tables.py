@@ -28,11 +28,13 @@ def primitive_root_2n(q: int, n: int) -> int:
 
 
 def _powers(base: int, q: int, n: int) -> np.ndarray:
-    out = np.empty(n, dtype=np.int64)
-    x = 1
-    for i in range(n):
-        out[i] = x
-        x = x * base % q
+    """base^0 .. base^(n-1) mod q (q < 2^31), by doubling: the first 2k are the first k and those times
+    base^k, so log n vector products instead of n scalar ones."""
+    out = np.ones(n, dtype=np.int64)
+    k, step = 1, base % q
+    while k < n:
+        out[k : 2 * k] = out[: min(k, n - k)] * step % q
+        k, step = 2 * k, step * step % q
     return out
 
 
