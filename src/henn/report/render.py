@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from henn.errors import InputError
@@ -36,7 +37,9 @@ def build(docs: list[tuple[str, dict]], title: str = "henn CKKS library profile"
     return Report(title, secs)
 
 
-def render(paths: list[str | os.PathLike], out_dir: str | os.PathLike, *, title: str | None = None) -> dict[str, Path]:
+def render(
+    paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, title: str | None = None
+) -> dict[str, Path]:
     """Read and validate every results file, write report.md, figures/*.png and report.html."""
     if not paths:
         raise InputError("no results files given: pass the JSON files `henn profile ... --out` wrote")
