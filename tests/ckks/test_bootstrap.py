@@ -103,12 +103,15 @@ def test_lattigo_streamed_and_kept_dft_matrices_bootstrap_alike():
     Both are precise on one core and on two (the Go test TestStreamedDFTMatchesCached checks that they
     give the same ciphertext bit for bit under one key set)."""
     boot = presets._PRESETS[PRESET].bootstrap
+    assert boot is not None
     name = "insecure_boot_n12_kept_dft_test"
     if name not in presets.names():
         presets.register(
             name, dataclasses.replace(presets._PRESETS[PRESET], bootstrap=dataclasses.replace(boot, stream_dft=False))
         )
-    assert boot.stream_dft and not presets.get(name).bootstrap.literal.stream_dft
+    kept = presets.get(name).bootstrap
+    assert kept is not None
+    assert boot.stream_dft and not kept.literal.stream_dft
     x, out = None, {}
     for preset in (PRESET, name):
         be = open_backend("lattigo", presets.get(preset))
@@ -142,6 +145,7 @@ def test_lattigo_sparse_slots_bootstrap_a_periodic_vector():
 # ---- parameters ------------------------------------------------------------------------------------
 def test_secure_preset_counts_the_bootstrapping_modulus():
     p = presets.get("boot-n16")
+    assert p.bootstrap is not None and p.bootstrap_log_qp is not None
     assert not p.insecure and p.bootstrap.depth == 15 and p.bootstrap.log_slots == 15
     assert 1760 < p.bootstrap_log_qp <= 1772
     # two more residual levels: the residual chain alone is fine, with the circuit it is not
@@ -266,6 +270,7 @@ def test_openfhe_refuses_keys_of_another_key_set_or_worker(boot):
         with pytest.raises(InputError, match="this OpenFHE backend"):
             be.evaluator(dataclasses.replace(keys, bootstrap=held_elsewhere)).bootstrap(ct)
         kind, meta, payload = serialization.unpack(other.serialize(other_keys.bootstrap))
+        assert isinstance(payload, bytes)  # a copy: unpack gives a view only when asked
         forged = be.deserialize(serialization.pack(kind, {**meta, "key_id": keys.key_id}, payload))
         with pytest.raises(InputError, match="another key set"):
             be.evaluator(dataclasses.replace(keys, bootstrap=forged)).bootstrap(ct)
@@ -322,7 +327,7 @@ def test_hostile_bootstrap_keys_are_refused(boot):
     be, _, keys = boot
     data = be.serialize(keys.bootstrap)
     kind, meta, payload = serialization.unpack(data)
-    assert kind == "bootstrap_keys"
+    assert kind == "bootstrap_keys" and isinstance(payload, bytes)  # a copy: unpack gives a view only when asked
     rng = np.random.default_rng(11)
     forged = [
         data[: len(data) // 2],  # truncated in transit

@@ -25,7 +25,7 @@ from henn.ckks import presets, serialization
 from henn.ckks.backend import Backend
 from henn.ckks.backends import backend_class, usable_class, with_capability
 from henn.ckks.precision import precision_bits
-from henn.ckks.values import Ciphertext, EvaluationKeys, Plaintext
+from henn.ckks.values import Ciphertext, EvaluationKeys, Plaintext, SecretKey
 import precision_table
 from henn.errors import (
     BackendError,
@@ -81,7 +81,7 @@ class Ctx:
     id: str
     name: str
     be: Backend
-    sk: object
+    sk: SecretKey
     keys: EvaluationKeys
 
     @property
@@ -105,6 +105,7 @@ class Ctx:
         return self.be.params.default_scale
 
     def enc(self, values, **kw) -> Ciphertext:
+        assert self.keys.public is not None
         return self.be.encrypt(values, self.keys.public, **kw)
 
     def dec(self, ct: Ciphertext, as_complex: bool = True) -> np.ndarray:
@@ -709,6 +710,7 @@ def test_serialize_galois_keys(ctx):
 
 def _serialized_samples(c: Ctx) -> dict[str, bytes]:
     (x,) = vectors(c, "complex", 13, 1)
+    assert c.keys.public is not None and c.keys.relin is not None
     return {
         "ciphertext": c.be.serialize(c.enc(x)),
         "plaintext": c.be.serialize(c.be.encode(x)),
@@ -744,6 +746,7 @@ def test_deserialize_rejects_damaged_data(ctx):
 
 def _repack(data: bytes, **meta_changes) -> bytes:
     kind, meta, payload = serialization.unpack(data)
+    assert isinstance(payload, bytes)  # a copy: unpack gives a view only when asked
     meta.update(meta_changes)
     return serialization.pack(kind, meta, payload)
 
@@ -758,6 +761,7 @@ def test_deserialize_rejects_other_backend(ctx):
     if ctx.name != "plain":  # real data from the reference backend, same parameters
         plain = open_or_fail("plain", ctx.be.params)
         _, pkeys = plain.generate_keys()
+        assert pkeys.public is not None and pkeys.relin is not None
         for obj in (plain.encrypt(np.ones(4), pkeys.public), plain.encode(0.5), pkeys.public, pkeys.relin):
             with pytest.raises(SerializationError, match="plain"):
                 ctx.be.deserialize(plain.serialize(obj))
@@ -766,6 +770,7 @@ def test_deserialize_rejects_other_backend(ctx):
 def test_deserialize_rejects_other_parameters(ctx):
     other = open_or_fail(ctx.name, presets.get("insecure_short_d2"))
     sk, keys = other.generate_keys(rotations=[1])
+    assert keys.public is not None and keys.relin is not None and keys.galois is not None
     for obj in (other.encrypt(np.ones(4), keys.public), other.encode(0.5), keys.public, keys.relin, keys.galois):
         with pytest.raises(SerializationError, match="parameters"):
             ctx.be.deserialize(other.serialize(obj))

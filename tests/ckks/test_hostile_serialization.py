@@ -70,6 +70,7 @@ def library_untouched(be):
 
 def with_meta(data: bytes, **changes) -> bytes:
     kind, meta, payload = serialization.unpack(data)
+    assert isinstance(payload, bytes)  # a copy: unpack gives a view only when asked
     meta.update(changes)
     for name in [k for k, v in changes.items() if v is _DROP]:
         del meta[name]
@@ -178,13 +179,13 @@ def fuzz_header(be, kind: str, data: bytes) -> None:
     for _ in range(40):  # seeded random values of random fields
         name = fields[int(rng.integers(len(fields)))]
         pick = int(rng.integers(4))
-        value = [
+        random_value = [
             int(rng.integers(-5, 40)),
             float(rng.normal(0, 1e12)),
             float(2.0 ** rng.uniform(-10, 200)),
             sorted({int(s) for s in rng.integers(-3, be.slots + 3, int(rng.integers(0, 4)))}),
         ][pick]
-        check_refused_or_valid(be, kind, name, value, data)
+        check_refused_or_valid(be, kind, name, random_value, data)
     with library_untouched(be), pytest.raises(SerializationError, match="unknown"):
         be.deserialize(with_meta(data, extra=1))
 
@@ -197,6 +198,7 @@ def test_payload_lengths_fuzzed(any_ctx):
 
 def fuzz_payload(be, kind: str, data: bytes) -> None:
     _, meta, payload = serialization.unpack(data)
+    assert isinstance(payload, bytes)  # a copy: unpack gives a view only when asked
     rng = np.random.default_rng(10 + KINDS.index(kind))
     cuts = {0, 1, 15, 16, 17, len(payload) // 2, len(payload) - 1} | {int(c) for c in rng.integers(0, len(payload), 8)}
     for n in sorted(cuts):
@@ -219,6 +221,7 @@ def test_payloads_bounded_by_the_parameters(any_ctx):
 
 def check_bound(be, kind: str, data: bytes) -> None:
     _, meta, payload = serialization.unpack(data)
+    assert isinstance(payload, bytes)  # a copy: unpack gives a view only when asked
     checked = serialization.check_meta(kind, meta, max_level=be.max_level, slots=be.slots)
     if checked.get("encoding"):  # compact: exactly the size its header implies, one byte more or less refused
         exact = serialization.compact_payload_size(

@@ -294,6 +294,7 @@ def test_garbage_payloads_raise(small):
             be.deserialize(serialization.pack("ciphertext", {**hdr_meta, **change}, good))
     # Galois keys whose header promises a step the payload lacks
     _, gmeta, gpay = serialization.unpack(be.serialize(keys.galois))
+    assert isinstance(gpay, bytes)  # a copy: unpack gives a view only when asked
     with pytest.raises(SerializationError, match="lacks"):
         be.deserialize(serialization.pack("galois_keys", {**gmeta, "steps": sorted(gmeta["steps"] + [7])}, gpay))
 

@@ -57,6 +57,7 @@ def test_fixed_mode_runs_on_the_shared_primes(cls):
     from henn.ckks.selection import select_parameters
 
     params = select_parameters(3, backend="openfhe", mode="fixed")
+    assert params.p is not None
     with cls(params) as client, cls(params) as server:
         assert client.q_primes == params.q == server.q_primes and client.p_primes[0] == params.p[0]
         sk, keys = client.generate_keys(rotations=[1])
@@ -151,6 +152,7 @@ def test_foreign_payload_behind_a_valid_header_is_a_serialization_error(short):
     sk, keys = short.generate_keys()
     data = short.serialize(short.encrypt(np.ones(8), keys.public))
     kind, meta, payload = serialization.unpack(data)
+    assert isinstance(payload, bytes)  # a copy: unpack gives a view only when asked
     for bad in (payload[: len(payload) // 2], b"\0" * 64, payload[:100] + bytes(len(payload) - 100)):
         with pytest.raises(SerializationError):
             short.deserialize(serialization.pack(kind, meta, bad))
@@ -204,6 +206,7 @@ def test_a_ciphertext_of_other_openfhe_parameters_is_refused(short):
         _, okeys = other.generate_keys()
         ct = other.encrypt(np.ones(8), okeys.public, level=min(other.max_level, meta["level"]))
         _, _, theirs = serialization.unpack(other.serialize(ct))
+        assert isinstance(theirs, bytes)  # a copy: unpack gives a view only when asked
     with pytest.raises(SerializationError, match="other parameters|primes|corrupted"):
         short.deserialize(serialization.pack(kind, meta, theirs))
 

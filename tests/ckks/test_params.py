@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any, cast
 
 import pytest
 
@@ -14,7 +15,8 @@ from henn.errors import ParameterError, SecurityError
 
 GOOD = ParametersLiteral(log_n=14, log_q=(60, 40, 40, 40), log_p=(60,), log_scale=40)
 PRIMES = ntt_primes((60, 40, 40, 40, 60), 14)
-PINNED = dataclasses.replace(GOOD, q=tuple(PRIMES[:4]), p=(PRIMES[4],))
+Q, P = tuple(PRIMES[:4]), (PRIMES[4],)
+PINNED = dataclasses.replace(GOOD, q=Q, p=P)
 
 
 def test_valid_literal_and_derived_quantities():
@@ -29,13 +31,13 @@ def test_valid_literal_and_derived_quantities():
 
 def test_pinned_primes_give_exact_log_qp_and_distinct_fingerprint():
     p = Parameters.from_literal(PINNED)
-    assert p.q == PINNED.q and p.p == PINNED.p
+    assert p.q == Q and p.p == P
     assert p.log_qp == pytest.approx(sum(math.log2(x) for x in PRIMES)) and p.log_qp < 280
     assert p.fingerprint() != Parameters.from_literal(GOOD).fingerprint()
     assert p.fingerprint() == Parameters.from_literal(PINNED).fingerprint()  # stable
     other = ntt_primes((60, 40, 40, 40, 60), 14, exclude=PRIMES)
     assert Parameters.from_literal(GOOD).with_primes(tuple(other[:4]), (other[4],)).fingerprint() != p.fingerprint()
-    assert Parameters.from_literal(GOOD).with_primes(PINNED.q, PINNED.p) == p
+    assert Parameters.from_literal(GOOD).with_primes(Q, P) == p
 
 
 def test_dict_round_trip():
@@ -47,7 +49,7 @@ def test_dict_round_trip():
 
 
 # field changes -> a fragment of the message that names the problem
-BAD_FIELDS = {
+BAD_FIELDS: dict[str, tuple[dict[str, Any], str]] = {
     "log_n_small": ({"log_n": 9}, "log_n"),
     "log_n_large": ({"log_n": 18}, "log_n"),
     "log_n_float": ({"log_n": 14.0}, "log_n"),
@@ -70,18 +72,18 @@ BAD_FIELDS = {
     "log_scale_not_below_q0": ({"log_q": (40, 40), "log_scale": 40}, "first prime"),
     "secret": ({"secret": "gaussian"}, "secret"),
     "secret_none": ({"secret": None}, "secret"),
-    "q_without_p": ({"q": PINNED.q}, "pin both"),
-    "p_without_q": ({"p": PINNED.p}, "pin both"),
-    "q_not_tuple": ({"q": 5, "p": PINNED.p}, "q = 5"),
-    "q_wrong_count": ({"q": PINNED.q[:3], "p": PINNED.p}, "q has 3 primes"),
-    "p_wrong_count": ({"q": PINNED.q, "p": PINNED.p * 2}, "p has 2 primes"),
-    "q_not_1_mod_2n": ({"q": (PINNED.q[0] - 2,) + PINNED.q[1:], "p": PINNED.p}, "1 mod 2N"),
-    "q_composite": ({"q": PINNED.q[:3] + (PINNED.q[3] - 2**15 * 3,), "p": PINNED.p}, "not a 40-bit prime"),
-    "q_bit_size": ({"q": PINNED.q[:3] + (PRIMES[0],), "p": PINNED.p}, "not a 40-bit prime"),
-    "q_not_integer": ({"q": PINNED.q[:3] + (float(PINNED.q[3]),), "p": PINNED.p}, "not an integer"),
-    "q_str": ({"q": PINNED.q[:3] + ("abc",), "p": PINNED.p}, "not an integer"),
-    "q_duplicate": ({"q": PINNED.q[:3] + (PINNED.q[2],), "p": PINNED.p}, "distinct"),
-    "q_p_shared": ({"q": PINNED.q, "p": (PINNED.q[0],)}, "distinct"),
+    "q_without_p": ({"q": Q}, "pin both"),
+    "p_without_q": ({"p": P}, "pin both"),
+    "q_not_tuple": ({"q": 5, "p": P}, "q = 5"),
+    "q_wrong_count": ({"q": Q[:3], "p": P}, "q has 3 primes"),
+    "p_wrong_count": ({"q": Q, "p": P * 2}, "p has 2 primes"),
+    "q_not_1_mod_2n": ({"q": (Q[0] - 2,) + Q[1:], "p": P}, "1 mod 2N"),
+    "q_composite": ({"q": Q[:3] + (Q[3] - 2**15 * 3,), "p": P}, "not a 40-bit prime"),
+    "q_bit_size": ({"q": Q[:3] + (PRIMES[0],), "p": P}, "not a 40-bit prime"),
+    "q_not_integer": ({"q": (*Q[:3], float(Q[3])), "p": P}, "not an integer"),
+    "q_str": ({"q": Q[:3] + ("abc",), "p": P}, "not an integer"),
+    "q_duplicate": ({"q": Q[:3] + (Q[2],), "p": P}, "distinct"),
+    "q_p_shared": ({"q": Q, "p": (Q[0],)}, "distinct"),
 }
 
 
@@ -128,7 +130,7 @@ def test_parameters_cannot_be_built_directly():
 def test_parameters_are_immutable():
     p = Parameters.from_literal(GOOD)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        p.log_n = 15
+        cast(Any, p).log_n = 15  # read-only: the refusal is the test
 
 
 # ---- the security gate ---------------------------------------------------------------------

@@ -193,6 +193,7 @@ def test_payload_corruption_behind_a_valid_header(small):
     be, sk, keys = small
     ct = be.encrypt(_vec(be), keys.public)
     kind, meta, payload = serialization.unpack(be.serialize(ct))
+    assert isinstance(payload, bytes)  # a copy: unpack gives a view only when asked
     bad = [payload[: len(payload) // 2], b"\x00" * 64, payload[:8] + b"\xff" * 8 + payload[16:]]
     for p in bad:
         with pytest.raises(SerializationError):
@@ -201,6 +202,7 @@ def test_payload_corruption_behind_a_valid_header(small):
         with pytest.raises(SerializationError):
             be.deserialize(serialization.pack(kind, {**meta, key: value}, payload))
     gkind, gmeta, gpayload = serialization.unpack(be.serialize(keys.galois))
+    assert isinstance(gpayload, bytes)
     with pytest.raises(SerializationError, match="lacks"):
         be.deserialize(serialization.pack(gkind, {**gmeta, "steps": [1, 2]}, gpayload))
     with pytest.raises(SerializationError):  # a ciphertext payload announced as a public key

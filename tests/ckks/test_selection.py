@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from henn.ckks import security
+from henn.ckks import ParametersLiteral, security
 from henn.ckks.backends import usable_class
 from henn.ckks.primes import is_prime
 from henn.ckks.selection import DEFAULT_LOG_SCALE, INTEGER_BITS, fixed_literal, select_parameters
@@ -59,6 +59,7 @@ def test_fixed_mode_pins_known_primes():
     """Pinned: changing the prime search would silently change every fixed-mode result."""
     p = select_parameters(2, mode="fixed")
     assert p.log_n == 13
+    assert p.q is not None
     assert p.q[0] == next(x for x in range((1 << 60) + 1 - 2 * 8192, 1 << 59, -2 * 8192) if is_prime(x))
     assert p.q[1] > p.q[2] and p.q[1].bit_length() == 40
 
@@ -145,7 +146,7 @@ def test_real_slot_ring_selection(mode, backend):
     real = select_parameters(3, backend=backend, mode=mode, slots=8192, ring="conjugate_invariant")
     assert real.real_slots and real.slots >= 8192 and real.security_ok and real.depth == 3
     assert real.log_n == std.log_n - 1 or real.log_n == security.min_log_n_for(real.log_qp)
-    if real.q is not None:
+    if real.q is not None and real.p is not None:
         assert all(q % real.nth_root == 1 for q in real.q + real.p)
 
 
@@ -166,8 +167,8 @@ def test_precision_literal_is_secure_and_sized_to_the_library(ring):
     for log_n in (13, 14, 15):
         for special in ((61, 64), (60, 1)):  # Lattigo's special primes, SEAL's single one
             top = largest_scale(5, log_n, 9, ring, special)
-            lit = precision_literal(5, log_n, top, 9, ring, special)
-            p = Parameters.from_literal(lit)
+            assert top is not None
+            p = Parameters.from_literal(_fitting(5, log_n, top, 9, ring, special))
             assert p.security_ok and p.ring == ring and p.log_q == (top + 9,) + (top,) * 5
             (bits,) = set(p.log_p)  # special primes of one size, at most the library's, P above every digit
             k = len(p.log_p)
@@ -177,21 +178,30 @@ def test_precision_literal_is_secure_and_sized_to_the_library(ring):
     assert precision_literal(6, 13, 22, 9, "conjugate_invariant") is None  # only five 22-bit primes = 1 mod 4N
 
 
+def _fitting(*args) -> ParametersLiteral:
+    """precision_literal's literal where the test knows that the chain fits (None where it does not)."""
+    from henn.ckks.selection import precision_literal
+
+    lit = precision_literal(*args)
+    assert lit is not None
+    return lit
+
+
 def test_special_primes_take_the_room_left_above_every_digit():
     from henn.ckks.selection import precision_literal
 
     # Orion's MLP config on N = 2^13: chain 38 + 26 x 5 = 168 bits leaves 50, too few for a 61-bit prime;
     # one of 49 bits (below 2^50, the IFMA transform's primes) exceeds the digit 38 by more than the margin
-    lit = precision_literal(5, 13, 26, 12, "conjugate_invariant")
+    lit = _fitting(5, 13, 26, 12, "conjugate_invariant")
     assert lit.log_q == (38,) + (26,) * 5 and lit.log_p == (49,)  # two of 25 would not exceed 38 + 26 + 5
     # room for two: three key-switching digits instead of six, the largest (33 + 24) 5 bits below P
-    lit = precision_literal(5, 13, 24, 9, "conjugate_invariant")
+    lit = _fitting(5, 13, 24, 9, "conjugate_invariant")
     assert lit.log_q == (33,) + (24,) * 5 and lit.log_p == (32, 32) and sum(lit.log_q) + 64 <= 218
-    lit = precision_literal(5, 13, 22, 9, "conjugate_invariant")
+    lit = _fitting(5, 13, 22, 9, "conjugate_invariant")
     assert lit.log_p == (38, 38)  # three of 25 would fall short of the digit 31 + 22 + 22
     assert precision_literal(5, 13, 30, 12, "conjugate_invariant") is None  # 42 + 150 = 192 leaves 26 < 42 + 5
-    assert precision_literal(5, 13, 26, 12, "standard", (60, 1)).log_p == (49,)  # SEAL: one, sized the same way
+    assert _fitting(5, 13, 26, 12, "standard", (60, 1)).log_p == (49,)  # SEAL: one, sized the same way
     # room for a 57-bit prime: 49 bits exceed the digit 36 by the margin, so the fast size is taken
-    assert precision_literal(5, 13, 25, 11, "conjugate_invariant").log_p == (49,)
+    assert _fitting(5, 13, 25, 11, "conjugate_invariant").log_p == (49,)
     # a digit of 50 bits needs more than 49: the library's size is kept
-    assert precision_literal(1, 13, 30, 20, "standard").log_p[0] > 49
+    assert _fitting(1, 13, 30, 20, "standard").log_p[0] > 49

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from typing import Any
 
 import numpy as np
 import pytest
@@ -58,7 +59,8 @@ def test_layout():
 def test_round_trip(kind):
     data = ser.pack(kind, META, PAYLOAD)
     assert data == craft(kind=ser.KINDS[kind])  # the documented layout, checksum over header and body
-    for form in (data, bytearray(data), memoryview(data)):
+    forms: tuple[Any, ...] = (data, bytearray(data), memoryview(data))  # unpack reads any bytes-like buffer
+    for form in forms:
         assert ser.unpack(form) == (kind, META, PAYLOAD)
     assert ser.unpack(ser.pack(kind, {}, b"")) == (kind, {}, b"")
 
