@@ -41,6 +41,7 @@ def mirror(tmp_path):
 
 
 def _mnist_copies(root):
+    assert SHARED is not None
     for item in DATASETS["mnist"].downloads:
         shutil.copyfile(SHARED / "mnist" / item.name, root / item.name)
 
@@ -95,6 +96,7 @@ def _cifar_archive(root, members: dict[str, bytes | None]):
 
 
 def _cifar_members(batches=range(1, 6)):
+    assert SHARED is not None
     names = [f"data_batch_{i}.bin" for i in batches] + ["batches.meta.txt"]
     return {n: (SHARED / "cifar10" / n).read_bytes() for n in names}
 
@@ -104,6 +106,7 @@ def test_cifar_members_are_checked_one_by_one(mirror, tmp_path):
     archive with a stand-in is refused on exactly that member, after the genuine ones passed."""
     root, url = mirror
     members = _cifar_members()
+    assert SHARED is not None
     members["test_batch.bin"] = (SHARED / "cifar10" / "test_batch_first1000.bin").read_bytes() * 10
     _cifar_archive(root, members)
     out = tmp_path / "data"

@@ -88,6 +88,7 @@ def test_unknown_split(tmp_path):
 
 @needs_data
 def test_truncated_gzip(tmp_path):
+    assert DATA is not None
     (tmp_path / "mnist").mkdir()
     src = DATA / "mnist" / "t10k-images-idx3-ubyte.gz"
     (tmp_path / "mnist" / src.name).write_bytes(src.read_bytes()[:50000])

@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _generate():
     spec = importlib.util.spec_from_file_location("docs_generate", REPO / "docs" / "generate.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("docs_generate", module)
     spec.loader.exec_module(module)
@@ -28,6 +29,7 @@ def test_every_cli_command_is_in_the_reference():
     from henn.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    assert sub.choices is not None
     text = (REPO / "docs" / "reference" / "cli.md").read_text()
     missing = [name for name in sub.choices if f"## `henn {name}`" not in text]
     assert not missing, f"commands missing from docs/reference/cli.md: {missing}"

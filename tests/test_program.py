@@ -84,7 +84,11 @@ def test_diagonals_are_kept_as_lossless_palette_codes():
         step = Bsgs(
             name="t",
             level=0,
-            **dict.fromkeys(("cts_in", "cts_out", "stride", "fold", "fold_stride"), 1),
+            cts_in=1,
+            cts_out=1,
+            stride=1,
+            fold=1,
+            fold_stride=1,
             entries=np.zeros((0, 5), np.int64),
             codes=codes,
             palette=palette,

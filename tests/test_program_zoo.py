@@ -15,7 +15,7 @@ from henn.program import Program, open_archive
 
 ZOO = Path(henn.__file__).parent / "zoo"
 MODELS = sorted(p.stem for p in ZOO.glob("*.onnx"))
-MNIST_MODES = {
+MNIST_MODES: dict[str, dict] = {
     "batch": {"mode": "batch"},
     "grouped": {"mode": "batch", "batch_group": 4},
     "multi": {"mode": "single", "images_per_set": 2},

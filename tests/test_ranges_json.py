@@ -40,6 +40,7 @@ def _zoo_models() -> list[Path]:
 def test_every_zoo_models_json_is_read_without_a_warning(onnx_path, caplog):
     graph = _checked(onnx_path)
     maxima = _observed_preactivation(str(onnx_path))
+    assert maxima is not None  # these models have their .json
     with caplog.at_level(logging.WARNING, logger="henn.ranges"):
         peaks = ranges.clean_peaks(maxima, graph, "the model's .json")
     assert not [r for r in caplog.records if WARNING in r.getMessage()]

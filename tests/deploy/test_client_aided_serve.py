@@ -5,6 +5,8 @@ without weights, and the segments refused out of order, of another session or at
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import numpy as np
@@ -166,7 +168,9 @@ def test_refusals(model, server, session):
     assert httpx.get(server.url + "/health").json()["status"] == "ok"
 
 
-FORGED = {  # a change to a client-aided client part's manifest and arrays -> words of the refusal
+FORGED: dict[
+    str, tuple[Callable[[dict, dict], Any], str]
+] = {  # a change to a client-aided client part's manifest and arrays -> words of the refusal
     "a stage dropped": (lambda m, z: m["stages"].pop(), "do not match"),
     "a stage of other shapes": (
         lambda m, z: m["stages"][1].update(input_shape=[8, 6, 6], output_shape=[8, 3, 3]),
@@ -186,6 +190,7 @@ def test_a_forged_client_part_is_refused(model, case):
     from henn.program import open_archive
 
     z, m = open_archive(Artefact.load(model[1]).client_part().to_bytes(), "__manifest__")
+    assert isinstance(m, dict)
     z = {k: v for k, v in z.items() if k != "__manifest__"}
     change, words = FORGED[case]
     change(m, z)

@@ -203,6 +203,7 @@ def test_sigterm_stops_the_server_with_a_stalled_upload_open(model, tmp_path):
         head = connect(srv, b"GET /health HTTP/1.1\r\n")
         time.sleep(0.3)
         t0 = time.monotonic()
+        assert srv.proc is not None
         srv.proc.send_signal(signal.SIGTERM)
         assert srv.proc.wait(30) in (0, -signal.SIGTERM)  # uvicorn raises the signal again once stopped
         assert time.monotonic() - t0 < 8

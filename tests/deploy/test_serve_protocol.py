@@ -90,6 +90,7 @@ def material(model):
     _, fkeys = foreign.generate_keys(rotations=[1, 2], relin=True)
     be = client.backend
     sk, few = be.generate_keys(rotations=program.rotation_steps[:2], relin=True)  # keys of another model
+    assert client.runtime.keys is not None
     return {
         "keys": keys,
         "cts": cts,
@@ -183,6 +184,7 @@ def test_logs_hold_no_keys_ciphertexts_or_session_ids(server, material):
     assert "session" in log and sid[:6] in log  # it does log, with a short id only
     assert sid not in log
     _, _, payload = serialization.unpack(material["keys"][-1])
+    assert isinstance(payload, bytes)  # a copy: unpack gives a view only when asked
     assert payload.decode()[:30] not in log and "key_id" not in log
     meta = serialization.unpack(material["cts"][0])[1]
     assert meta["key_id"] not in log and json.dumps(meta)[:20] not in log

@@ -59,6 +59,7 @@ async def _stall(first: bytes, forever: float = 3600.0, every: float | None = No
     yield first
     if every is None:
         await asyncio.sleep(forever)
+        return
     while True:
         await asyncio.sleep(every)
         yield piece
@@ -304,7 +305,9 @@ def test_log_lines_never_hold_a_full_session_id():
 
         record = logging.LogRecord("x", logging.ERROR, "", 0, "failed", (), sys.exc_info())
     RedactFilter().filter(record)
-    assert sid not in logging.Formatter().format(record) and "FileNotFoundError" in record.exc_text
+    text = logging.Formatter().format(record)  # sets exc_text
+    assert record.exc_text is not None
+    assert sid not in text and "FileNotFoundError" in record.exc_text
 
 
 # ---- the parameter fingerprint -------------------------------------------------------------------

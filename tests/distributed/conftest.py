@@ -4,6 +4,8 @@ and a batch-mode one (2.5 GiB by henn's memory model) fits none."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import ray  # the cluster extra (make test installs it)
@@ -17,7 +19,7 @@ OBJECT_STORE = 300 * 2**20
 def cluster():
     from ray.cluster_utils import Cluster
 
-    node = {"num_cpus": 1, "memory": NODE_MEMORY, "object_store_memory": OBJECT_STORE}
+    node: dict[str, Any] = {"num_cpus": 1, "memory": NODE_MEMORY, "object_store_memory": OBJECT_STORE}
     c = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
     try:
         c.add_node(**node)

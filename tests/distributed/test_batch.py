@@ -98,7 +98,10 @@ def test_sets_of_a_worker_gone_for_good_run_on_another(cluster, digits, square_s
                         ray.kill(s.actors[0], no_restart=True)
                     yield s.request(i, 1, r)
 
-            stats = s.evaluate(feed(), 8, lambda q, res: got.setdefault(q.index, res.blobs))
+            def keep_first(q, res) -> None:
+                got.setdefault(q.index, res.blobs)
+
+            stats = s.evaluate(feed(), 8, keep_first)
         assert stats.lost_workers == [0] and stats.resubmitted >= 1 and stats.duplicates == 0
         ref = square_single.reference(images[:8])
         logits = np.concatenate([client.decrypt(got[i], 1) for i in range(8)])

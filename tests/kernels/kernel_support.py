@@ -4,7 +4,7 @@ import pytest
 
 from henn.ckks.backends import names, open_backend
 from henn.errors import BackendError
-from henn.ckks.evaluator import Evaluator
+from henn.ckks.evaluator import Evaluator, RotationSum
 
 REAL = [n for n in ("seal", "lattigo") if n in names()]
 
@@ -34,12 +34,16 @@ class Recorder(Evaluator):
         return super().rotate_hoisted(a, steps)
 
     def rotate_sum(self):
-        acc = super().rotate_sum()
-        add = acc.add
+        return _RecordedSum(self)
 
-        def recorded(a, steps):
-            self.used.add(steps % self.backend.slots)
-            add(a, steps)
 
-        acc.add = recorded
-        return acc
+class _RecordedSum(RotationSum):
+    """A rotation sum that records its steps in its Recorder."""
+
+    def __init__(self, recorder: Recorder):
+        super().__init__(recorder)
+        self._recorder = recorder
+
+    def add(self, a, steps):
+        self._recorder.used.add(steps % self._recorder.backend.slots)
+        super().add(a, steps)

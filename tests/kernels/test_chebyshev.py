@@ -1,6 +1,8 @@
 """evaluate_chebyshev / evaluate_chain: values, levels and exact scales on the plain backend (exact and noisy)
 and the real libraries, and the precision the Chebyshev basis keeps at degree 63 where the power basis loses it."""
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from numpy.polynomial import chebyshev
@@ -17,8 +19,17 @@ if NAME not in presets.names():
     presets.register(NAME, ParametersLiteral(11, (60,) + (40,) * 8, (60,), 40))
 PARAMS = presets.get(NAME)
 DEGREES = (3, 7, 15, 31, 63)
-FITS = {"abs": np.abs, "tanh6": lambda t: np.tanh(6 * t)}  # a kink, and a saturation: slowly decaying series
+Fit = Callable[[np.ndarray], np.ndarray]
+FITS: dict[str, Fit] = {
+    "abs": np.abs,
+    "tanh6": lambda t: np.tanh(6 * t),
+}  # a kink, and a saturation: slowly decaying series
 FEW_BITS = 5  # error within 2^5 x the fresh-encryption error
+
+
+def _interpolate(f: Fit, degree: int) -> np.ndarray:
+    """chebyshev.chebinterpolate of an array function (a lambda's return type reads as a scalar's)."""
+    return chebyshev.chebinterpolate(f, degree)
 
 
 def _setup(be, seed=1):
@@ -68,7 +79,7 @@ def test_precision_stays_near_fresh_encryption(plain, degree, kind):
     same polynomial in the power basis loses it from degree 15 (its coefficients reach 1e7-1e19)."""
     be = plain
     sk, ev, x, ct = _setup(be)
-    c = chebyshev.chebinterpolate(FITS[kind], degree)
+    c = _interpolate(FITS[kind], degree)
     want = chebyshev.chebval(x, c)
     out = evaluate_chebyshev(ev, ct, c)
     assert ct.level - out.level == int(np.ceil(np.log2(degree + 1)))
@@ -86,7 +97,7 @@ def test_precision_stays_near_fresh_encryption(plain, degree, kind):
 @pytest.mark.parametrize("target", [2.0**35 * 1.37, 2.0**41])
 def test_target_scale(plain, target):
     sk, ev, x, ct = _setup(plain)
-    c = chebyshev.chebinterpolate(np.sin, 9)
+    c = _interpolate(np.sin, 9)
     out = evaluate_chebyshev(ev, ct, c, target_scale=target)
     assert out.scale == pytest.approx(target, rel=1e-12)
     assert np.max(np.abs(plain.decrypt_decode(out, sk).real - np.sin(x))) < 2**-18
@@ -102,7 +113,7 @@ def test_constant_and_linear(plain):
 
 def test_lowest_level_and_errors(plain):
     sk, ev, x, ct = _setup(plain)
-    c = chebyshev.chebinterpolate(np.abs, 31)
+    c = _interpolate(np.abs, 31)
     low = ev.drop_to_level(ct, 5)
     assert evaluate_chebyshev(ev, low, c).level == 0
     with pytest.raises(LevelError, match="needs 5 levels, the input has 4"):
@@ -128,8 +139,8 @@ def test_chain(plain, shift, bound, times_input):
     sk, keys = be.generate_keys()
     ev = be.evaluator(keys)
     ct = be.encrypt(x, keys.public)
-    p1 = chebyshev.chebinterpolate(lambda t: 0.9 * np.sin(2 * t), 7)
-    p2 = chebyshev.chebinterpolate(lambda t: np.tanh(2 * t), 7)
+    p1 = _interpolate(lambda t: 0.9 * np.sin(2 * t), 7)
+    p2 = _interpolate(lambda t: np.tanh(2 * t), 7)
     out = evaluate_chain(ev, ct, [p1, p2], shift=shift, bound=bound, times_input=times_input)
     assert out.level == ct.level - chain_depth([p1, p2], shift=shift, bound=bound, times_input=times_input)
     assert (
@@ -148,13 +159,13 @@ def test_real_backend(name):
     fresh = _fresh_error(be, sk, ct, x)
     for degree in DEGREES:
         for kind, f in FITS.items():
-            c = chebyshev.chebinterpolate(f, degree)
+            c = _interpolate(f, degree)
             out = evaluate_chebyshev(ev, ct, c)
             assert ct.level - out.level == chebyshev_depth(c) == int(np.ceil(np.log2(degree + 1)))
             assert out.scale == pytest.approx(ct.scale, rel=1e-12)
             err = np.max(np.abs(be.decrypt_decode(out, sk).real - chebyshev.chebval(x, c)))
             assert err < fresh * 2**FEW_BITS, f"{name} {kind} degree {degree}: {np.log2(err / fresh):.1f} bits"
-    p1 = chebyshev.chebinterpolate(lambda t: 0.9 * np.sin(2 * t), 7)
+    p1 = _interpolate(lambda t: 0.9 * np.sin(2 * t), 7)
     out = evaluate_chain(ev, ct, [p1, p1], bound=2.0, times_input=True)
     want = chebyshev.chebval(chebyshev.chebval(x / 2, p1), p1) * x
     assert out.level == ct.level - 8 and out.scale == pytest.approx(ct.scale, rel=1e-12)
@@ -170,7 +181,7 @@ def test_chain_on_an_input_below_the_default_scale(name):
     sk, ev, x, ct = _setup(be)
     low = ev.rescale(ev.multiply(ct, 1.0, scale=float(be.prime(ct.level)) / 16))
     assert low.scale == pytest.approx(ct.scale / 16, rel=1e-12)
-    p = chebyshev.chebinterpolate(lambda t: np.tanh(4 * t), 15)
+    p = _interpolate(lambda t: np.tanh(4 * t), 15)
     out = evaluate_chain(ev, low, [p], bound=2.0, times_input=True)
     want = chebyshev.chebval(x / 2, p) * x
     assert out.scale == pytest.approx(low.scale, rel=1e-12)

@@ -149,7 +149,12 @@ def test_plaintext_cache_and_level(monkeypatch):
     ev = be.evaluator(keys)
     calls = []
     original = be.encode
-    monkeypatch.setattr(be, "encode", lambda *a, **k: calls.append(k["level"]) or original(*a, **k))
+
+    def encode(*a, **k):
+        calls.append(k["level"])
+        return original(*a, **k)
+
+    monkeypatch.setattr(be, "encode", encode)
     x = rng.uniform(-1, 1, 64)
     ct = be.encrypt(lt.pack_input(x), keys.public)  # top level: dropped to 2 by evaluate
     calls.clear()

@@ -1,5 +1,7 @@
 """evaluate_polynomial: values, levels and scales on the plain backend (exact and noisy) and real libraries."""
 
+from typing import Any, cast
+
 import numpy as np
 import pytest
 
@@ -179,20 +181,21 @@ def test_errors():
         with pytest.raises(InputError):
             evaluate_polynomial(ev, ct, coeffs)
     with pytest.raises(InputError):
-        evaluate_polynomial(ev, np.ones(3), SWISH2)
+        evaluate_polynomial(ev, cast(Any, np.ones(3)), SWISH2)  # not a ciphertext, on purpose
 
 
 @pytest.mark.parametrize("name", REAL)
 def test_real_backend(name):
     be = real_backend(name, PARAMS)
-    for coeffs, xrange, kwargs in [
+    cases: list[tuple[Any, float, dict[str, Any]]] = [
         (SWISH4, 7.0, {}),
         (SWISH4, 7.0, {"target_scale": "natural"}),
         ((0, 0, 1), 1.0, {}),
         (RANDOM7, 1.0, {}),
         (SWISH2, 5.0, {"target_scale": 2.0**35}),
         (logistic_coefficients(7), 8.0, {"bound": 8}),
-    ]:
+    ]
+    for coeffs, xrange, kwargs in cases:
         ct, out = check(be, coeffs, xrange, NOISY_TOL, **kwargs)
         if not kwargs and len(coeffs) != 3:
             assert out.scale == pytest.approx(ct.scale, rel=1e-12)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ import henn
 from henn.profile import kernels, model, results
 from henn.profile.harness import configurations, sweep
 
-SMALL = dict(dot_sizes=(16,), linear_sizes=(16,), poly_degrees=(3, 31))
+SMALL: dict[str, Any] = dict(dot_sizes=(16,), linear_sizes=(16,), poly_degrees=(3, 31))
 
 
 def _run(suite, body, fast, preset="insecure_short_d4"):

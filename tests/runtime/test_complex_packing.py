@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from henn.ckks import ParametersLiteral, presets
 from henn.ckks.backends import usable_class
 from henn.errors import BackendError, InputError, MissingKeyError, SerializationError, UnsupportedOperation
 from henn.frontend.onnx_build import build_cnn
-from henn.program import Act, Program, ProgramError
+from henn.program import Act, BatchPacking, Program, ProgramError
 from henn.runtime.client import Client
 from henn.runtime.server import Server
 
@@ -138,16 +139,19 @@ def test_program_file_keeps_complex_packing_and_refuses_bad_flags():
     p = _program()
     back = Program.from_bytes(p.to_bytes())
     assert back.complex_packed and back.images_per_set == p.images_per_set
-    for bad in ("yes", 1):
+    packing = p.packing
+    assert isinstance(packing, BatchPacking)
+    bads: tuple[Any, ...] = ("yes", 1)
+    for bad in bads:
         with pytest.raises(ProgramError, match="complex must be true or false"):
-            dataclasses.replace(p, packing=dataclasses.replace(p.packing, complex=bad)).verify()
+            dataclasses.replace(p, packing=dataclasses.replace(packing, complex=bad)).verify()
     real = presets.get("insecure_short_d4_real")
     with pytest.raises(ProgramError, match="ring='standard'"):
         dataclasses.replace(p, params=real).verify()
-    cubic = [dataclasses.replace(s, form="cubic") if s.kind == "act" else s for s in p.steps]
+    cubic = [dataclasses.replace(s, form="cubic") if isinstance(s, Act) else s for s in p.steps]
     with pytest.raises(ProgramError, match="identity and square"):
         dataclasses.replace(p, steps=cubic).verify()
-    blob = dataclasses.replace(p, packing=dataclasses.replace(p.packing, complex="yes")).to_bytes()
+    blob = dataclasses.replace(p, packing=dataclasses.replace(packing, complex=cast(Any, "yes"))).to_bytes()
     with pytest.raises(SerializationError, match="complex must be"):
         Program.from_bytes(blob)
 
@@ -159,7 +163,8 @@ def test_server_refuses_keys_without_the_conjugation_key():
     with pytest.raises(MissingKeyError, match="conjugation key"):
         Server(p, be, keys)
     client = Client(p, be)
-    assert client.generate_keys().galois.conjugate
+    galois = client.generate_keys().galois
+    assert galois is not None and galois.conjugate
 
 
 def test_a_complex_packed_model_file_serves_through_the_deployment_client(tmp_path, rng):

@@ -5,6 +5,7 @@ backend or key set, secret material among the keys, badly shaped or overflowing 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
@@ -153,7 +154,8 @@ def test_torch_tensor_with_grad_is_accepted_detached(parties):
 
 def test_thread_counts_are_checked(monkeypatch):
     be = open_backend("plain", _params())
-    for bad in (0, -1, 1.5, "2", True, 10**6):
+    bads: tuple[Any, ...] = (0, -1, 1.5, "2", True, 10**6)
+    for bad in bads:
         with pytest.raises(InputError, match="threads"):
             Parallel.for_backend(be, bad)
     for env in ("abc", "0", "-3", "2.5"):

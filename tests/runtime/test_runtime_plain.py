@@ -1,11 +1,13 @@
 """End to end on the plain backend with its CKKS noise model: both packings, client/server split."""
 
+from typing import Any, cast
+
 import numpy as np
 import pytest
 
 from henn.ckks import ParametersLiteral, open_backend, presets
 from henn.compiler.driver import compile_model
-from henn.program import Program, StepKind, weight_count
+from henn.program import Act, Bsgs, Program, StepKind, weight_count
 from henn.errors import InputError
 from henn.frontend.onnx_build import build_cnn, cifar_layers, mnist_layers
 from henn.ir import interpret
@@ -67,7 +69,7 @@ def test_cifar_shaped_single_over_several_ciphertexts(act, rng):
     model = build_cnn(cifar_layers(act, (16, 4, 4), 8), (3, 32, 32), seed=6)
     depth = 10 if act == "swish-rg7-deg4" else 7
     c = compile_model(model, None, CompileOptions(mode="single", params=short_params(depth, 12)))
-    steps = [s for s in c.program.steps if s.kind == "bsgs"]
+    steps = [s for s in c.program.steps if isinstance(s, Bsgs)]
     assert [(s.cts_in, s.cts_out) for s in steps] == [(2, 8), (8, 1), (1, 1), (1, 1)]
     assert c.program.packing.kind == "multi"
     check_three_way(c, rng.uniform(0, 1, (2, 3, 32, 32)))
@@ -81,7 +83,7 @@ def test_cifar_shaped_grouped_batch_three_way(act, rng):
     c = compile_model(model, None, CompileOptions(mode="batch", params=short_params(depth), batch_group=8))
     p = c.program
     assert p.packing.kind == "grouped" and p.images_per_set == 128 and p.input_cts == 32 * 32
-    assert [s.kind for s in p.steps].count("bsgs") == 4
+    assert [s.kind for s in p.steps].count(StepKind.BSGS) == 4
     check_three_way(c, rng.uniform(0, 1, (p.images_per_set + 2, 3, 32, 32)))
 
 
@@ -171,7 +173,12 @@ def test_the_cache_budget_counts_freed_heap_as_available(monkeypatch):
     events = []
     monkeypatch.setattr(memory, "return_freed_memory", lambda: events.append("trim"))
     real = memory.psutil.virtual_memory
-    monkeypatch.setattr(memory.psutil, "virtual_memory", lambda: events.append("measure") or real())
+
+    def measured():
+        events.append("measure")
+        return real()
+
+    monkeypatch.setattr(memory.psutil, "virtual_memory", measured)
     memory.plaintext_budget(program, be)
     assert events[:2] == ["trim", "measure"]
 
@@ -210,7 +217,7 @@ def test_server_takes_public_keys_only():
     client = Client(c.program, be)
     keys = client.generate_keys()
     with pytest.raises(InputError, match="never a secret key"):
-        Server(c.program, be, client._sk)
+        Server(c.program, be, cast(Any, client._sk))
     partial = be.generate_keys(rotations=c.program.rotation_steps[:3])[1]
     with pytest.raises(InputError, match="lack rotation steps"):
         Server(c.program, be, partial)
@@ -243,6 +250,6 @@ def test_memory_counts_unrelinearized_products_as_one_and_a_half():
 
     program = compile_model(build_cnn(mnist_layers("square"), seed=1), None, CompileOptions(mode="batch")).program
     stages = program_stages(program)
-    acts = [(st, s) for st, s in zip(stages, program.steps) if s.kind == StepKind.ACT]
+    acts = [(st, s) for st, s in zip(stages, program.steps) if isinstance(s, Act)]
     assert [(st.cts_in, st.cts_out, s.relin) for st, s in acts] == [(720, 720, True), (800, 1200, False)]
     assert (stages[-1].cts_in, stages[-1].cts_out) == (1200, 10)

@@ -45,7 +45,8 @@ def run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     env = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
     env[model.graph.input[0].name] = np.asarray(x, dtype=np.float64)
     for node in model.graph.node:
-        a, ins = _attrs(node), [env[i] if i else None for i in node.input]
+        # an absent optional input has the empty name; in these ops only a trailing one can be absent
+        a, ins = _attrs(node), [env[i] for i in node.input if i]
         op = node.op_type
         if op == "Conv":
             out = _conv(ins[0], ins[1], ins[2] if len(ins) > 2 else None, a)
@@ -67,7 +68,7 @@ def run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
             aa = ins[0].T if a.get("transA", 0) else ins[0]
             bb = ins[1].T if a.get("transB", 0) else ins[1]
             out = a.get("alpha", 1.0) * aa @ bb
-            if len(ins) > 2 and ins[2] is not None:
+            if len(ins) > 2:
                 out = out + a.get("beta", 1.0) * ins[2]
         elif op == "Identity":
             out = ins[0]

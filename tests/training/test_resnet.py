@@ -92,6 +92,7 @@ def test_onnx_export_matches_torch(tmp_path):
     assert {"Conv", "Mul", "Add", "Gemm"} <= ops and not ops & {"Relu", "Sqrt", "Reciprocal"}
     x = np.random.default_rng(0).random((2, 3, 32, 32), dtype=np.float32)
     (got,) = ReferenceEvaluator(proto).run(None, {"input": x})
+    assert isinstance(got, np.ndarray)
     with torch.no_grad():
         want = model(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

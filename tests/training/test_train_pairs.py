@@ -26,7 +26,9 @@ def _offered() -> list[tuple[str, str]]:
     parser = argparse.ArgumentParser()
     sub = add_train_command(parser.add_subparsers())
     choices = {a.dest: a.choices for a in sub._actions if a.dest in ("model", "activation")}
-    return [(m, a) for m in choices["model"] for a in choices["activation"]]
+    models, activations = choices["model"], choices["activation"]
+    assert models is not None and activations is not None
+    return [(m, a) for m in models for a in activations]
 
 
 def _trains(model: str, activation: str) -> bool:
