@@ -35,6 +35,7 @@ MIN_BITS = {"full": 18.5, "sparse": 18.5, "mul_rotate": 18.0, "vs_input": 18.5}
 def _register_sparse() -> None:
     if SPARSE not in presets.names():
         lit = presets._PRESETS[PRESET]
+        assert lit.bootstrap is not None
         presets.register(SPARSE, dataclasses.replace(lit, bootstrap=dataclasses.replace(lit.bootstrap, log_slots=5)))
 
 
@@ -164,6 +165,7 @@ def test_bootstrap_keys_travel(boot):
     got = be.decode(be.decrypt(be.deserialize(server.serialize(out)), sk), as_complex=True)
     assert precision_bits(x, got) >= MIN_BITS["full"]
     kind, meta, payload = serialization.unpack(data)
+    assert isinstance(payload, bytes)  # a copy: unpack gives a view only when asked
     for bad in (payload[:-4], payload[: len(payload) // 3], payload[:28] + b"\xff" * 64 + payload[92:]):
         with pytest.raises(SerializationError):
             server.deserialize(serialization.pack(kind, meta, bad))
@@ -182,6 +184,7 @@ def test_secure_preset_is_held_to_the_bound():
     """boot-n16-gpu fills the 1772-bit bound (its exact modulus, 1755.0 bits, is checked when it opens:
     benchmarks/gpu.py); two more residual levels do not fit."""
     p = presets.get("boot-n16-gpu")
+    assert p.bootstrap is not None and p.bootstrap_log_qp is not None
     assert not p.insecure and p.bootstrap.depth == 14 and p.bootstrap.log_slots == 15
     assert 1740 < p.bootstrap_log_qp <= 1772
     with pytest.raises(SecurityError, match="bootstrapping circuit"):
@@ -190,6 +193,7 @@ def test_secure_preset_is_held_to_the_bound():
 
 def test_parameters_the_gpu_circuit_cannot_take():
     lit = presets._PRESETS[PRESET]
+    assert lit.bootstrap is not None
     arcsine = dataclasses.replace(lit, bootstrap=dataclasses.replace(lit.bootstrap, mod1_inv_degree=7))
     with pytest.raises(ParameterError, match="arcsine"):
         open_backend("gpu", presets._build(arcsine, "insecure_x", insecure=True))

@@ -1,6 +1,8 @@
 """Run a Program's steps in NumPy on slot vectors (rotations = np.roll, no CKKS): checks the lowering
 alone, for every step kind."""
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from henn.ir.interpret import core
@@ -32,11 +34,8 @@ def simulate(program: Program, x: np.ndarray) -> np.ndarray:
     """Outputs (images, n_outputs) of the program on images x, the client's gain and offset applied."""
     slots = program.params.slots
 
-    class _Slots:  # what Client.pack needs from a backend
-        releases_gil = True
-
-    _Slots.slots = slots
-    client = Client(program, _Slots())
+    backend = SimpleNamespace(slots=slots, releases_gil=True)  # what Client.pack needs from a backend
+    client = Client(program, backend)
     vecs = client.pack(x)
     registers = {}
     for step in program.steps:

@@ -121,7 +121,9 @@ def test_mlp_matches_torch_within_the_reported_error(kind, source, digits, tmp_p
         # or the error target's where that is lower: smooth activations and Hardswish (degree 31, in the Chebyshev
         # basis) meet the target there; LeakyReLU's kink gets what degree 63 gives (0.6% of its output range here)
         rule = cm.compiled.final.meta.activation_degrees
-        target = approximation.choose(kind, NONPOLYNOMIAL[kind].function, *a["range"])
+        function = NONPOLYNOMIAL[kind].function
+        assert function is not None  # these kinds are approximated
+        target = approximation.choose(kind, function, *a["range"])
         assert target.relative_error <= (approximation.TARGET if kind != "leakyrelu" else 0.008)
         assert rule.kept and a["degree"] == min(rule.degree, target.degrees[0])
         lo, hi = a["range"]
@@ -147,6 +149,7 @@ def test_cnn_single_mode(kind, digits):
 def test_reported_error_is_the_fit_on_its_range():
     """The error describe() reports is the polynomial's max error against the function on the range."""
     f = NONPOLYNOMIAL["gelu"].function
+    assert f is not None
     fit = approximation.choose("gelu", f, -5.0, 3.0)
     x = np.linspace(-5.0, 3.0, 100_001)
     assert abs(np.max(np.abs(fit(x) - f(x))) - fit.error) <= 1e-3 * fit.error

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-nn = torch.nn
+from torch import nn  # noqa: E402
 
 import henn  # noqa: E402
 import precision_table  # noqa: E402
@@ -176,7 +176,7 @@ def test_placement_weighs_the_bootstraps_inside_activations():
     from henn.passes.place_bootstraps import place
 
     depth = lambda j, i: i - j  # one level per node
-    weights = [(1, 0)] * 4
+    weights: list[tuple[int, int] | None] = [(1, 0)] * 4
     assert place(depth, weights, 5) == []
     assert place(depth, weights, 5, inner=lambda j, i: 10 if j < 0 < i else 0) == [0]
 

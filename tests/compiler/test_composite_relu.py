@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-nn = torch.nn
+from torch import nn  # noqa: E402
 
 import henn  # noqa: E402
 import precision_table  # noqa: E402
@@ -32,8 +32,10 @@ def digits():
 def _mlp(hidden: int = 16):
     torch.manual_seed(0)
     m = nn.Sequential(nn.Flatten(), nn.Linear(196, hidden), nn.ReLU(), nn.Linear(hidden, 10)).eval()
+    first = m[1]
+    assert isinstance(first, nn.Linear)
     with torch.no_grad():
-        m[1].weight.mul_(4.0)
+        first.weight.mul_(4.0)
     return m
 
 

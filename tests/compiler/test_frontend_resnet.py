@@ -14,6 +14,7 @@ from henn.compiler.driver import compile_graph  # noqa: E402
 from henn.errors import InputError, UnsupportedOperation  # noqa: E402
 from henn.frontend import load_model  # noqa: E402
 from henn.ir import interpret  # noqa: E402
+from henn.ir.ops import Op  # noqa: E402
 from henn.passes import CompileOptions  # noqa: E402
 from henn.training.models import export_onnx  # noqa: E402
 from henn.training.resnet import ResNet20  # noqa: E402
@@ -50,8 +51,8 @@ def test_imported_resnet_computes_what_torch_computes(tmp_path, blocks):
     export_onnx(model, "resnet20", path)
     g = load_model(str(path), (3, 32, 32))
     ops = [n.op for n in g.nodes]
-    assert ops.count("add") == 3 * blocks and ops.count("channel_poly") == 1 + 6 * blocks
-    assert "poly" not in ops and ops.count("conv2d") == 1 + 6 * blocks + 2  # two projection shortcuts
+    assert ops.count(Op.ADD) == 3 * blocks and ops.count(Op.CHANNEL_POLY) == 1 + 6 * blocks
+    assert "poly" not in ops and ops.count(Op.CONV2D) == 1 + 6 * blocks + 2  # two projection shortcuts
     x = np.random.default_rng(blocks).uniform(0, 1, (4, 3, 32, 32))
     ref = _torch(model, x)
     np.testing.assert_allclose(interpret.run(g, x), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())

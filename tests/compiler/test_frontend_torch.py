@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-nn = torch.nn
+from torch import nn  # noqa: E402
 
 from henn.errors import InputError, UnsupportedOperation  # noqa: E402
 from henn.frontend import load_model  # noqa: E402
 from henn.ir import interpret  # noqa: E402
+from henn.ir.ops import Op  # noqa: E402
 from henn.passes import CompileOptions, run_pipeline  # noqa: E402
 
 
@@ -16,6 +17,7 @@ def _randomize_bn(model, seed=0):
     g = torch.Generator().manual_seed(seed)
     for m in model.modules():
         if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            assert m.running_mean is not None and m.running_var is not None  # tracked: the default
             m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.2)
             m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
     return model.eval()
@@ -30,7 +32,7 @@ def test_paper_models_trace_exactly(name, act, shape):
     torch.manual_seed(0)
     model = _randomize_bn(build_model(name, act))
     g = load_model(model, shape)
-    assert [n.op for n in g.nodes].count("poly") == (2 if name == "mnist-cnn" else 3)
+    assert [n.op for n in g.nodes].count(Op.POLY) == (2 if name == "mnist-cnn" else 3)
     x = torch.rand((2,) + shape, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         want = model(x).double().numpy()

@@ -13,6 +13,7 @@ from henn.frontend import load_model
 from henn.frontend.onnx_build import build_cnn, cifar_layers, mnist_layers
 from henn.ir import interpret
 from henn.ir.graph import Node
+from henn.ir.ops import Op
 from henn.packing import grouped, matrices
 from henn.packing.bsgs import split
 from henn.packing.memory import batch_plaintext_bytes
@@ -46,7 +47,7 @@ def test_nearest_copy_keeps_first_layer_diagonals_short():
     """A 3-channel input replicated over 16 slots: every output channel reads every input channel
     within two slots, so the first conv needs deltas {-2..2} instead of all 16."""
     node = Node(
-        "conv2d",
+        Op.CONV2D,
         "c",
         ["x"],
         "y",
@@ -61,17 +62,17 @@ def test_nearest_copy_keeps_first_layer_diagonals_short():
 
 
 def test_pool_adds_ciphertexts_of_one_group():
-    node = Node("sumpool", "p", ["x"], "y", {"kernel": (2, 2), "stride": (2, 2), "pads": (0, 0, 0, 0)})
+    node = Node(Op.SUMPOOL, "p", ["x"], "y", {"kernel": (2, 2), "stride": (2, 2), "pads": (0, 0, 0, 0)})
     lay = grouped.feature_layout((6, 4, 4), 4)  # 2 groups x 16 positions
     plan, out = grouped.pool_plan(lay, node, (6, 4, 4))
     assert out.cts == 2 * 4 and plan.cts_in == 32
     row0 = plan.indices[plan.indptr[0] : plan.indptr[1]]
     assert sorted(row0.tolist()) == [0, 2, 8, 10]  # positions 0, 1, 4, 5 of group 0
-    assert (out.chan == lay.chan).all()
+    assert np.all(out.chan == lay.chan)
 
 
 def test_rotation_steps_scale_with_the_image_stride():
-    node = Node("linear", "l", ["x"], "y", {}, {"weight": np.ones((4, 8)), "bias": np.zeros(4)})
+    node = Node(Op.LINEAR, "l", ["x"], "y", {}, {"weight": np.ones((4, 8)), "bias": np.zeros(4)})
     plan, _ = grouped.plan_linear(grouped.input_layout((8,), 4), node, (8,), 4, 64)
     assert plan.split.giant or plan.split.baby
     assert plan.rotation_steps(4 * 64) == {s * 64 for s in (*plan.split.baby, *plan.split.giant)}
@@ -109,7 +110,7 @@ def test_group_choice_streams_weights_when_nothing_fits_with_them():
     budget = min(totals.values()) - 1  # no G fits with all its weight plaintexts
     fitting = [g for g in groups if group_batch.ciphertext_peak(cifar, g, params.n) <= budget]
     assert fitting  # but some fit their ciphertexts: the rest of the weights are encoded as layers run
-    assert group_batch.choose_group(cifar, params, budget) == min(fitting, key=totals.get)
+    assert group_batch.choose_group(cifar, params, budget) == min(fitting, key=lambda g: totals[g])
 
 
 def test_mnist_keeps_the_plain_batch_axis():

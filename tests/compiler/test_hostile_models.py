@@ -13,7 +13,7 @@ from henn.errors import HennError, InputError, UnsupportedOperation
 from henn.frontend.onnx_build import build_cnn
 
 torch = pytest.importorskip("torch")
-nn = torch.nn
+from torch import Tensor, nn  # noqa: E402
 
 
 class _Net(nn.Module):
@@ -62,8 +62,10 @@ def test_nan_coefficient_refused_at_compile_time():
 
     model = build_model("mnist-cnn", "swish-rg5-deg2")
     act = next(m for m in model.modules() if hasattr(m, "coefficients"))
+    coefficients = act.coefficients
+    assert isinstance(coefficients, Tensor)
     with torch.no_grad():
-        act.coefficients[1] = float("nan")
+        coefficients[1] = float("nan")
     with pytest.raises(InputError, match="coefficients.*not a list of finite numbers"):
         henn.compile(model, (1, 28, 28), backend="plain")
 

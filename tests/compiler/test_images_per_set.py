@@ -5,6 +5,7 @@ image by image, on the program simulator, the plain backend and Lattigo (small i
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from henn.ir.synthetic import random_resnet
 from henn.packing.layout import bit_reverse, image_starts
 from henn.packing.multi import feature_layout
 from henn.passes import CompileOptions, run_pipeline
-from henn.program import Bsgs, Program, ProgramError
+from henn.program import Bsgs, MultiPacking, Program, ProgramError
 
 DEEP = "insecure_test_images_l17"
 BOOT = "insecure_test_images_boot_l9"
@@ -53,7 +54,7 @@ def test_bit_reverse_and_image_starts():
     for wide, narrow in ((16384, 8192), (8192, 4096), (4096, 2048)):
         a, _ = image_starts(wide, 32768, 16)
         b, _ = image_starts(narrow, 32768, 16)
-        shift = {}
+        shift: dict[tuple[int, int], int] = {}
         for i in range(16):
             key = (a[i] // 32768, b[i] // 32768)
             assert shift.setdefault(key, a[i] % 32768 - b[i] % 32768) == a[i] % 32768 - b[i] % 32768
@@ -72,6 +73,7 @@ def test_layouts_hold_every_image_once():
 @pytest.mark.parametrize("per_set", [2, 4, 8])
 def test_packed_programs_compute_every_image(images, per_set):
     program = _program(per_set)
+    assert isinstance(program.packing, MultiPacking)
     assert program.images_per_set == per_set and program.packing.images_per_set == per_set
     g = random_resnet()
     x = images[:8]
@@ -142,12 +144,15 @@ def test_batch_mode_refuses_images_per_set():
 
 def test_programs_refuse_malformed_image_counts():
     program = _program(4)
-    for bad in (0, -2, True, "4", 1 << 20):
-        broken = dataclasses.replace(program, packing=dataclasses.replace(program.packing, images_per_set=bad))
+    packing = program.packing
+    assert isinstance(packing, MultiPacking)
+    bads: tuple[Any, ...] = (0, -2, True, "4", 1 << 20)
+    for bad in bads:
+        broken = dataclasses.replace(program, packing=dataclasses.replace(packing, images_per_set=bad))
         with pytest.raises(ProgramError, match="images"):
             broken.verify()
         with pytest.raises(SerializationError, match="images"):
             Program.from_bytes(broken.to_bytes())
-    fewer = dataclasses.replace(program, packing=dataclasses.replace(program.packing, images_per_set=2))
+    fewer = dataclasses.replace(program, packing=dataclasses.replace(packing, images_per_set=2))
     with pytest.raises(ProgramError, match="does not fit"):  # its slots hold four images' pixels
         fewer.verify()

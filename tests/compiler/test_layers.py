@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-nn = torch.nn
+from torch import nn  # noqa: E402
+
 F = torch.nn.functional
 
 import henn  # noqa: E402
@@ -33,6 +34,7 @@ def _seeded(*layers):
     g = torch.Generator().manual_seed(1)
     for m in model.modules():
         if isinstance(m, nn.BatchNorm2d):
+            assert m.running_mean is not None and m.running_var is not None  # tracked: the default
             m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.2)
             m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
     return model.eval()

@@ -112,6 +112,8 @@ def test_multi_bsgs_and_pool_cover_a_conv():
     plan = bsgs.split(key, 2048)
     reach = {(b + gi) % 2048 for b in (0, *plan.baby) for gi in (0, *plan.giant)}
     assert set(key[:, 2].tolist()) <= reach
-    pplan, pooled = multi.pool_plan(lay_out, pool, (4, 32, 32))
+    planned = multi.pool_plan(lay_out, pool, (4, 32, 32))
+    assert planned is not None
+    pplan, pooled = planned
     assert pplan.steps == (1, 32) and pooled.cts == 2
     assert pooled.elem[1024 + 2 * 32 + 2] == 1 * 256 + 1 * 16 + 1  # channel 1, pooled pixel (1, 1)

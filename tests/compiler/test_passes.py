@@ -9,6 +9,7 @@ from henn.frontend import load_model
 from henn.frontend.onnx_build import build_cnn, cifar_layers, mnist_layers
 from henn.ir import interpret
 from henn.ir.graph import Graph, Node, Value
+from henn.ir.ops import Op
 from henn.passes import CompileOptions, run_pipeline
 from henn.passes.approximate_activations import decompose
 from henn.passes.threshold_coeffs import EPS_DEFAULT, EPS_DEG4
@@ -46,8 +47,10 @@ def test_degree_above_four_takes_the_general_form(rng):
 def test_mnist_depth_matches_paper_table5(act, depth):
     g = run_pipeline(load_model(build_cnn(mnist_layers(act), seed=0)), CompileOptions(mode="single"))
     assert g.meta.depth == depth
-    assert g.meta.params.log_n == 14 and g.meta.params.max_level == depth
-    assert not g.meta.params.insecure
+    params = g.meta.params
+    assert params is not None
+    assert params.log_n == 14 and params.max_level == depth
+    assert not params.insecure
     rescales = [n.attrs["rescale"] for n in g.nodes if n.op in ("conv2d", "linear")]
     assert rescales == [True, True, True]  # the last too: the response at level 0, the same depth
     assert g.values[g.output].level == 0
@@ -110,8 +113,8 @@ def test_branches_are_refused_in_batch_mode():
     w = np.ones((2, 2))
     values = {k: Value(k, (2,)) for k in ("x", "a", "b")}
     nodes = [
-        Node("linear", "l1", ["x"], "a", {}, {"weight": w, "bias": np.zeros(2)}),
-        Node("linear", "l2", ["a"], "b", {}, {"weight": w, "bias": np.zeros(2)}),
+        Node(Op.LINEAR, "l1", ["x"], "a", {}, {"weight": w, "bias": np.zeros(2)}),
+        Node(Op.LINEAR, "l2", ["a"], "b", {}, {"weight": w, "bias": np.zeros(2)}),
     ]
     g = Graph("x", "b", nodes, values).verify()
     g.nodes[1].inputs = ["x"]  # x feeds both layers; a is dead
@@ -127,6 +130,7 @@ def test_single_mode_keys_are_exactly_the_plan_steps():
         plan = n.attrs.get("packing")
         if plan is not None and plan.strategy != "taps":
             steps |= set(plan.split.baby) | set(plan.split.giant) | {plan.fold_stride << i for i in range(plan.fold)}
+    assert g.meta.rotation_steps is not None
     assert set(g.meta.rotation_steps) == steps - {0}
     conv2 = [n for n in g.nodes if n.op == "conv2d"][1]
     assert conv2.attrs["packing"].blocks == 2 and conv2.attrs["packing"].split.ndiag == 64  # 128 diagonals / 2

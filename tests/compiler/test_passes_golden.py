@@ -5,6 +5,7 @@ Regenerate after an intended change with HENN_REGEN_GOLDEN=1 and review the diff
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,7 +30,7 @@ DEG4 = [
     ("gemm", 4),
     ("gemm", 2),
 ]
-CASES = {
+CASES: dict[str, tuple[list, tuple[int, ...], str, dict[str, Any]]] = {
     "tiny_single": (TINY, (1, 6, 6), "single", {}),
     "tiny_batch": (TINY, (1, 6, 6), "batch", {}),
     "tiny_grouped": (TINY, (1, 6, 6), "batch", {"batch_group": 2}),

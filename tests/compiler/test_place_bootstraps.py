@@ -120,11 +120,12 @@ def test_pass_inserts_bootstraps_and_keeps_the_function(mode):
     boots = [n for n in final.nodes if n.op == "bootstrap"]
     assert boots, "depth 7 over 3 levels needs bootstraps"
     for n in boots:
-        assert final.values[n.inputs[0]].level >= 1
+        level = final.values[n.inputs[0]].level
+        assert level is not None and level >= 1
         assert final.values[n.output].level == params.max_level
         assert n.attrs["bound"] > 0
-    assert all(v.level >= 0 for v in final.values.values())
-    assert final.meta.depth <= params.max_level
+    assert all(v.level is not None and v.level >= 0 for v in final.values.values())
+    assert final.meta.depth is not None and final.meta.depth <= params.max_level
     np.testing.assert_allclose(interpret.run(final, x), interpret.run(g, x), rtol=1e-9, atol=1e-9)
 
 

@@ -5,12 +5,14 @@ the plain backend; what is not a polynomial in one tensor is refused naming the 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-nn = torch.nn
+from torch import nn  # noqa: E402
 
 import henn  # noqa: E402
 import precision_table  # noqa: E402
@@ -19,7 +21,9 @@ from henn.frontend import load_model  # noqa: E402
 from henn.frontend.elementwise import Expr, mul, power  # noqa: E402
 from henn.ir import interpret  # noqa: E402
 
-FORMS = {  # name: (f(module, x), folded coefficients c0.. (one row: every channel alike), mode)
+FORMS: dict[
+    str, tuple[Callable[..., Any], list[list[float]]]
+] = {  # name: (f(module, x), folded coefficients c0.. (one row: every channel alike), mode)
     "x + 0.25*x*x": (lambda m, x, inp: x + 0.25 * x * x, [[0, 1, 0.25]]),
     "x*x*0.25 + x": (lambda m, x, inp: x * x * 0.25 + x, [[0, 1, 0.25]]),
     "x*(1 + 0.25*x)": (lambda m, x, inp: x * (1 + 0.25 * x), [[0, 1, 0.25]]),

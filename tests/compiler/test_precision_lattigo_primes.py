@@ -14,7 +14,8 @@ from henn.errors import ParameterError
 
 LattigoBackend = pytest.importorskip("henn.ckks.backends.lattigo").LattigoBackend
 torch = pytest.importorskip("torch")
-nn = torch.nn
+from torch import nn  # noqa: E402
+
 _USABLE, _WHY = LattigoBackend.available()
 pytestmark = pytest.mark.skipif(not _USABLE, reason=f"lattigo backend not available: {_WHY}")
 
@@ -51,8 +52,10 @@ def test_mlp_selected_for_lattigo_opens_and_runs():
     scale fall to where the plain generator (N = 2^13: 21-bit primes) and Lattigo's differ."""
     torch.manual_seed(0)
     net = nn.Sequential(nn.Flatten(), nn.Linear(784, 32), _Poly(), nn.Linear(32, 10)).eval()
+    last = net[3]
+    assert isinstance(last, nn.Linear)
     with torch.no_grad():
-        net[3].bias[0] += 20.0
+        last.bias[0] += 20.0
     x = datasets.load_embedded_mnist()[0]
     cm = henn.compile(net, (1, 28, 28), backend="lattigo", mode="batch", calibration=x[-64:], precision_bits=1)
     p = cm.params

@@ -18,6 +18,7 @@ from henn.compiler.lower import lower
 from henn.errors import UnsupportedOperation
 from henn.ir import interpret
 from henn.ir.graph import Graph, Node, Value
+from henn.ir.ops import Op
 from henn.ir.synthetic import random_resnet
 from henn.passes import CompileOptions, run_pipeline
 from henn.passes.place_bootstraps import live_values
@@ -68,6 +69,7 @@ def test_additions_sit_at_the_lower_operand_level():
     g = run_pipeline(random_resnet(), CompileOptions(mode="single", params=insecure(DEEP, 17)))
     for n in (n for n in g.nodes if n.op == "add"):
         a, b = (g.values[v].level for v in n.inputs)
+        assert a is not None and b is not None
         assert a != b and g.values[n.output].level == min(a, b)  # the shortcut has levels to spare
 
 
@@ -79,7 +81,7 @@ def test_equal_levels_cost_the_addition_one_level():
         values[name] = Value(name, (1, 4, 4))
         nodes.append(
             Node(
-                "conv2d",
+                Op.CONV2D,
                 name,
                 ["x"],
                 name,
@@ -89,10 +91,12 @@ def test_equal_levels_cost_the_addition_one_level():
         )
     values["s"] = Value("s", (1, 4, 4))
     values["q"] = Value("q", (1, 4, 4))
-    nodes.append(Node("add", "s", ["a", "b"], "s"))
-    nodes.append(Node("channel_poly", "q", ["s"], "q", {}, {"coefficients": np.array([[0.1, 0.5, 0.2]])}))
+    nodes.append(Node(Op.ADD, "s", ["a", "b"], "s"))
+    nodes.append(Node(Op.CHANNEL_POLY, "q", ["s"], "q", {}, {"coefficients": np.array([[0.1, 0.5, 0.2]])}))
     g = run_pipeline(Graph("x", "q", nodes, values).verify(), CompileOptions(mode="single", params=insecure(DEEP, 17)))
-    assert g.values["a"].level == g.values["b"].level == g.values["s"].level + 1
+    s_level = g.values["s"].level
+    assert s_level is not None
+    assert g.values["a"].level == g.values["b"].level == s_level + 1
     cm = CompiledModel(
         compile_graph(
             Graph("x", "q", nodes, values).verify(),
@@ -214,16 +218,16 @@ def test_a_chain_with_per_channel_polynomials_runs_multiplexed_and_batch_refuses
     }
     nodes = [
         Node(
-            "conv2d",
+            Op.CONV2D,
             "c",
             ["x"],
             "c",
             {"stride": (1, 1), "pads": (1, 1, 1, 1)},
             {"weight": rng.normal(size=(3, 2, 3, 3)), "bias": rng.normal(size=3)},
         ),
-        Node("channel_poly", "q", ["c"], "q", {}, {"coefficients": rng.normal(size=(3, 3))}),
-        Node("flatten", "f", ["q"], "f"),
-        Node("linear", "y", ["f"], "y", {}, {"weight": rng.normal(size=(4, 108)), "bias": np.zeros(4)}),
+        Node(Op.CHANNEL_POLY, "q", ["c"], "q", {}, {"coefficients": rng.normal(size=(3, 3))}),
+        Node(Op.FLATTEN, "f", ["q"], "f"),
+        Node(Op.LINEAR, "y", ["f"], "y", {}, {"weight": rng.normal(size=(4, 108)), "bias": np.zeros(4)}),
     ]
     g = Graph("x", "y", nodes, values).verify()
     with pytest.raises(UnsupportedOperation, match="per-channel polynomials"):
