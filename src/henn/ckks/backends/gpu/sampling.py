@@ -29,7 +29,6 @@ import threading
 
 import numpy as np
 import torch
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 from henn.ckks.backends.gpu import chacha, triton_chacha
 
@@ -127,7 +126,7 @@ def stream(key: list[int], start: int, blocks: int, device: torch.device) -> tor
     kernel on a GPU, OpenSSL's ChaCha20 (the `cryptography` package) on a CPU, chacha.py's reference else."""
     if triton_chacha.usable(device):
         return triton_chacha.stream(key, start, blocks, device)
-    if device.type == "cpu":
+    if device.type == "cpu" and _HAS_OPENSSL:
         return torch.from_numpy(_openssl_stream(key, start, blocks).astype(np.int64))
     parts = []
     for first in range(start, start + blocks, _CHUNK_BLOCKS):
@@ -135,6 +134,14 @@ def stream(key: list[int], start: int, blocks: int, device: torch.device) -> tor
         zero = torch.zeros_like(counter)
         parts.append(chacha.blocks(key, torch.stack((counter & chacha.MASK, counter >> 32, zero, zero))).T.reshape(-1))
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64, device=device)
+
+
+try:  # a dependency of henn; a device machine with torch alone uses the reference on its CPU
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+
+    _HAS_OPENSSL = True
+except ImportError:
+    _HAS_OPENSSL = False
 
 
 def _openssl_stream(key: list[int], start: int, blocks: int) -> np.ndarray:
