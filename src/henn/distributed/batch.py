@@ -81,7 +81,6 @@ class SetLoop:
 
     def __init__(self, client: Client, session: ClusterSession, t: RunTimings):
         self.client, self.session, self.t = client, session, t
-        self.encoding = request_encoding(client.backend)
         self.outs: dict[int, np.ndarray] = {}
 
     def requests(self, x: np.ndarray, sets: list[range]) -> Iterator[Request]:
@@ -95,10 +94,12 @@ class SetLoop:
 
     def request(self, i: int, images: int, cts: list) -> Request:
         """Set i's request (its `images` images' ciphertexts), in the object store. Written on one thread while
-        the workers evaluate: two are no faster and would take a core from a worker on the same machine."""
+        the workers evaluate: two are no faster and would take a core from a worker on the same machine.
+        The backend's default encoding: on Lattigo a fresh encryption travels as c0 and its seed, half the
+        bytes of a packed one, and a worker expands the seed with AES-CTR in about the time it reads c1."""
         t1 = time.perf_counter()
-        be, encoding = self.client.backend, self.encoding
-        blobs = [be.serialize(ct, encoding=encoding) for ct in cts]
+        be = self.client.backend
+        blobs = [be.serialize(ct) for ct in cts]
         t2 = time.perf_counter()
         req = self.session.request(i, images, blobs)
         del blobs
@@ -120,13 +121,6 @@ class SetLoop:
         for name in ("parse", "wait", "evaluate", "write"):
             t.stage(i, name, getattr(res, f"{name}_s"))
         t.response_bytes += sum(len(b) for b in res.blobs)
-
-
-def request_encoding(backend) -> str | None:
-    """How requests travel: bit-packed where the backend has it. A seeded request is half the bytes, but a
-    worker samples c1 again from each seed (2.2 ms a ciphertext at N = 2^13 against 0.65 ms to read a packed
-    one: a third of an MNIST batch set's evaluation), and on a cluster's network the bytes cost less."""
-    return "packed" if "packed" in backend.wire_encodings else None
 
 
 def _charge(t: RunTimings, now: dict, before: dict, wall: float) -> None:
