@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from tqdm import tqdm
 from henn import ranges
 from henn.approximation import TARGET
 from henn.ckks import open_backend
+from henn.ckks.params import Parameters
 from henn.client_aided import ClientAidedModel, compile_client_aided
 from henn.compiler.driver import Compiled, compile_model
 from henn.errors import InputError
@@ -44,82 +46,173 @@ log = logging.getLogger(__name__)
 ACTIVATION_MODES = ("approximate", "client")
 
 
-def compile(model, input_shape=None, *, backend: str = "lattigo", mode: str = "single",  # noqa: A001
-            activation_check: bool | str = True, calibration=None, params=None, log_scale: int | None = None,
-            threads: int | None = None, batch_group: int | None = None, bootstrap: bool = False,
-            selection: str | None = None, precision_bits: float | None = None,
-            images_per_set: int = 1, complex_packing: bool = False,
-            activation_degree: int | dict[str, int] | None = None,
-            activation_bits: float | dict[str, float] | None = None,
-            activations: str = "approximate") -> CompiledModel | ClientAidedModel:
+def compile(  # noqa: A001
+    model,
+    input_shape=None,
+    *,
+    backend: str = "lattigo",
+    mode: str = "single",
+    activation_check: bool | str = True,
+    calibration=None,
+    params=None,
+    log_scale: int | None = None,
+    threads: int | None = None,
+    batch_group: int | None = None,
+    bootstrap: bool = False,
+    selection: str | None = None,
+    precision_bits: float | None = None,
+    images_per_set: int = 1,
+    complex_packing: bool = False,
+    activation_degree: int | dict[str, int] | None = None,
+    activation_bits: float | dict[str, float] | None = None,
+    activations: str = "approximate",
+) -> CompiledModel | ClientAidedModel:
     """Compile a torch.nn.Module or an .onnx file for CKKS inference on `backend`.
 
-    mode: "single" (one image per ciphertext set, latency) or "batch" (throughput: G channels of one
-    position for slots / G images per ciphertext; batch_group sets G, by default the smallest that
-    fits henn.runtime.memory's share of the machine's memory: 1 for MNIST, 16-32 for CIFAR-10).
-    params: explicit henn.ckks.Parameters (else chosen from the depth the model needs, 128-bit secure).
-    activation_check: True/"error" refuses inputs whose pre-activations fall
-    far outside an activation's input range, "warn" logs them, False/"off" skips the check (done on
-    the client, in cleartext, before encrypting; see henn.ranges). calibration: sample inputs
-    (B, C, H, W) like the training data, giving each activation its range (the model's .json
-    metadata does so for zoo models; an activation without a fitted range, the square, needs it) and
-    each bootstrap its range. bootstrap: place bootstraps where the model is deeper than the parameters
-    allow (params with bootstrap parameters, default preset boot-n16, on gpu boot-n16-gpu; backends: lattigo,
-    openfhe with its own sets, gpu, plain).
-    selection: how parameters are chosen when params is None: "precision" (the smallest 128-bit secure
-    set, real-slot ring where the backend has it, whose noise-model error on the calibration images
-    keeps their predictions; the default when calibration is given without bootstrap or log_scale),
-    "library" (the backend's own recommendation for the depth; the default otherwise) or "fixed".
-    precision_bits: with "precision", the predicted max logit error must also stay below 2^-bits (default 4).
-    images_per_set: single mode, several images side by side in multiplexed ciphertexts (throughput for
-    networks whose feature maps leave slots free: ResNet-20's last stage fills an eighth of a ciphertext
-    with one image, so 8 images share it at the cost of one).
-    complex_packing: batch mode, two images per slot (real and imaginary parts; paper 003, extended to
-    square activations by one conjugation each): twice the images per set on the standard ring. Needs
-    square (or no) activations and batch_group 1; on lattigo the real-slot ring gives the same count.
-    activation_degree: GELU, SiLU, Sigmoid, Tanh, ELU, Softplus, Mish, LeakyReLU and Hardswish are
-    approximated by polynomials on the range their inputs take over the calibration images (needed for
-    them), widened by a margin (henn.approximation); this sets their degree, one for all (an int) or per
-    layer name (a dict); by default the lowest whose error is within 2^-8 of the activation's output
-    range. describe() lists each approximation; run() refuses inputs that leave its range.
-    activation_bits: ReLU and |x| are x (a + b s(x / R)) on [-R, R] (their calibrated range), s a composite of
-    minimax sign polynomials within 2^-bits (henn.approximation.composite): the max error is about R 2^-bits;
-    one for all or per layer name; by default (and for layers a dict does not name) the fewest bits that keep
-    the calibration images' predictions, plus one (henn.passes.sign_bits: each bit costs levels and bootstraps).
-    activations: "approximate" (polynomials on the server, above) or "client": client-aided activations
-    (henn.client_aided: the server evaluates the linear segments, the client decrypts each segment's outputs,
-    applies every activation and max pool exactly and encrypts the next segment's inputs; one round trip per
-    segment, and the client learns every pre-activation of those layers: docs/deployment.md).
+    Args:
+        model: a torch.nn.Module, or the path of an .onnx file (a zoo model's .json next to it gives its activations
+            their ranges).
+        input_shape: one input's shape (C, H, W); an .onnx file's own by default, required for a torch model.
+        backend: the CKKS library that runs the program (henn.ckks.backends).
+        mode: "single" (one image per ciphertext set, latency) or "batch" (throughput: G channels of one position for
+            slots / G images per ciphertext).
+        activation_check: True/"error" refuses inputs whose pre-activations fall far outside an activation's input
+            range, "warn" logs them, False/"off" skips the check (done on the client, in cleartext, before encrypting;
+            see henn.ranges).
+        calibration: sample inputs (B, C, H, W) like the training data, giving each activation its range (the model's
+            .json metadata does so for zoo models; an activation without a fitted range, the square, needs it) and each
+            bootstrap its range.
+        params: explicit henn.ckks.Parameters (else chosen from the depth the model needs, 128-bit secure).
+        log_scale: the scale's bits when parameters are chosen (default: henn.ckks.select_parameters').
+        threads: worker threads of the client and server sessions (on openfhe, its worker's OpenMP threads).
+        batch_group: batch mode's G, by default the smallest that fits henn.runtime.memory's share of the machine's
+            memory: 1 for MNIST, 16-32 for CIFAR-10.
+        bootstrap: place bootstraps where the model is deeper than the parameters allow (params with bootstrap
+            parameters, default preset boot-n16, on gpu boot-n16-gpu; backends: lattigo, openfhe with its own sets, gpu,
+            plain).
+        selection: how parameters are chosen when params is None: "precision" (the smallest 128-bit secure set,
+            real-slot ring where the backend has it, whose noise-model error on the calibration images keeps their
+            predictions; the default when calibration is given without bootstrap or log_scale), "library" (the backend's
+            own recommendation for the depth; the default otherwise) or "fixed".
+        precision_bits: with "precision", the predicted max logit error must also stay below 2^-bits (default 4).
+        images_per_set: single mode, several images side by side in multiplexed ciphertexts (throughput for networks
+            whose feature maps leave slots free: ResNet-20's last stage fills an eighth of a ciphertext with one image,
+            so 8 images share it at the cost of one).
+        complex_packing: batch mode, two images per slot (real and imaginary parts; paper 003, extended to square
+            activations by one conjugation each): twice the images per set on the standard ring. Needs square (or no)
+            activations and batch_group 1; on lattigo the real-slot ring gives the same count.
+        activation_degree: GELU, SiLU, Sigmoid, Tanh, ELU, Softplus, Mish, LeakyReLU and Hardswish are approximated by
+            polynomials on the range their inputs take over the calibration images (needed for them), widened by a
+            margin (henn.approximation); this sets their degree, one for all (an int) or per layer name (a dict); by
+            default the lowest whose error is within 2^-8 of the activation's output range. describe() lists each
+            approximation; run() refuses inputs that leave its range.
+        activation_bits: ReLU and |x| are x (a + b s(x / R)) on [-R, R] (their calibrated range), s a composite of
+            minimax sign polynomials within 2^-bits (henn.approximation.composite): the max error is about R 2^-bits;
+            one for all or per layer name; by default (and for layers a dict does not name) the fewest bits that keep
+            the calibration images' predictions, plus one (henn.passes.sign_bits: each bit costs levels and bootstraps).
+        activations: "approximate" (polynomials on the server, above) or "client": client-aided activations
+            (henn.client_aided: the server evaluates the linear segments, the client decrypts each segment's outputs,
+            applies every activation and max pool exactly and encrypts the next segment's inputs; one round trip per
+            segment, and the client learns every pre-activation of those layers: docs/deployment.md).
+
+    Returns:
+        The compiled model, ready to `run`: a ClientAidedModel with activations="client".
+
+    Raises:
+        InputError: an argument out of its range, or inputs (calibration) of the wrong shape.
+        UnsupportedOperation: a layer or a combination of options henn cannot compile.
     """
-    if activations not in ACTIVATION_MODES:
-        raise InputError(f"activations={activations!r}: use one of {', '.join(ACTIVATION_MODES)}")
-    check_mode = ranges.check_mode(activation_check)
-    if selection is None:
-        auto = calibration is not None and params is None and not bootstrap and log_scale is None
-        selection = "precision" if auto else "library"
-    options = CompileOptions(mode=mode, backend=backend, log_scale=log_scale, params=params, batch_group=batch_group,
-                             bootstrap=bootstrap, calibration=calibration, memory_budget=machine_budget(),
-                             selection=selection, precision_bits=precision_bits, images_per_set=images_per_set,
-                             complex_packing=complex_packing, activation_degree=activation_degree,
-                             activation_bits=activation_bits)
-    if activations == "client":
-        return compile_client_aided(model, input_shape, options, threads)
-    cm = CompiledModel(compile_model(model, input_shape, options), backend, check_mode, threads)
-    cm.observed_preactivation = _observed_preactivation(model)
-    if calibration is not None:
-        cm.calibrate(calibration)
+    return _compile(_CompileArguments(**locals()))  # locals(): exactly the arguments above, by name
+
+
+@dataclass
+class _CompileArguments:
+    """henn.compile's arguments (documented there), checked: the options the compiler gets and the ones the
+    CompiledModel keeps."""
+
+    model: Any
+    input_shape: tuple[int, ...] | None
+    backend: str
+    mode: str
+    activation_check: bool | str
+    calibration: np.ndarray | None
+    params: Parameters | None
+    log_scale: int | None
+    threads: int | None
+    batch_group: int | None
+    bootstrap: bool
+    selection: str | None
+    precision_bits: float | None
+    images_per_set: int
+    complex_packing: bool
+    activation_degree: int | dict[str, int] | None
+    activation_bits: float | dict[str, float] | None
+    activations: str
+
+    def __post_init__(self):
+        if self.activations not in ACTIVATION_MODES:
+            raise InputError(f"activations={self.activations!r}: use one of {', '.join(ACTIVATION_MODES)}")
+        self.activation_check = ranges.check_mode(self.activation_check)
+
+    def options(self) -> CompileOptions:
+        """The compiler's options; batch mode's memory budget is this machine's (henn.runtime.memory)."""
+        selection = self.selection
+        if selection is None:  # calibration images alone: the smallest parameters that keep their predictions
+            auto = self.calibration is not None and self.params is None and not self.bootstrap
+            selection = "precision" if auto and self.log_scale is None else "library"
+        return CompileOptions(
+            mode=self.mode,
+            backend=self.backend,
+            log_scale=self.log_scale,
+            params=self.params,
+            batch_group=self.batch_group,
+            bootstrap=self.bootstrap,
+            calibration=self.calibration,
+            memory_budget=machine_budget(),
+            selection=selection,
+            precision_bits=self.precision_bits,
+            images_per_set=self.images_per_set,
+            complex_packing=self.complex_packing,
+            activation_degree=self.activation_degree,
+            activation_bits=self.activation_bits,
+        )
+
+
+def _compile(args: _CompileArguments) -> CompiledModel | ClientAidedModel:
+    """henn.compile on checked arguments: the compiled program in a CompiledModel (or ClientAidedModel),
+    calibrated, with a warning for each approximation above its target and each activation left unchecked."""
+    options = args.options()
+    if args.activations == "client":
+        return compile_client_aided(args.model, args.input_shape, options, args.threads)
+    cm = CompiledModel(
+        compile_model(args.model, args.input_shape, options), args.backend, args.activation_check, args.threads
+    )
+    cm.observed_preactivation = _observed_preactivation(args.model)
+    if args.calibration is not None:
+        cm.calibrate(args.calibration)
     rule = cm.compiled.final.meta.activation_degrees  # lower degrees that keep the predictions, by design
     by_rule = lambda a: rule is not None and rule.kept and a["degree"] <= rule.degree
     for a in cm.approximations():  # composite signs meet the bits they were asked for by construction
         if a["bits"] is None and a["relative_error"] > TARGET and not by_rule(a):
-            log.warning("layer %r: the degree-%d polynomial for %s on [%.3g, %.3g] is off by up to %.2g, %.2g of its "
-                        "output range (target %.2g)%s", a["layer"], a["degree"], a["kind"], *a["range"],
-                        a["max_error"], a["relative_error"], TARGET,
-                        "" if activation_degree else f": {a['kind']} is not smooth enough for a better fit")
+            log.warning(
+                "layer %r: the degree-%d polynomial for %s on [%.3g, %.3g] is off by up to %.2g, %.2g of its "
+                "output range (target %.2g)%s",
+                a["layer"],
+                a["degree"],
+                a["kind"],
+                *a["range"],
+                a["max_error"],
+                a["relative_error"],
+                TARGET,
+                "" if args.activation_degree else f": {a['kind']} is not smooth enough for a better fit",
+            )
     unchecked = [name for name, iv in cm.activation_intervals().items() if iv is None]
-    if unchecked and check_mode != "off":
-        log.warning("activation layers %s have no fitted range and no calibration data: their inputs are not "
-                    "range-checked; pass calibration=<inputs like the training data> to henn.compile", unchecked)
+    if unchecked and args.activation_check != "off":
+        log.warning(
+            "activation layers %s have no fitted range and no calibration data: their inputs are not "
+            "range-checked; pass calibration=<inputs like the training data> to henn.compile",
+            unchecked,
+        )
     return cm
 
 
@@ -128,13 +221,20 @@ def _describe_approximation(a: dict) -> str:
     bits = "" if a["bits"] is None else f", {a['bits']:g} bits"
     span = f"[{a['range'][0]:.4g}, {a['range'][1]:.4g}]"
     if "window" in a:
-        return (f"layer {a['layer']!r}: {a['kind']} over {a['window'][0]}x{a['window'][1]} windows, {a['max_levels']} "
-                f"max-levels of composed polynomials of degrees {a['degrees']}, inputs in {span}, max error "
-                f"{a['max_error']:.2g}{bits}, {a['levels']} levels{_part_way(a)}")
-    form = f"a degree-{a['degree']} polynomial" if len(a["degrees"]) == 1 else (
-        f"composed polynomials of degrees {a['degrees']}")
-    return (f"layer {a['layer']!r}: {a['kind']} approximated by {form} on {span}, max error {a['max_error']:.2g} there "
-            f"({a['relative_error']:.2g} of its output range{bits}), {a['levels']} levels{_part_way(a)}")
+        return (
+            f"layer {a['layer']!r}: {a['kind']} over {a['window'][0]}x{a['window'][1]} windows, {a['max_levels']} "
+            f"max-levels of composed polynomials of degrees {a['degrees']}, inputs in {span}, max error "
+            f"{a['max_error']:.2g}{bits}, {a['levels']} levels{_part_way(a)}"
+        )
+    form = (
+        f"a degree-{a['degree']} polynomial"
+        if len(a["degrees"]) == 1
+        else (f"composed polynomials of degrees {a['degrees']}")
+    )
+    return (
+        f"layer {a['layer']!r}: {a['kind']} approximated by {form} on {span}, max error {a['max_error']:.2g} there "
+        f"({a['relative_error']:.2g} of its output range{bits}), {a['levels']} levels{_part_way(a)}"
+    )
 
 
 def _part_way(a: dict) -> str:
@@ -161,8 +261,9 @@ class CompiledModel:
     end of a `with` block. Build one with `henn.compile`.
     """
 
-    def __init__(self, compiled: Compiled, backend: str, activation_check: bool | str = True,
-                 threads: int | None = None):
+    def __init__(
+        self, compiled: Compiled, backend: str, activation_check: bool | str = True, threads: int | None = None
+    ):
         self.compiled = compiled
         self.program = compiled.program
         self.backend_name = backend
@@ -170,7 +271,7 @@ class CompiledModel:
         self.threads = None if threads is None else check_threads(threads)
         self.timings: dict[str, Any] = {}  # seconds per phase; "steps": seconds per step kind
         self.observed_preactivation: list[float] | None = None  # per activation layer, from the model's .json
-        self.calibrated_preactivation: dict[str, float] = {}     # per activation layer, from calibrate()
+        self.calibrated_preactivation: dict[str, float] = {}  # per activation layer, from calibrate()
         self._sessions: dict[bool, tuple] = {}
 
     # ---- facts -------------------------------------------------------------------------------
@@ -207,8 +308,10 @@ class CompiledModel:
         boots += f", {inner} activation(s) bootstrapping part way" if inner else ""
         why = "" if self.precision is None else f"; {self.precision.describe()}"
         mode = f"{self.mode} (complex)" if self.program.complex_packed else self.mode
-        lines = [f"{mode} packing on {self.backend_name}: depth {self.depth}{boots}, {len(self.rotation_steps)} "
-                 f"rotation keys, {self.params.describe()}{why}"]
+        lines = [
+            f"{mode} packing on {self.backend_name}: depth {self.depth}{boots}, {len(self.rotation_steps)} "
+            f"rotation keys, {self.params.describe()}{why}"
+        ]
         meta = self.compiled.final.meta
         rules = [meta.activation_degrees, meta.activation_bits]
         return "\n".join(lines + [r.describe() for r in rules if r] + self.describe_approximations())
@@ -223,12 +326,20 @@ class CompiledModel:
         the activation's output range) and the levels it costs in the compiled program; degrees: those of the
         composed polynomials (ReLU's composite sign), degree: the whole polynomial's in x."""
         return [
-            {"layer": n.name, "kind": n.attrs["approximates"],
-             "degree": math.prod(n.attrs["degrees"]) + n.attrs["times_input"], "degrees": tuple(n.attrs["degrees"]),
-             "range": tuple(n.attrs["range"]), "max_error": n.attrs["approximation_error"],
-             "relative_error": n.attrs["approximation_relative_error"], "levels": n.attrs["levels"],
-             "bits": n.attrs.get("bits"), "refreshes": self._refreshes(n.name)}
-            for n in self.compiled.final.nodes if n.op == Op.POLY and "approximates" in n.attrs
+            {
+                "layer": n.name,
+                "kind": n.attrs["approximates"],
+                "degree": math.prod(n.attrs["degrees"]) + n.attrs["times_input"],
+                "degrees": tuple(n.attrs["degrees"]),
+                "range": tuple(n.attrs["range"]),
+                "max_error": n.attrs["approximation_error"],
+                "relative_error": n.attrs["approximation_relative_error"],
+                "levels": n.attrs["levels"],
+                "bits": n.attrs.get("bits"),
+                "refreshes": self._refreshes(n.name),
+            }
+            for n in self.compiled.final.nodes
+            if n.op == Op.POLY and "approximates" in n.attrs
         ] + [self._maxpool(n) for n in self.compiled.checked.nodes if n.op == Op.MAXPOOL]
 
     def _maxpool(self, n) -> dict:
@@ -236,12 +347,21 @@ class CompiledModel:
         degrees, max error and levels (those of the compiled program)."""
         final = next(m for m in self.compiled.final.nodes if m.name == n.name)
         k = math.prod(n.attrs["kernel"])
-        return {"layer": n.name, "kind": n.attrs["approximates"], "window": tuple(n.attrs["kernel"]),
-                "degree": math.prod(n.attrs["degrees"]) + 1, "degrees": tuple(n.attrs["degrees"]),
-                "range": tuple(n.attrs["range"]), "max_error": n.attrs["approximation_error"],
-                "relative_error": n.attrs["approximation_relative_error"], "levels": final.attrs["levels"],
-                "bits": n.attrs["bits"], "maxima": k - 1, "max_levels": composite_max.stages(k),
-                "refreshes": self._refreshes(n.name)}
+        return {
+            "layer": n.name,
+            "kind": n.attrs["approximates"],
+            "window": tuple(n.attrs["kernel"]),
+            "degree": math.prod(n.attrs["degrees"]) + 1,
+            "degrees": tuple(n.attrs["degrees"]),
+            "range": tuple(n.attrs["range"]),
+            "max_error": n.attrs["approximation_error"],
+            "relative_error": n.attrs["approximation_relative_error"],
+            "levels": final.attrs["levels"],
+            "bits": n.attrs["bits"],
+            "maxima": k - 1,
+            "max_levels": composite_max.stages(k),
+            "refreshes": self._refreshes(n.name),
+        }
 
     def _refreshes(self, layer: str) -> int:
         """Bootstraps per ciphertext inside a layer's chain (henn.chain_schedule; 0: none)."""
@@ -265,19 +385,28 @@ class CompiledModel:
         kinds0 = server.seconds_by_kind()
         outs, per_set = [], []
         t0 = time.perf_counter()
-        for r in tqdm(client.batches(len(x)), disable=not progress, unit="set" if self.mode == "batch" else "img",
-                      desc="henn"):
+        for r in tqdm(
+            client.batches(len(x)), disable=not progress, unit="set" if self.mode == "batch" else "img", desc="henn"
+        ):
             before = server.seconds["evaluate"]
-            cts = server.evaluate(client.encrypt(x[r.start:r.stop]), consume=True)  # frees the input early
+            cts = server.evaluate(client.encrypt(x[r.start : r.stop]), consume=True)  # frees the input early
             per_set.append(server.seconds["evaluate"] - before)
             outs.append(client.decrypt(cts, len(r)))
         steps = {k: t - kinds0.get(k, 0.0) for k, t in server.seconds_by_kind().items()}
-        self.timings = {"images": len(x), "encode": client.seconds["encode"], "encrypt": client.seconds["encrypt"],
-                        "evaluate": server.seconds["evaluate"], "evaluate_per_set": per_set,
-                        "decrypt": client.seconds["decrypt"],
-                        "total": time.perf_counter() - t0, "keygen": client.seconds["keygen"],
-                        "prepare": server.seconds["prepare"], "encrypted": bool(encrypted),
-                        "steps": steps, "bootstrap": steps.get("bootstrap", 0.0)}
+        self.timings = {
+            "images": len(x),
+            "encode": client.seconds["encode"],
+            "encrypt": client.seconds["encrypt"],
+            "evaluate": server.seconds["evaluate"],
+            "evaluate_per_set": per_set,
+            "decrypt": client.seconds["decrypt"],
+            "total": time.perf_counter() - t0,
+            "keygen": client.seconds["keygen"],
+            "prepare": server.seconds["prepare"],
+            "encrypted": bool(encrypted),
+            "steps": steps,
+            "bootstrap": steps.get("bootstrap", 0.0),
+        }
         out = np.concatenate(outs)
         return out.reshape(len(x), -1) if len(self.program.output_shape) == 1 else out
 
@@ -300,8 +429,11 @@ class CompiledModel:
 
     def activation_intervals(self) -> dict[str, tuple[float, float] | None]:
         """Per activation layer, (centre, half-width) of the pre-activations run() accepts (None: unchecked)."""
-        seen = ranges.clean_peaks(self.observed_preactivation, self.compiled.checked, "the model's .json") \
-            if self.observed_preactivation is not None else {}
+        seen = (
+            ranges.clean_peaks(self.observed_preactivation, self.compiled.checked, "the model's .json")
+            if self.observed_preactivation is not None
+            else {}
+        )
         for name, peak in self.calibrated_preactivation.items():
             seen[name] = max(peak, seen.get(name, 0.0))
         return ranges.accepted_intervals(self.compiled.checked, seen)
@@ -323,8 +455,12 @@ class CompiledModel:
             server = Server(self.program, backend, keys, threads=self.threads)
             server.prepare()
             self._sessions[encrypted] = (client, server, backend)
-            log.info("%s session ready: keygen %.2f s, weights encoded in %.2f s", name, client.seconds["keygen"],
-                     server.seconds["prepare"])
+            log.info(
+                "%s session ready: keygen %.2f s, weights encoded in %.2f s",
+                name,
+                client.seconds["keygen"],
+                server.seconds["prepare"],
+            )
         client, server, _ = self._sessions[encrypted]
         return client, server
 
