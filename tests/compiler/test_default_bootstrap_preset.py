@@ -3,7 +3,7 @@
 import pytest
 
 from henn.passes import CompileOptions
-from henn.compiler.parameters import bootstrap_params
+from henn.passes.parameters import bootstrap_params
 
 
 @pytest.mark.parametrize("backend, preset", [("lattigo", "boot-n16"), ("plain", "boot-n16"), ("gpu", "boot-n16-gpu")])

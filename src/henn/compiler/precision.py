@@ -1,4 +1,4 @@
-"""Precision-driven parameters (the `precision` rule of henn.compiler.parameters): the smallest 128-bit
+"""Precision-driven parameters (the `precision` rule of henn.passes.parameters): the smallest 128-bit
 secure ring and scale whose predicted output error keeps the compiled program's predictions equal to
 plaintext on calibration images.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from henn.ckks import backends, open_backend, security
-from henn.compiler import parameters
+from henn.passes import parameters
 from henn.ckks.params import Parameters
 from henn.ckks.selection import MIN_SCALE_BITS, ChainPrimes, largest_scale, precision_literal
 from henn.errors import InputError, ParameterError, ScaleError

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from henn.activations import NONPOLYNOMIAL
-from henn.compiler import parameters
+from henn.passes import parameters
 from henn.compiler.driver import Compiled, compile_graph
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph

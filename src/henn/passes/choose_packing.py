@@ -15,7 +15,7 @@ single  one image per ciphertext set (latency), or `images_per_set` images side 
         by rotations within each ciphertext (henn.packing.maxpool). An image with a tensor larger than
         that (CIFAR-10: 32x32x32 maps) spans several ciphertexts of the parameters' slots (default
         2^14 slots, N = 2^15): multiplexed layouts and multi-ciphertext BSGS plans
-        (henn.packing.multi), of the ring henn.compiler.parameters.multiplexed chooses from the
+        (henn.packing.multi), of the ring henn.passes.parameters.multiplexed chooses from the
         depth (meta params, kept by select_params). Node attrs `packing` hold each plan; value meta
         `layout` the slot layouts (None for values folded into the next layer).
 """
@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from henn.compiler import parameters
+from henn.passes import parameters
 from henn.errors import UnsupportedOperation
 from henn.ir.graph import Graph, Node
 from henn.ir.meta import required

@@ -7,7 +7,7 @@ approximate_activations, and before merge_act_pool, which moves its + lo into th
 fuse_linear (Gemm after Gemm) is an addition to the passes of the design. plan_levels runs before
 choose_packing: the depth does not depend on the packing (only a bootstrapped max pool's tree does,
 and place_bootstraps plans the levels again once it refreshes one), so the ring a multiplexed packing
-fills is chosen from the depth before it is planned (henn.compiler.parameters), never planned twice.
+fills is chosen from the depth before it is planned (henn.passes.parameters), never planned twice.
 Everything before choose_packing is parameter-free (PARAMETER_FREE): precision selection runs it once
 and the rest once per candidate ring. select_params runs before collect_keys because a few rotation
 steps (the block sum of the client's taps) depend on the number of slots. complex_packing checks and

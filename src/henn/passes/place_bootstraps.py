@@ -40,7 +40,7 @@ import math
 
 import numpy as np
 
-from henn.compiler.parameters import bootstrap_params
+from henn.passes.parameters import bootstrap_params
 from henn.errors import InputError, ParameterError, UnsupportedOperation
 from henn.ir import interpret
 from henn.ir.meta import required

@@ -1,11 +1,11 @@
 """select_params: 128-bit secure CKKS parameters with exactly the depth the program needs, or a check
-of explicitly given parameters (the rules: henn.compiler.parameters.for_program)."""
+of explicitly given parameters (the rules: henn.passes.parameters.for_program)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from henn.compiler import parameters
+from henn.passes import parameters
 from henn.ir.graph import Graph
 from henn.ir.meta import required
 
