@@ -38,9 +38,10 @@ CONFIGS: dict[str, tuple[dict[str, str], list[str]]] = {
     "gogc_400": ({"GOGC": "400"}, []),
     "one_thread": ({}, ["--threads", "1"]),
     "go_ntt": ({"HENN_LATTIGO_NTT": "go"}, []),
+    "go_madv_free": ({"GODEBUG": "madvdontneed=0"}, []),
 }
 # the variables a configuration may set: cleared from the inherited environment so "default" is the default
-KNOBS = {"HENN_PLAINTEXT_CACHE", "GOGC", "GOMEMLIMIT", "HENN_THREADS", "HENN_LATTIGO_NTT"}
+KNOBS = {"HENN_PLAINTEXT_CACHE", "GOGC", "GOMEMLIMIT", "GODEBUG", "HENN_THREADS", "HENN_LATTIGO_NTT"}
 
 
 def run_once(name: str, model_args: list[str], workdir: Path) -> dict:
