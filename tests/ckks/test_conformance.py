@@ -475,6 +475,19 @@ def case_dot_plain(c, x, y):
     return x * y + 0.5 * y + x * x, c.ev.rescale(m)
 
 
+def case_dot_encode(c, x, y):
+    """dot_plain with real vectors encoded inside the product (fused on Lattigo): the same sum."""
+    cx, cy = _fresh(c, x, y)
+    w = [np.real(y), 0.5 * np.ones(c.slots), np.real(x)]
+    m = c.ev.dot_encode([cx, cy, cx], np.stack(w))
+    assert (m.level, m.scale, m.degree) == (c.top, c.scale * c.be.prime(c.top), 1)
+    with pytest.raises(InputError, match="one real vector"):
+        c.ev.dot_encode([cx, cy], np.stack(w))
+    with pytest.raises(InputError, match="one real vector"):
+        c.ev.dot_encode([cx], np.ones((1, c.slots), complex))
+    return x * w[0] + 0.5 * y + x * w[2], c.ev.rescale(m)
+
+
 OP_CASES = {
     "add": ("add", case_add),
     "sub": ("add", case_sub),
@@ -500,6 +513,7 @@ OP_CASES = {
     "linear_combinations": ("mul", case_linear_combinations),
     "linear_combinations_unrelinearized": ("mul", case_linear_combinations_unrelinearized),
     "dot_plain": ("mul", case_dot_plain),
+    "dot_encode": ("mul", case_dot_encode),
 }
 
 

@@ -151,3 +151,28 @@ def test_lazy_relinearization_keeps_the_eager_precision(backend, monkeypatch):
             assert (enc.argmax(1) == ref.argmax(1)).all()
             errors[lazy] = np.max(np.abs(enc - ref))
     assert errors[True] < 2 * errors[False] + 1e-3, errors
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_streamed_weights_give_the_cached_result(backend, rng):
+    """Diagonals encoded inside their dot products (a streamed layer, Evaluator.dot_encode) give the very
+    ciphertexts the cached plaintexts give: the same encodings, summed exactly."""
+    need(backend)
+    from henn.ckks import open_backend
+    from henn.frontend.onnx_build import cifar_layers
+    from henn.runtime import Client, Server
+
+    model = build_cnn(cifar_layers("square", (16, 4, 4), 8), (3, 32, 32), seed=6)
+    program = henn.compile(model, backend=backend, mode="single", params=short_params(7, 12)).program
+    be = open_backend(backend, program.params)
+    client = Client(program, be)
+    keys = client.generate_keys()
+    cts = client.encrypt(rng.uniform(0, 1, (1, 3, 32, 32)))
+    outs = []
+    for budget in (1 << 40, 0):
+        server = Server(program, be, keys)
+        server.executor.prepare(budget=budget)
+        assert bool(server.executor.weights.streamed) == (budget == 0)
+        outs.append(client.decrypt(server.evaluate(list(cts)), 1))
+        server.close()
+    np.testing.assert_array_equal(outs[0], outs[1])

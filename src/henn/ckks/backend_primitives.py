@@ -140,6 +140,10 @@ class BackendPrimitives(BackendCore):
             acc = self._add(acc, self._mul_plain(ct, pt))
         return acc
 
+    def _dot_encode(self, cts: list[Any], vectors: np.ndarray, level: int, scale: float) -> Any:
+        """Evaluator.dot_encode: vectors (len(cts), slots) float64, checked."""
+        return self._dot_plain(cts, [self._encode(v.astype(np.complex128), level, scale) for v in vectors])
+
     # Bootstrapping (capability "bootstrap"): backends that have it override both.
     def _gen_bootstrap_keys(self, sk: Any) -> tuple[Any, int]:
         """(raw keys, their size in bytes)."""

@@ -128,6 +128,30 @@ class Evaluator:
             key_id=first.key_id,
         )
 
+    def dot_encode(self, cts: list[Ciphertext], vectors, *, scale: float | None = None) -> Ciphertext:
+        """dot_plain(cts, [encode(v, level, scale) for v in vectors]) for real slot vectors (len(cts), slots)
+        encoded at the ciphertexts' level and `scale` (default q_level), NOT rescaled, the plaintexts never
+        kept: a streamed linear transform's diagonals, each read once. Lattigo encodes and sums them in one
+        call, without writing the plaintexts out; other backends encode, then dot_plain."""
+        cts, be = list(cts), self.backend
+        vecs = np.asarray(vectors)
+        if not cts or vecs.shape != (len(cts), be.slots) or not np.isrealobj(vecs):
+            raise InputError(f"dot_encode needs one real vector of {be.slots} slots per ciphertext, got {vecs.shape}")
+        vecs = np.ascontiguousarray(vecs, dtype=np.float64)
+        if not np.all(np.isfinite(vecs)):
+            raise InputError("cannot dot_encode NaN or infinite values")
+        first = self._ct(cts[0], "dot_encode", degree1=True)
+        s = float(be.prime(first.level)) if scale is None else be._check_scale(scale)
+        out_scale = self._product_scale("dot_encode", first, s)
+        for c in cts:
+            c = self._ct(c, "dot_encode", degree1=True)
+            self._same_level("dot_encode", first, c)
+            self._same_scale("dot_encode", first, c.scale)
+            self._same_keys("dot_encode", first, c)
+        self._scalar_fits("dot_encode", float(np.max(np.abs(vecs))), s, first.level)
+        raw = be._dot_encode([c.raw for c in cts], vecs, first.level, s)
+        return Ciphertext(raw, first.level, out_scale, be.name, key_id=first.key_id)
+
     def linear_combinations(self, cts: list[Ciphertext], weights, *, scale: float | None = None) -> list[Ciphertext]:
         """[sum_i W[o, i] * cts[i] for each row o of W] (an (m, len(cts)) real matrix), NOT rescaled.
 

@@ -25,8 +25,8 @@ from henn.ckks.evaluator import RotationSum
 from henn.ckks.values import Ciphertext, Plaintext
 
 
-# diagonal products per fused call: a giant step's diagonals encoded on the fly are held together only a
-# chunk at a time (60 of them at N = 2^16 and 14 primes were 440 MiB per thread)
+# plaintexts per dot_plain call: a giant step's diagonals encoded on the fly are held together only a chunk
+# at a time (60 of them at N = 2^16 and 14 primes were 440 MiB per thread); Evaluator.dot_encode holds none
 DOT_CHUNK = 16
 
 
@@ -50,6 +50,23 @@ def _serial(fn, items) -> list:
     return [fn(x) for x in items]
 
 
+def _inner_sum(ev, cts: list[Ciphertext], ids: np.ndarray, weight, vector) -> Ciphertext:
+    """sum_i cts[i] * diagonal ids[i]: those vector() gives in one fused call (Evaluator.dot_encode), the others
+    DOT_CHUNK plaintexts at a time. Modular sums are exact: the split changes no bit of the result."""
+    raw = {i: vector(int(v)) for i, v in enumerate(ids)} if vector is not None else {}
+    vecs = {i: r for i, r in raw.items() if r is not None}
+    rest = [i for i in range(len(ids)) if i not in vecs]
+
+    def sums():  # one at a time: add_many holds two
+        if vecs:
+            yield ev.dot_encode([cts[i] for i in vecs], np.stack(list(vecs.values())))
+        for lo in range(0, len(rest), DOT_CHUNK):
+            chunk = rest[lo : lo + DOT_CHUNK]
+            yield ev.dot_plain([cts[i] for i in chunk], [weight(int(ids[i])) for i in chunk])
+
+    return ev.add_many(sums())
+
+
 def evaluate(
     ev,
     value: list,
@@ -60,9 +77,12 @@ def evaluate(
     bias: Callable[[int, Ciphertext], Plaintext] | None = None,
     run: Callable[[Callable, Sequence], list] = _serial,
     window: int = 8,
+    vector: Callable[[int], np.ndarray | None] | None = None,
 ) -> list[Ciphertext]:
     """The transform's outputs. weight(v) is the plaintext of vector v; bias(k, y) the bias plaintext of
-    output k matching y's level and scale; run(fn, items) maps fn (a thread pool's map)."""
+    output k matching y's level and scale; run(fn, items) maps fn (a thread pool's map). vector(v), where
+    given and not None, is v's slot vector, encoded inside the dot product at q_level instead of weight(v)
+    (Evaluator.dot_encode: a diagonal read once is never kept as a plaintext)."""
     ent, stride = t.entries, t.stride
     bounds = np.searchsorted(ent[:, 1], np.arange(t.cts_out + 1))
     babies: dict[int, set[int]] = {}
@@ -85,14 +105,8 @@ def evaluate(
         starts = np.flatnonzero(np.diff(rows[:, 2], prepend=-1))
         return np.split(rows, starts[1:])
 
-    def dot(rows: np.ndarray) -> Ciphertext:
-        return ev.dot_plain([cache[int(k)][int(b)] for k, _, _, b, _ in rows], [weight(int(v)) for v in rows[:, 4]])
-
     def part(rows: np.ndarray) -> Ciphertext:
-        inner = dot(rows[:DOT_CHUNK])
-        for lo in range(DOT_CHUNK, len(rows), DOT_CHUNK):  # a chunk's plaintexts at a time (ResNet-20: up to 60)
-            inner = ev.add(inner, dot(rows[lo : lo + DOT_CHUNK]))
-        return inner
+        return _inner_sum(ev, [cache[int(k)][int(b)] for k, _, _, b, _ in rows], rows[:, 4], weight, vector)
 
     def finish(ko: int, y: Ciphertext) -> Ciphertext:
         if rescale:

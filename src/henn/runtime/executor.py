@@ -398,9 +398,14 @@ class Executor:
 
     @handles(StepKind.BSGS)
     def _bsgs(self, i: int, step: Bsgs, value):
-        """Every linear transform (one or several ciphertexts, grouped): henn.kernels.bsgs."""
+        """Every linear transform (one or several ciphertexts, grouped): henn.kernels.bsgs. A streamed step's
+        vectors read once are encoded inside their dot products (Evaluator.dot_encode), never kept."""
         t = Transform(step.entries, step.cts_in, step.cts_out, step.stride, step.fold, step.fold_stride)
         biases, index = step.biases, step.bias_index
+        vector = None
+        if i in self.weights.streamed and np.isrealobj(step.palette):
+            once = self._uses(step) == 1
+            vector = lambda v: self._expand(weight_vector(step, v), step) if once[v] else None
         return evaluate(
             self.ev,
             value,
@@ -410,6 +415,7 @@ class Executor:
             bias=lambda k, y: self.weights.bias(i, biases[index[k]], y, int(index[k])),
             run=self.pool.map,
             window=4 * self.pool.workers,
+            vector=vector,
         )
 
     def close(self) -> None:

@@ -373,6 +373,11 @@ class LattigoBackend(Backend):
             "henn_dot_plain", (bridge.H * n)(*[c.value for c in cts]), (bridge.H * n)(*[p.value for p in pts]), n
         )
 
+    def _dot_encode(self, cts, vectors, level, scale):
+        n = len(cts)
+        hs = (bridge.H * n)(*[c.value for c in cts])
+        return self._new("henn_dot_encode", hs, _doubles(vectors), n, self.slots, int(level), float(scale))
+
     def _linear_combinations(self, cts, weight_matrix, level, scale):
         hs, w = self._lc_args(cts, weight_matrix)
         m = w.shape[0]

@@ -79,6 +79,7 @@ SIGNATURES: dict[str, tuple] = {
     "henn_linear_combination": (H, HANDLES, DOUBLES, c_int, c_int, c_double, OUT_H),
     "henn_linear_combinations": (H, HANDLES, c_int, DOUBLES, c_int, c_int, c_double, OUT_H),
     "henn_dot_plain": (H, HANDLES, HANDLES, c_int, OUT_H),
+    "henn_dot_encode": (H, HANDLES, DOUBLES, c_int, c_int, c_int, c_double, OUT_H),
     "henn_metadata": (H, POINTER(c_int), DOUBLES, DOUBLES, POINTER(c_int)),
     "henn_marshal": (H, POINTER(c_void_p), POINTER(c_size_t)),
     "henn_unmarshal": (H, c_int, c_void_p, c_size_t, c_int, c_int, OUT_H),

@@ -76,18 +76,28 @@ func quantizeRows(values []complex128, n int, scale float64, rings []*ring.Ring,
 		return false
 	}
 	negs := s.negMasks(n / 8)
-	if C.henn_quantize((*C.double)(unsafe.Pointer(&values[0])), C.size_t(slots), C.size_t(n), C.double(scale),
-		(*C.uint64_t)(unsafe.Pointer(&s.mag[0])), (*C.uint8_t)(unsafe.Pointer(&negs[0]))) == 0 {
+	if !quantizeMagnitudes(values, n, scale, s.mag, negs) {
 		return false
 	}
 	for k, r := range rings {
 		for j, q := range r.ModuliChain()[:r.Level()+1] {
-			row := polys[k].Coeffs[j]
-			r64 := shoupFor(1, q, true) // floor(2^64 / q), henn_reduce64's constant
-			C.henn_signed_row((*C.uint64_t)(unsafe.Pointer(&s.mag[0])), (*C.uint8_t)(unsafe.Pointer(&negs[0])),
-				C.size_t(n), C.uint64_t(q), C.uint64_t(r64), (*C.uint64_t)(unsafe.Pointer(&row[0])))
-			clear(row[n:])
+			signedRow(s.mag, negs, n, q, polys[k].Coeffs[j])
 		}
 	}
 	return true
+}
+
+// quantizeMagnitudes is henn_quantize: mag[:n] and negs[:n/8] from the inverse-FFT'd slots; false
+// where a value needs Lattigo's big-integer path. The caller has checked the kernel and the sizes.
+func quantizeMagnitudes(values []complex128, n int, scale float64, mag []uint64, negs []uint8) bool {
+	return C.henn_quantize((*C.double)(unsafe.Pointer(&values[0])), C.size_t(len(values)), C.size_t(n), C.double(scale),
+		(*C.uint64_t)(unsafe.Pointer(&mag[0])), (*C.uint8_t)(unsafe.Pointer(&negs[0]))) != 0
+}
+
+// signedRow writes one prime's row (its first n coefficients from quantizeMagnitudes, the rest zero).
+func signedRow(mag []uint64, negs []uint8, n int, q uint64, row []uint64) {
+	r64 := shoupFor(1, q, true) // floor(2^64 / q), henn_reduce64's constant
+	C.henn_signed_row((*C.uint64_t)(unsafe.Pointer(&mag[0])), (*C.uint8_t)(unsafe.Pointer(&negs[0])),
+		C.size_t(n), C.uint64_t(q), C.uint64_t(r64), (*C.uint64_t)(unsafe.Pointer(&row[0])))
+	clear(row[n:])
 }

@@ -103,3 +103,29 @@ func henn_dot_plain(ctxH C.uintptr_t, cs, ps *C.uintptr_t, n C.int, out *C.uintp
 		return c.dotPlain(in, pts)
 	})
 }
+
+// henn_dot_encode: sum_i cts[i] * encode(vals[i]) into one new ciphertext, vals n rows of `slots`
+// real values (row-major), each encoded at `level` and `scale` (dot_encode.go).
+//
+//export henn_dot_encode
+func henn_dot_encode(ctxH C.uintptr_t, cs *C.uintptr_t, vals *C.double, n, slots, level C.int, scale C.double,
+	out *C.uintptr_t, errOut **C.char) C.int {
+	return result(ctxH, out, errOut, func(c *ctxObj) (any, error) {
+		in, err := ciphertexts(c, cs, n)
+		if err != nil {
+			return nil, err
+		}
+		if int64(n)*int64(slots) > 1<<31-1 || slots <= 0 {
+			return nil, fmt.Errorf("bad vector size %d x %d", int(n), int(slots))
+		}
+		flat, err := floats(vals, n*slots)
+		if err != nil {
+			return nil, err
+		}
+		rows := make([][]float64, int(n))
+		for t := range rows {
+			rows[t] = flat[t*int(slots) : (t+1)*int(slots)]
+		}
+		return c.dotEncode(in, rows, int(level), float64(scale))
+	})
+}

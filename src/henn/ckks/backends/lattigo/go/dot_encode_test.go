@@ -1,0 +1,108 @@
+package main
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/tuneinsight/lattigo/v6/ring"
+)
+
+// dotEncode against encode + dotPlain, bit for bit: both rings, two levels, 1 to 17 terms (past a
+// chunk), weights with zeros and runs as diagonals have, and one value beyond 2^64 (the fallback).
+func TestDotEncodeMatchesDotPlain(t *testing.T) {
+	for _, rt := range []ring.Type{ring.Standard, ring.ConjugateInvariant} {
+		c, err := newContext(11, nil, nil, []int{50, 36, 36, 36}, []int{50}, 36, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := testKeys(t, c)
+		rng := rand.New(rand.NewSource(5))
+		slots, top := c.params.MaxSlots(), c.params.MaxLevel()
+		for _, terms := range []int{1, 3, 17} {
+			for _, level := range []int{top, 1} {
+				in := make([]*ctObj, terms)
+				vals := make([][]float64, terms)
+				pts := make([]*ptObj, terms)
+				scale := float64(c.params.Q()[level])
+				for i := range in {
+					a := encryptConst(t, c, k, rng.Float64()*2-1, math.Exp2(36))
+					if in[i], err = c.dropLevel(a, top-level); err != nil {
+						t.Fatal(err)
+					}
+					vals[i] = make([]float64, slots)
+					for x := range vals[i] {
+						if x%5 != 0 {
+							vals[i][x] = float64(x/64%7) * (rng.Float64() - 0.5)
+						}
+					}
+					if terms == 3 && i == 1 {
+						vals[i][7] = 1e9 // |value * scale| > 2^64: Lattigo's big-integer path
+					}
+					if pts[i], err = c.encode(vals[i], make([]float64, slots), level, scale); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, err := c.dotPlain(in, pts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := c.dotEncode(in, vals, level, scale)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameCiphertext(t, "dot_encode", got.ct, want.ct)
+				if !got.ct.Scale.Equal(want.ct.Scale) {
+					t.Fatalf("scale %v, want %v", got.ct.Scale.Float64(), want.ct.Scale.Float64())
+				}
+			}
+		}
+		if _, err := c.dotEncode(nil, nil, top, 1<<36); err == nil {
+			t.Fatal("no terms accepted")
+		}
+		if _, err := c.dotEncode([]*ctObj{encryptConst(t, c, k, 0.5, 1<<36)}, [][]float64{make([]float64, 3)}, top, 1<<36); err == nil {
+			t.Fatal("short vector accepted")
+		}
+	}
+}
+
+// go test -run '^$' -bench DotEncode: 16 diagonals at N = 2^16 and 14 primes, encoded and summed
+// in one call, against encode + dotPlain.
+func BenchmarkDotEncode(b *testing.B) {
+	const terms = 16
+	logQ := []int{60, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40}
+	c, in, _ := benchInputs(b, 16, logQ, []int{61, 61}, terms)
+	slots, level := c.params.MaxSlots(), c.params.MaxLevel()
+	scale := float64(c.params.Q()[level])
+	vals := make([][]float64, terms)
+	for t := range vals {
+		vals[t] = make([]float64, slots)
+		for x := 0; x < slots; x += 3 {
+			vals[t][x] = rand.Float64() - 0.5
+		}
+	}
+	zeros := make([]float64, slots)
+	b.Run("fused", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := c.dotEncode(in, vals, level, scale); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*terms)/1e3, "us/term")
+	})
+	b.Run("encode+dot", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			pts := make([]*ptObj, terms)
+			for t := range pts {
+				pts[t], _ = c.encode(vals[t], zeros, level, scale)
+			}
+			if _, err := c.dotPlain(in, pts); err != nil {
+				b.Fatal(err)
+			}
+			for _, p := range pts {
+				p.recycle()
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*terms)/1e3, "us/term")
+	})
+}
