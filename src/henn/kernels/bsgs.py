@@ -58,8 +58,10 @@ def _inner_sum(ev, cts: list[Ciphertext], ids: np.ndarray, weight, vector) -> Ci
     rest = [i for i in range(len(ids)) if i not in vecs]
 
     def sums():  # one at a time: add_many holds two
-        if vecs:
-            yield ev.dot_encode([cts[i] for i in vecs], np.stack(list(vecs.values())))
+        fused = list(vecs)
+        for lo in range(0, len(fused), DOT_CHUNK):  # the bridge's scratch grows with the terms of a call
+            chunk = fused[lo : lo + DOT_CHUNK]
+            yield ev.dot_encode([cts[i] for i in chunk], np.stack([vecs[i] for i in chunk]))
         for lo in range(0, len(rest), DOT_CHUNK):
             chunk = rest[lo : lo + DOT_CHUNK]
             yield ev.dot_plain([cts[i] for i in chunk], [weight(int(ids[i])) for i in chunk])
