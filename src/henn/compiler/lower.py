@@ -232,7 +232,8 @@ def _bsgs_step(main: Node, level: int, diags: bsgs.Diagonals, plan: BsgsPlan, bi
     """Assembled diagonals, and the bias of each output ciphertext (distinct rows once)."""
     t = bsgs.assemble(diags, plan.split)
     per_ct = np.where(out.elem >= 0, bias[np.maximum(out.elem, 0)], 0.0).reshape(plan.cts_out, -1)
-    per_ct = np.tile(per_ct, (1, diags.length // per_ct.shape[1]))  # a hybrid output block repeats
+    width = per_ct.shape[1]  # a repeated output's first block; a hybrid output block repeats
+    per_ct = per_ct[:, : diags.length] if width > diags.length else np.tile(per_ct, (1, diags.length // width))
     biases, bias_index = bsgs.unique_rows(per_ct)
     codes, palette = bsgs.palette_rows(t.vectors)
     return Bsgs(

@@ -45,6 +45,12 @@ class Layout:
     chan: np.ndarray | None = None  # GROUPED feature map: (groups, G) channel in each virtual slot
     hw: tuple[int, int] | None = None  # GROUPED feature map: spatial size
     images: int = 1  # multi layouts: images packed together; element b * n + e is element e of image b
+    repeat: int = 1  # multi layouts: copies of the first period / repeat slots over the one ciphertext
+
+    @property
+    def block(self) -> int:
+        """Slots after which the layout repeats within a ciphertext (the period where it does not)."""
+        return self.period // self.repeat
 
     @property
     def spans_ciphertexts(self) -> bool:
@@ -83,6 +89,11 @@ def flat(m: int, slots: int, images: int = 1) -> Layout:
     several images placed by `image_starts`."""
     elem, n_cts = place_images(np.arange(m), m, slots, images)
     return Layout(LayoutKind.FLAT, slots, elem, n_cts, images=images)
+
+
+def repeated(block: np.ndarray, slots: int) -> np.ndarray:
+    """A block's slot map repeated over one ciphertext of `slots` (a power of two it divides)."""
+    return np.tile(block, slots // len(block))
 
 
 def bit_reverse(b: np.ndarray, count: int) -> np.ndarray:

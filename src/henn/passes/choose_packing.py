@@ -172,7 +172,10 @@ def _held(layouts: dict[str, Layout | None], value: str) -> Layout:
 
 
 def _same_layout(node: Node, a: Layout, b: Layout) -> Layout:
-    if a.period != b.period or a.cts != b.cts or not np.array_equal(a.elem, b.elem):
+    """The layout of a + b: theirs, or the one repeated less often where the other repeats it finer (the
+    sum holds the element in that one's slots only)."""
+    a, b = (a, b) if a.block >= b.block else (b, a)
+    if a.period != b.period or a.cts != b.cts or not np.array_equal(a.elem, np.where(a.elem >= 0, b.elem, -1)):
         raise UnsupportedOperation(
             f"layer {node.name!r} adds values packed differently ({a.kind.value} and {b.kind.value}): both branches "
             "of a residual connection must end in a Conv/Gemm or share their input's layout"
