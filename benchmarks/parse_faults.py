@@ -30,8 +30,8 @@ from _common import write_json
 SETTINGS = {"madv_dontneed": "", "madv_free": "madvdontneed=0"}
 
 
-def measure(ciphertexts: int, repeats: int) -> list[dict]:
-    """In this process: each repeat's seconds, minor faults and system seconds."""
+def batch_request(ciphertexts: int):
+    """(backend, blobs): a Lattigo backend at MNIST's batch parameters and a request of fresh encryptions."""
     from henn.ckks import ParametersLiteral, open_backend
     from henn.ckks.params import Parameters
 
@@ -39,7 +39,12 @@ def measure(ciphertexts: int, repeats: int) -> list[dict]:
     be = open_backend("lattigo", Parameters.from_literal(lit, name="mnist-batch-request"))
     sk, _ = be.generate_keys()
     rng = np.random.default_rng(0)
-    blobs = [be.serialize(be.encrypt(rng.uniform(-1, 1, be.slots), sk)) for _ in range(ciphertexts)]
+    return be, [be.serialize(be.encrypt(rng.uniform(-1, 1, be.slots), sk)) for _ in range(ciphertexts)]
+
+
+def measure(ciphertexts: int, repeats: int) -> list[dict]:
+    """In this process: each repeat's seconds, minor faults and system seconds."""
+    be, blobs = batch_request(ciphertexts)
     rows = []
     for _ in range(repeats):
         before, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()

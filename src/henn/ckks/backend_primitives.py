@@ -111,6 +111,11 @@ class BackendPrimitives(BackendCore):
     @abstractmethod
     def _deserialize(self, kind: str, payload: bytes | memoryview, meta: dict) -> Any: ...
 
+    def _deserialize_ciphertexts(self, payloads: list[bytes | memoryview], metas: list[dict], threads: int) -> list:
+        """Compact ciphertext payloads whose headers (metas) were checked, read as a set (deserialize_many);
+        a backend with a reader of whole sets overrides it."""
+        return [self._deserialize("ciphertext", p, m) for p, m in zip(payloads, metas)]
+
     # Optional fast paths; the defaults are correct for every backend.
     def _rotate_hoisted(self, a: Any, steps: list[int], gk: Any) -> list[Any]:
         return [self._rotate(a, s, gk) for s in steps]

@@ -4,6 +4,7 @@ header and its payload pass before the library reads them, and deserialize."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from henn.ckks import serialization
@@ -112,16 +113,41 @@ class BackendWire(BackendPrimitives):
         return meta
 
     def deserialize(self, data: bytes):
+        kind, meta, payload = self._read_header(data)
+        return self._wrap(kind, meta, self._read_payload(kind, meta, payload), len(payload))
+
+    def deserialize_many(
+        self, blobs: Iterable[bytes | memoryview], threads: int = 1, each: Callable[..., Iterable] = map
+    ) -> list:
+        """The objects of a request, in order, each as deserialize() reads it: every header is checked before
+        any payload is parsed, and the compact ciphertexts among them (a batch request's hundreds) are read
+        in one library call on `threads` threads where the backend has one (_deserialize_ciphertexts); the
+        other payloads with `each` (map, or a thread pool's)."""
+        parts = [self._read_header(b) for b in blobs]
+        compact = [i for i, (kind, meta, _) in enumerate(parts) if kind == "ciphertext" and meta.get("encoding")]
+        raws: dict[int, Any] = {}
+        if compact:
+            payloads, metas = [parts[i][2] for i in compact], [parts[i][1] for i in compact]
+            raws = dict(zip(compact, self._deserialize_ciphertexts(payloads, metas, threads)))
+        rest = [i for i in range(len(parts)) if i not in raws]
+        raws.update(zip(rest, each(lambda i: self._read_payload(*parts[i]), rest)))
+        return [self._wrap(kind, meta, raws[i], len(payload)) for i, (kind, meta, payload) in enumerate(parts)]
+
+    def _read_header(self, data: bytes | memoryview) -> tuple[str, dict, bytes | memoryview]:
+        """(kind, checked meta, payload) of serialized data; SerializationError before any payload is parsed."""
         kind, meta, payload = serialization.unpack(data, payload_view=self.payload_views)
-        meta = self.check_header(kind, meta, len(payload))
+        return kind, self.check_header(kind, meta, len(payload)), payload
+
+    def _read_payload(self, kind: str, meta: dict, payload: bytes | memoryview) -> Any:
         if kind == "galois_keys" and not payload:
             if meta["steps"] or meta["conjugate"]:
                 raise SerializationError(
                     "galois_keys header announces keys but the payload holds none: the data is corrupted"
                 )
-            raw = None
-        else:
-            raw = self._deserialize(kind, payload, meta)
+            return None
+        return self._deserialize(kind, payload, meta)
+
+    def _wrap(self, kind: str, meta: dict, raw: Any, payload_size: int):
         key_id = meta.get("key_id")
         if kind == "ciphertext":  # check_header made sure each field of the kind is there
             return Ciphertext(raw, meta["level"], meta["scale"], self.name, meta["degree"], key_id)
@@ -132,7 +158,7 @@ class BackendWire(BackendPrimitives):
         if kind == "relin_key":
             return RelinKey(raw, self.name, key_id)
         if kind == "bootstrap_keys":
-            return BootstrapKeys(raw, self.name, len(payload), key_id)
+            return BootstrapKeys(raw, self.name, payload_size, key_id)
         return GaloisKeys(raw, self.name, meta["steps"], meta["conjugate"], key_id)
 
     def _payload_counts(self, kind: str) -> dict:

@@ -48,7 +48,7 @@ def pack(kind: str, meta: dict, payload: bytes) -> bytes:
     return head + struct.pack("<I", crc) + meta_b + payload
 
 
-def unpack(data: bytes, *, payload_view: bool = False) -> tuple[str, dict, bytes | memoryview]:
+def unpack(data: bytes | bytearray | memoryview, *, payload_view: bool = False) -> tuple[str, dict, bytes | memoryview]:
     """Split and check serialized data; raise SerializationError naming the problem. payload_view: the payload
     as a memoryview into `data` rather than a copy, for a reader that is done with it before `data` is."""
     if not isinstance(data, (bytes, bytearray, memoryview)):

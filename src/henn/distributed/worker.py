@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass, replace
 
 from henn.distributed.request import request_views
-from henn.runtime.parallel import Parallel
 
 
 PLAINTEXT_CACHE_ENV = "HENN_PLAINTEXT_CACHE"
@@ -82,7 +81,6 @@ class SetWorker:
         self.session = self.server.open_session(self.server.read_keys(keys))
         self.target = self.server.target(self.session)
         self.inputs = self.server.program.input_cts
-        self.parse = Parallel(1)
         self._turn = threading.Lock()  # one evaluation at a time; the next set parses beside it
         self._count = threading.Lock()
         self._stats = WorkerStats(
@@ -97,12 +95,13 @@ class SetWorker:
         )
 
     def evaluate(self, index: int, request: list) -> SetResult:
-        """The outputs of one set; request: its serialized ciphertexts (request.py), read in place on one
-        thread (two are no faster: the parse is bound by memory, not by a core)."""
+        """The outputs of one set; request: its serialized ciphertexts (request.py), read in place as one set
+        (Backend.deserialize_many: one bridge call on Lattigo) on one thread: two are no faster, the parse is
+        bound by memory, not by a core."""
         started, t0 = time.time(), time.perf_counter()
         objects = request_views(request, self.server.backend, self.inputs)
         size = sum(len(v) for v in objects)
-        cts = self.server.read_inputs(objects, self.parse)  # each its own copy of its payload
+        cts = self.server.read_inputs(objects, threads=1)  # each its own copy of its payload
         del objects
         t1 = time.perf_counter()
         with self._turn:
@@ -122,7 +121,6 @@ class SetWorker:
         return replace(self._stats)
 
     def close(self) -> None:
-        self.parse.close()
         self.session.close()
         self.server.close()
 

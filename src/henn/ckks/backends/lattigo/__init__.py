@@ -437,15 +437,35 @@ class LattigoBackend(Backend):
         buf = np.frombuffer(payload, dtype=np.uint8)  # the payload in place (payload_views): Go copies nothing
         raw = self._new(fn, code, buf.ctypes.data, len(buf), level, degree)
         if kind in ("ciphertext", "plaintext"):
-            got = self._metadata(raw)[1]
-            want = meta["scale"]
-            if not (math.isfinite(got) and abs(got / want - 1.0) <= _SCALE_RTOL):
-                raise SerializationError(
-                    f"{kind} payload has scale {got!r}, its header says {want!r}: the data is corrupted"
-                )
+            _check_scale(kind, self._metadata(raw)[1], meta["scale"])
         if kind == "galois_keys":
             self._check_galois(raw, sorted(meta["steps"]), meta["conjugate"])
         return raw
+
+    def _deserialize_ciphertexts(self, payloads, metas, threads):
+        """One Go call for the set (go/wire_set.go): Go checks every size before it allocates, then reads
+        the payloads in place on `threads` goroutines; 0.33 -> 0.2 s for MNIST's 784 on one core."""
+        n = len(payloads)
+        ints = c_int * n
+        bufs = [np.frombuffer(p, dtype=np.uint8) for p in payloads]  # in place: nothing copied
+        outs, scales = (bridge.H * n)(), (c_double * n)()
+        self._bridge.call(
+            "henn_unmarshal_ciphertexts",
+            self._c(),
+            n,
+            ints(*[_ENCODING_CODES[m["encoding"]] for m in metas]),
+            ints(*[m["level"] for m in metas]),
+            ints(*[m["degree"] for m in metas]),
+            (c_void_p * n)(*[b.ctypes.data for b in bufs]),
+            (c_size_t * n)(*[len(b) for b in bufs]),
+            int(threads),
+            outs,
+            scales,
+        )
+        raws = [bridge.Handle(self._bridge, h) for h in outs]  # owned before anything else can raise
+        for got, m in zip(scales, metas):
+            _check_scale("ciphertext", got, m["scale"])
+        return raws
 
     def _check_galois(self, raw, steps: list[int], conjugate: bool) -> None:
         arr, n = _int64s(steps)
@@ -464,6 +484,12 @@ class LattigoBackend(Backend):
 
 
 BACKEND = LattigoBackend
+
+
+def _check_scale(kind: str, got: float, want: float) -> None:
+    """Refuse a payload whose library scale is not the one its header announces."""
+    if not (math.isfinite(got) and abs(got / want - 1.0) <= _SCALE_RTOL):
+        raise SerializationError(f"{kind} payload has scale {got!r}, its header says {want!r}: the data is corrupted")
 
 
 class _KeySwitchSum:

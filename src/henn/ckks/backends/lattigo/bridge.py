@@ -34,6 +34,7 @@ OUT_H = POINTER(H)
 HANDLES = POINTER(H)  # an array of handles (inputs)
 DOUBLES = POINTER(c_double)
 INT64S = POINTER(c_int64)
+INTS = POINTER(c_int)
 UINT64S = POINTER(c_uint64)
 ERR = POINTER(c_void_p)  # char **err (kept as void* so that the pointer can be freed)
 
@@ -91,6 +92,18 @@ SIGNATURES: dict[str, tuple] = {
     "henn_wire_meta_size": (POINTER(c_int),),
     "henn_marshal_ciphertext": (H, H, c_int, POINTER(c_void_p), POINTER(c_size_t), POINTER(c_int)),
     "henn_unmarshal_ciphertext": (H, c_int, c_void_p, c_size_t, c_int, c_int, OUT_H),
+    "henn_unmarshal_ciphertexts": (
+        H,
+        c_int,
+        INTS,
+        INTS,
+        INTS,
+        POINTER(c_void_p),
+        POINTER(c_size_t),
+        c_int,
+        OUT_H,
+        DOUBLES,
+    ),
 }
 
 _load_lock = threading.Lock()

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
@@ -103,18 +104,26 @@ func (c *ctxObj) encryptSeeded(pt *ptObj, sk *skObj) (*ctObj, error) {
 		seedDigest: digest(ct.Value[1])}, nil
 }
 
-// sampleC1 writes into c1 (level+1 limbs) the uniform polynomial of the seed, as Lattigo samples c1,
-// from the seed's stream in `encoding` (encodingSeeded: Lattigo's keyed PRNG; encodingSeededAES: AES-CTR).
+// sampleC1 writes into c1 (level+1 limbs, a nil one allocated) the uniform polynomial of the seed, as
+// Lattigo samples c1, from the seed's stream in `encoding` (encodingSeeded: Lattigo's keyed PRNG;
+// encodingSeededAES: AES-CTR).
 func (c *ctxObj) sampleC1(seed []byte, encoding, level int, c1 ring.Poly) error {
-	var prng sampling.PRNG
-	var err error
 	if encoding == encodingSeededAES {
-		prng, err = newSeedStream(seed)
-	} else {
-		prng, err = sampling.NewKeyedPRNG(seed)
+		stream, err := newSeedStream(seed)
+		if err != nil {
+			return err
+		}
+		sampleUniformAES(stream, c.params.RingQ().SubRings[:level+1], c1)
+		return nil
 	}
+	prng, err := sampling.NewKeyedPRNG(seed)
 	if err != nil {
 		return err
+	}
+	for j, row := range c1.Coeffs {
+		if row == nil {
+			c1.Coeffs[j] = make([]uint64, c.params.N())
+		}
 	}
 	ringqp.NewUniformSampler(prng, *c.params.RingQP()).AtLevel(level, -1).Read(ringqp.Poly{Q: c1})
 	return nil
@@ -127,14 +136,26 @@ func (c *ctxObj) seeded(ct *ctObj) bool {
 	return ct.seed != nil && ct.ct.Degree() == 1 && ct.ct.Level() == ct.seedLevel && digest(ct.ct.Value[1]) == ct.seedDigest
 }
 
-// digest is an FNV-1a-style hash of a polynomial's coefficients: each step is a bijection of its state,
-// so a change to any one coefficient always changes it.
+// digest is an FNV-1a-style hash of a polynomial's coefficients in four lanes (coefficient i into lane i%4 of
+// each row), folded into one: each step is a bijection of its lane's state and the fold one of its state,
+// so a change to any one coefficient always changes it. Four independent chains rather than one: a chain
+// waits on each multiplication, and one took a sixth of reading a seeded ciphertext.
 func digest(p ring.Poly) uint64 {
-	h := uint64(14695981039346656037)
+	const basis, prime = 14695981039346656037, 1099511628211
+	h0, h1, h2, h3 := uint64(basis), uint64(basis), uint64(basis), uint64(basis)
 	for _, row := range p.Coeffs {
-		for _, x := range row {
-			h = (h ^ x) * 1099511628211
+		i := 0
+		for ; i+4 <= len(row); i += 4 {
+			r := row[i : i+4 : i+4]
+			h0, h1, h2, h3 = (h0^r[0])*prime, (h1^r[1])*prime, (h2^r[2])*prime, (h3^r[3])*prime
 		}
+		for ; i < len(row); i++ {
+			h0 = (h0 ^ row[i]) * prime
+		}
+	}
+	h := uint64(basis)
+	for _, x := range [...]uint64{h0, h1, h2, h3} {
+		h = (h ^ x) * prime
 	}
 	return h
 }
@@ -209,33 +230,52 @@ func (c *ctxObj) marshalCiphertext(ct *ctObj, encoding int) ([]byte, int, error)
 	return out, encoding, nil
 }
 
-// unmarshalCiphertext reads a compact ciphertext whose header announces level and degree.
-func (c *ctxObj) unmarshalCiphertext(encoding int, data []byte, level, degree int) (*ctObj, error) {
+// checkCompact refuses, before anything is allocated, a compact ciphertext whose header (encoding, level,
+// degree) is not one of these parameters or whose payload is not exactly the size the header implies.
+func (c *ctxObj) checkCompact(encoding, size, level, degree int) error {
 	if err := c.checkLevel(level); err != nil {
-		return nil, dataErr("%v", err)
+		return dataErr("%v", err)
 	}
 	if degree < 1 || degree > 2 || (seededEncoding(encoding) && degree != 1) {
-		return nil, dataErr("a ciphertext of degree %d cannot have this encoding", degree)
+		return dataErr("a ciphertext of degree %d cannot have this encoding", degree)
 	}
 	if encoding != encodingPacked && !seededEncoding(encoding) {
-		return nil, dataErr("unknown ciphertext encoding %d", encoding)
+		return dataErr("unknown ciphertext encoding %d", encoding)
 	}
-	if want := c.compactSize(encoding, level, degree); len(data) != want {
-		return nil, dataErr("payload is %d bytes, a ciphertext at level %d takes %d", len(data), level, want)
+	if want := c.compactSize(encoding, level, degree); size != want {
+		return dataErr("payload is %d bytes, a ciphertext at level %d takes %d", size, level, want)
 	}
+	return nil
+}
+
+// unmarshalCiphertext reads a compact ciphertext whose header announces level and degree.
+func (c *ctxObj) unmarshalCiphertext(encoding int, data []byte, level, degree int) (*ctObj, error) {
+	if err := c.checkCompact(encoding, len(data), level, degree); err != nil {
+		return nil, err
+	}
+	return c.readCompact(encoding, data, level, degree)
+}
+
+// readCompact reads a compact ciphertext that checkCompact passed.
+func (c *ctxObj) readCompact(encoding int, data []byte, level, degree int) (*ctObj, error) {
 	md := new(rlwe.MetaData)
 	if err := md.UnmarshalBinary(data[:metaSize]); err != nil {
 		return nil, dataErr("unreadable ciphertext metadata: %v", err)
 	}
-	ct := rlwe.NewCiphertext(c.params, degree, level)
-	*ct.MetaData = *md
+	// each limb allocated as it is written (c1's by the sampler, AES or not): rlwe.NewCiphertext zeroed all
+	// of a ciphertext's 0.8 MB at once, out of cache again by the time each limb was written
+	ct := &rlwe.Ciphertext{Element: rlwe.Element[ring.Poly]{Value: make([]ring.Poly, degree+1), MetaData: md}}
+	for k := range ct.Value {
+		ct.Value[k].Coeffs = make([][]uint64, level+1)
+	}
 	polys := ct.Value
 	if seededEncoding(encoding) {
 		polys = polys[:1]
 	}
-	off, sizes := metaSize, c.limbBytes(level)
+	off, sizes, n := metaSize, c.limbBytes(level), c.params.N()
 	for k, p := range polys {
 		for i, q := range c.params.Q()[:level+1] {
+			p.Coeffs[i] = make([]uint64, n)
 			if j := unpackLimb(data[off:off+sizes[i]], p.Coeffs[i], bits.Len64(q), q); j >= 0 {
 				return nil, dataErr("coefficient %d of limb %d of polynomial %d is not below its prime", j, i, k)
 			}
@@ -286,7 +326,20 @@ func unpackLimb(src []byte, coeffs []uint64, b int, q uint64) int {
 	if b == 64 {
 		mask = ^uint64(0)
 	}
-	for j := range coeffs {
+	j := 0
+	if b <= 56 { // a coefficient lies within the 8 bytes from its first: one load, no branch on the data
+		var bad uint64
+		for ; j < len(coeffs) && (j*b)>>3+8 <= len(src); j++ {
+			p := j * b
+			x := binary.LittleEndian.Uint64(src[p>>3:]) >> (p & 7) & mask
+			bad |= ^((x - q) >> 63) & 1 // 1 where x >= q (both below 2^63)
+			coeffs[j] = x
+		}
+		if bad != 0 {
+			return slices.IndexFunc(coeffs[:j], func(x uint64) bool { return x >= q })
+		}
+	}
+	for ; j < len(coeffs); j++ {
 		p := j * b
 		idx, shift := p>>3, p&7
 		x := load64(src, idx) >> shift
