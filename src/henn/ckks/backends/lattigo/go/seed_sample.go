@@ -13,17 +13,22 @@ import (
 // prime until it has N. The keystream is written straight into the limb and filtered in place: the
 // sampler's copy through a 1 KiB buffer, cleared and then encrypted a block at a time, took half of
 // expanding a seed. A nil limb is allocated as it is reached (readCompact): zeroed just before it is
-// written, it is still in cache when it is.
+// written, it is still in cache when it is, and the keystream is XORed onto its zeros without clearing.
 func sampleUniformAES(stream seedStream, subRings []*ring.SubRing, c1 ring.Poly) {
 	for j, s := range subRings {
-		if c1.Coeffs[j] == nil {
+		zero := c1.Coeffs[j] == nil
+		if zero {
 			c1.Coeffs[j] = make([]uint64, s.N)
 		}
 		q, mask, row := s.Modulus, s.Mask, c1.Coeffs[j]
-		for filled := 0; filled < len(row); {
+		for filled := 0; filled < len(row); zero = false { // a later round's words were read already
 			chunk := row[filled:]
 			buf := unsafe.Slice((*byte)(unsafe.Pointer(&chunk[0])), 8*len(chunk))
-			stream.Read(buf)
+			if zero {
+				stream.XORKeyStream(buf, buf)
+			} else {
+				stream.Read(buf)
+			}
 			k := filled
 			for i := range chunk { // row[k] with k <= filled+i: only words already read are overwritten
 				v := binary.BigEndian.Uint64(buf[8*i:]) & mask

@@ -8,7 +8,8 @@ import (
 )
 
 // The in-place sampler draws what Lattigo's uniform sampler draws from the same AES stream, word for word,
-// at henn's primes and at a prime just above a power of two (about half of the words rejected).
+// into new limbs or over old values, at henn's primes and at a prime just above a power of two (about half
+// of the words rejected).
 func TestSampleUniformAESMatchesLattigo(t *testing.T) {
 	const n = 1 << 10
 	low := uint64(1<<20 + 1)
@@ -23,16 +24,25 @@ func TestSampleUniformAESMatchesLattigo(t *testing.T) {
 		for s := range 4 {
 			seed := make([]byte, seedSize)
 			seed[0], seed[31] = byte(s), byte(len(qs))
-			want, got := r.NewPoly(), r.NewPoly()
+			want := r.NewPoly()
 			ref, err := newSeedStream(seed)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ring.NewUniformSampler(ref, r).Read(want)
-			stream, _ := newSeedStream(seed)
-			sampleUniformAES(stream, r.SubRings, got)
-			if !got.Equal(&want) {
-				t.Fatalf("primes %v, seed %d: the in-place sampler drew another polynomial", qs, s)
+			// limbs allocated by the sampler, and limbs that hold other values
+			dirty := r.NewPoly()
+			for _, row := range dirty.Coeffs {
+				for i := range row {
+					row[i] = ^uint64(i)
+				}
+			}
+			for _, got := range []ring.Poly{{Coeffs: make([][]uint64, len(qs))}, dirty} {
+				stream, _ := newSeedStream(seed)
+				sampleUniformAES(stream, r.SubRings, got)
+				if !got.Equal(&want) {
+					t.Fatalf("primes %v, seed %d: the in-place sampler drew another polynomial", qs, s)
+				}
 			}
 		}
 	}
