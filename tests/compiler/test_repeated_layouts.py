@@ -9,6 +9,8 @@ import pytest
 from program_sim import simulate
 from residual_params import insecure
 
+from henn.ckks import presets
+from henn.compiler.driver import compile_graph
 from henn.compiler.lower import lower
 from henn.errors import UnsupportedOperation
 from henn.ir import interpret
@@ -19,7 +21,7 @@ from henn.packing import matrices, multi
 from henn.packing.layout import Layout, LayoutKind
 from henn.passes import CompileOptions, run_pipeline
 from henn.passes.choose_packing import _same_layout
-from henn.program import Bsgs, MultiPacking
+from henn.program import Bsgs, MultiPacking, Program
 
 SLOTS = 8192
 
@@ -105,3 +107,23 @@ def test_a_repeated_resnet_computes_the_graph(hw, channels, depth):
     x = np.random.default_rng(5).uniform(0, 1, (3, 3, hw, hw))
     out = np.concatenate([simulate(program, x[i : i + 1]) for i in range(len(x))])
     np.testing.assert_allclose(out, interpret.run(g, x), rtol=1e-9, atol=1e-9)
+
+
+def test_bootstraps_refresh_as_few_slots_as_their_values_repeat_with():
+    # the default bootstrapping set (N = 2^16): the stages' maps repeat every 256, 128 and 64 slots
+    g = random_resnet(channels=(4, 8, 16), hw=8, blocks=3, seed=3)
+    cal = np.random.default_rng(0).uniform(0, 1, (16, 3, 8, 8))
+    program = compile_graph(
+        g, CompileOptions(mode="single", backend="lattigo", bootstrap=True, calibration=cal)
+    ).program
+    assert program.bootstraps > 0 and program.params.slots == 32768
+    boot = program.params.bootstrap
+    assert boot is not None and boot.slots == 256  # the widest bootstrapped map: stage 1
+    assert program.params.log_q == presets.get("boot-n16").log_q  # the same moduli: 128-bit as the preset
+    assert Program.from_bytes(program.to_bytes()).params == program.params
+    # explicit parameters are used as given
+    explicit = CompileOptions(
+        mode="single", backend="lattigo", bootstrap=True, calibration=cal, params=presets.get("boot-n16")
+    )
+    given = compile_graph(g, explicit).program.params.bootstrap
+    assert given is not None and given.slots == 32768

@@ -11,6 +11,8 @@ mode); when they are None each backend chooses primes of those sizes its own way
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import math
 import operator
@@ -181,6 +183,18 @@ class Parameters:
             self.ring,
         )
         return _build(lit, self.name, self.insecure)
+
+    def with_bootstrap_slots(self, log_slots: int) -> Parameters:
+        """The same set bootstrapping 2^log_slots slots (a vector repeating with that period): the moduli, and
+        so the security, unchanged."""
+        lit = self.literal()
+        if lit.bootstrap is None:
+            raise ParameterError(f"{self.name or 'these parameters'} have no bootstrapping")
+        return _build(
+            dataclasses.replace(lit, bootstrap=dataclasses.replace(lit.bootstrap, log_slots=log_slots)),
+            self.name,
+            self.insecure,
+        )
 
     # --- construction -------------------------------------------------------------------
     @classmethod

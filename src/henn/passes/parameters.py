@@ -2,7 +2,8 @@
 
     explicit    options.params, checked against the depth and slots the program needs
     bootstrap   the backend's default bootstrapping set (henn.ckks.presets.default_bootstrap) where
-                place_bootstraps placed bootstraps, or plans to
+                place_bootstraps placed bootstraps, or plans to; its bootstraps over as few slots as the
+                values they refresh repeat with (`sparse_bootstrap`)
     library     henn.ckks.select_parameters for the depth and slots ("library" or "fixed")
     precision   the smallest set whose predicted error keeps the calibration predictions
                 (henn.compiler.precision searches it, candidate ring by candidate ring)
@@ -70,6 +71,18 @@ def for_program(depth: int, slots: int, chosen: Parameters | None, bootstrapped:
             "larger ring (log_n) or mode='batch'"
         )
     return params
+
+
+def sparse_bootstrap(params: Parameters, period: int) -> Parameters:
+    """`params` bootstrapping `period` slots where every value a bootstrap refreshes repeats with that period
+    (henn.packing.multi.repeat): a full-slot vector of period n is the sparse packing of its n slots, so the
+    bootstrap of n slots refreshes it, with a trace first, smaller DFTs and one EvalMod for the real and
+    imaginary halves. Measured at N = 2^16 (boot-n16, loaded 2-core VM): 2^14 slots 0.75x and 2^12 slots
+    0.6x the time of all 2^15, smaller keys, the same precision. The moduli are unchanged, so is security."""
+    boot = params.bootstrap
+    if boot is None or period >= boot.slots or params.insecure:  # an insecure set stays its preset's literal
+        return params
+    return params.with_bootstrap_slots(period.bit_length() - 1)
 
 
 def precision_ring(backend: str, standard_ring: bool) -> str:
