@@ -488,6 +488,19 @@ def case_dot_encode(c, x, y):
     return x * w[0] + 0.5 * y + x * w[2], c.ev.rescale(m)
 
 
+def case_dot_encode_periodic(c, x, y):
+    """dot_encode with vectors repeating every quarter of the slots, given one period each (Lattigo: the
+    sparse packing of that period): the sum with the vectors repeated."""
+    cx, cy = _fresh(c, x, y)
+    period = c.slots // 4
+    w = np.stack([np.real(y[:period]), 0.5 * np.ones(period), np.real(x[:period])])
+    m = c.ev.dot_encode([cx, cy, cx], w)
+    full = np.tile(w, (1, 4))
+    with pytest.raises(InputError, match="one real vector"):
+        c.ev.dot_encode([cx, cy, cx], w[:, :3])  # 3 does not divide the slots
+    return x * full[0] + 0.5 * y + x * full[2], c.ev.rescale(m)
+
+
 OP_CASES = {
     "add": ("add", case_add),
     "sub": ("add", case_sub),
@@ -514,6 +527,7 @@ OP_CASES = {
     "linear_combinations_unrelinearized": ("mul", case_linear_combinations_unrelinearized),
     "dot_plain": ("mul", case_dot_plain),
     "dot_encode": ("mul", case_dot_encode),
+    "dot_encode_periodic": ("mul", case_dot_encode_periodic),
 }
 
 

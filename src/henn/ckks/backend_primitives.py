@@ -146,8 +146,11 @@ class BackendPrimitives(BackendCore):
         return acc
 
     def _dot_encode(self, cts: list[Any], vectors: np.ndarray, level: int, scale: float) -> Any:
-        """Evaluator.dot_encode: vectors (len(cts), slots) float64, checked."""
-        return self._dot_plain(cts, [self._encode(v.astype(np.complex128), level, scale) for v in vectors])
+        """Evaluator.dot_encode: vectors (len(cts), P) float64, checked (P divides the slots: each repeats)."""
+        reps = self.slots // vectors.shape[1]
+        return self._dot_plain(
+            cts, [self._encode(np.tile(v, reps).astype(np.complex128), level, scale) for v in vectors]
+        )
 
     # Bootstrapping (capability "bootstrap"): backends that have it override both.
     def _gen_bootstrap_keys(self, sk: Any) -> tuple[Any, int]:

@@ -129,14 +129,22 @@ class Evaluator:
         )
 
     def dot_encode(self, cts: list[Ciphertext], vectors, *, scale: float | None = None) -> Ciphertext:
-        """dot_plain(cts, [encode(v, level, scale) for v in vectors]) for real slot vectors (len(cts), slots)
+        """dot_plain(cts, [encode(v, level, scale) for v in vectors]) for real slot vectors (len(cts), P)
         encoded at the ciphertexts' level and `scale` (default q_level), NOT rescaled, the plaintexts never
-        kept: a streamed linear transform's diagonals, each read once. Lattigo encodes and sums them in one
-        call, without writing the plaintexts out; other backends encode, then dot_plain."""
+        kept: a streamed linear transform's diagonals, each read once. P is the slots, or a power of two
+        dividing them: each vector repeats with that period (Lattigo encodes it as the sparse packing of
+        its P slots, a P-th of the transforms). Lattigo encodes and sums them in one call, without writing
+        the plaintexts out; other backends encode, then dot_plain."""
         cts, be = list(cts), self.backend
         vecs = np.asarray(vectors)
-        if not cts or vecs.shape != (len(cts), be.slots) or not np.isrealobj(vecs):
-            raise InputError(f"dot_encode needs one real vector of {be.slots} slots per ciphertext, got {vecs.shape}")
+        period = vecs.shape[-1] if vecs.ndim == 2 else 0
+        if not cts or vecs.shape != (len(cts), period) or period < 1 or be.slots % period or period & (period - 1):
+            raise InputError(
+                f"dot_encode needs one real vector per ciphertext of {be.slots} slots or a power of two dividing "
+                f"them, got {vecs.shape}"
+            )
+        if not np.isrealobj(vecs):
+            raise InputError("dot_encode needs one real vector per ciphertext, got complex values")
         vecs = np.ascontiguousarray(vecs, dtype=np.float64)
         if not np.all(np.isfinite(vecs)):
             raise InputError("cannot dot_encode NaN or infinite values")

@@ -82,10 +82,15 @@ class EncodedWeights:
             self.plain[i] = pool.map(lambda r, s=step: self.encode(weight_vector(s, r), s), range(count))
 
     def expand(self, vec: np.ndarray, step: Step) -> np.ndarray:
-        """A step's vector over all slots: each entry repeated for the `stride` interleaved images of
-        grouped packing (slot j*B + b), then the block repeated periodically."""
-        vec = np.repeat(vec, step.stride if isinstance(step, Bsgs) else 1)
+        """A step's vector over all slots: one period (`period`), repeated periodically."""
+        vec = self.period(vec, step)
         return np.tile(vec, self.backend.slots // len(vec))
+
+    @staticmethod
+    def period(vec: np.ndarray, step: Step) -> np.ndarray:
+        """One period of a step's vector: each entry repeated for the `stride` interleaved images of grouped
+        packing (slot j*B + b); the vector repeats with it over the slots."""
+        return np.repeat(vec, step.stride if isinstance(step, Bsgs) else 1)
 
     def encode(self, vec: np.ndarray, step: Step):
         scale = float(self.backend.prime(step.level))

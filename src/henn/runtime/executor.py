@@ -405,7 +405,7 @@ class Executor:
         vector = None
         if i in self.weights.streamed and np.isrealobj(step.palette):
             once = self._uses(step) == 1
-            vector = lambda v: self._expand(weight_vector(step, v), step) if once[v] else None
+            vector = lambda v: self.weights.period(weight_vector(step, v), step) if once[v] else None
         return evaluate(
             self.ev,
             value,

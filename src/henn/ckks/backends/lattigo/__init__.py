@@ -376,7 +376,8 @@ class LattigoBackend(Backend):
     def _dot_encode(self, cts, vectors, level, scale):
         n = len(cts)
         hs = (bridge.H * n)(*[c.value for c in cts])
-        return self._new("henn_dot_encode", hs, _doubles(vectors), n, self.slots, int(level), float(scale))
+        period = vectors.shape[1]  # the slots, or a power of two dividing them: the sparse packing of one period
+        return self._new("henn_dot_encode", hs, _doubles(vectors), n, period, int(level), float(scale))
 
     def _linear_combinations(self, cts, weight_matrix, level, scale):
         hs, w = self._lc_args(cts, weight_matrix)

@@ -275,18 +275,7 @@ func (c *ctxObj) encode(re, im []float64, level int, scale float64) (*ptObj, err
 	if len(re) != slots || len(im) != slots {
 		return nil, fmt.Errorf("encode needs exactly %d values, got %d real and %d imaginary parts", slots, len(re), len(im))
 	}
-	if err := c.checkLevel(level); err != nil {
-		return nil, err
-	}
-	if err := checkScale(scale); err != nil {
-		return nil, err
-	}
-	pt := c.plaintextAt(level)
-	pt.Scale = rlwe.NewScale(scale)
-	if err := c.embed(re, im, pt); err != nil {
-		return nil, err
-	}
-	return &ptObj{c: c, pt: pt, encoded: true}, nil
+	return c.encodePeriodic(re, im, level, scale)
 }
 
 // decode writes the slots of pt into re and im.

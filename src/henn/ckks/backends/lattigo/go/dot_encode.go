@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math/bits"
 	"runtime"
 	"unsafe"
 
@@ -25,17 +26,18 @@ func (c *ctxObj) dotEncode(in []*ctObj, vals [][]float64, level int, scale float
 	if err := checkScale(scale); err != nil {
 		return nil, err
 	}
-	slots := c.params.MaxSlots()
+	slots, period := c.params.MaxSlots(), len(vals[0])
 	for t, v := range vals {
-		if len(v) != slots {
-			return nil, fmt.Errorf("vector %d has %d values, expected %d", t, len(v), slots)
+		if len(v) != period || period <= 0 || period&(period-1) != 0 || slots%period != 0 {
+			return nil, fmt.Errorf("vector %d has %d values: every vector needs %d, or one power of two dividing "+
+				"it (a vector repeating with that period)", t, len(v), slots)
 		}
 	}
 	if out, ok, err := c.dotEncodeFused(in, vals, level, scale); ok || err != nil {
 		return out, err
 	}
 	// elsewhere (no AVX-512, a value beyond 2^64 at this scale): encode, dot, recycle
-	zeros := make([]float64, slots)
+	zeros := make([]float64, period)
 	pts := make([]*ptObj, len(vals))
 	defer func() {
 		for _, p := range pts {
@@ -45,7 +47,7 @@ func (c *ctxObj) dotEncode(in []*ctObj, vals [][]float64, level int, scale float
 		}
 	}()
 	for t, v := range vals {
-		p, err := c.encode(v, zeros, level, scale)
+		p, err := c.encodePeriodic(v, zeros, level, scale)
 		if err != nil {
 			return nil, err
 		}
@@ -99,10 +101,16 @@ func getDotTerms(terms, n int) *dotTerms {
 
 // dotEncodeFused is dotEncode's fast path; ok = false (nothing done) where it does not apply.
 func (c *ctxObj) dotEncodeFused(in []*ctObj, vals [][]float64, level int, scale float64) (*ctObj, bool, error) {
-	n, slots := c.params.N(), c.params.MaxSlots()
+	n, slots, period := c.params.N(), c.params.MaxSlots(), len(vals[0])
 	md := c.plaintextMeta
 	full := 1<<md.LogDimensions.Cols == slots && (n == slots || n == 2*slots)
 	if c.ecd.Prec() > 53 || !quantizeKernel || !hasNativeDot() || !full || n%8 != 0 || !md.IsNTT {
+		return nil, false, nil
+	}
+	// a vector of period P < slots is the sparse packing of its P slots: a polynomial in X^(N/m) of m = 2P
+	// coefficients (P on the real-slot ring), encoded as Lattigo's sparse encoding does it
+	m := n / (slots / period)
+	if m%8 != 0 || (period < slots && c.params.RingType() != ring.Standard) {
 		return nil, false, nil
 	}
 	for i := range in {
@@ -112,7 +120,7 @@ func (c *ctxObj) dotEncodeFused(in []*ctObj, vals [][]float64, level int, scale 
 	}
 	d := getDotTerms(len(vals), n)
 	defer putDotTerms(d)
-	buf, bufPool := complexBuffer(slots)
+	buf, bufPool := complexBuffer(period)
 	defer bufPool.Put(buf)
 	values := *buf
 	for t, v := range vals {
@@ -122,7 +130,7 @@ func (c *ctxObj) dotEncodeFused(in []*ctObj, vals [][]float64, level int, scale 
 		if err := inverseFFT(c.ecd, int(c.params.RingQ().NthRoot()), values); err != nil {
 			return nil, false, err
 		}
-		if !quantizeMagnitudes(values, n, scale, d.mag[t], d.negs[t]) {
+		if !quantizeMagnitudes(values, m, scale, d.mag[t], d.negs[t]) {
 			return nil, false, nil
 		}
 	}
@@ -150,7 +158,7 @@ func (c *ctxObj) dotEncodeFused(in []*ctObj, vals [][]float64, level int, scale 
 		for lo := 0; lo < len(in); lo += chunk {
 			hi := min(lo+chunk, len(in))
 			for t := lo; t < hi; t++ {
-				encodedRow(sub, d.mag[t], d.negs[t], n, md.IsMontgomery, d.rows[t-lo])
+				encodedRow(sub, d.mag[t], d.negs[t], m, n, md.IsMontgomery, d.rows[t-lo])
 				c0[t-lo] = uintptr(unsafe.Pointer(&in[t].ct.Value[0].Coeffs[j][0]))
 				c1[t-lo] = uintptr(unsafe.Pointer(&in[t].ct.Value[1].Coeffs[j][0]))
 			}
@@ -167,11 +175,54 @@ func (c *ctxObj) dotEncodeFused(in []*ctObj, vals [][]float64, level int, scale 
 	return &ctObj{c: c, ct: acc}, true, nil
 }
 
-// encodedRow: one prime's row of a full-slot encoding, as embedSlots and NTTSparseAndMontgomery write it.
-func encodedRow(sub *ring.SubRing, mag []uint64, negs []uint8, n int, montgomery bool, row []uint64) {
-	signedRow(mag, negs, n, sub.Modulus, row)
-	sub.NTT(row, row)
-	if montgomery {
-		sub.MForm(row, row)
+// encodedRow: one prime's row of an encoding of m coefficients in X^(n/m), as embedSlots and
+// NTTSparseAndMontgomery write it: where m < n, the transform of dimension m with the roots of n, each
+// value then repeated n/m times (the n-point transform of a polynomial in X^(n/m)).
+func encodedRow(sub *ring.SubRing, mag []uint64, negs []uint8, m, n int, montgomery bool, row []uint64) {
+	signedRow(mag, negs, m, sub.Modulus, row)
+	if m == n {
+		sub.NTT(row, row)
+		if montgomery {
+			sub.MForm(row, row)
+		}
+		return
 	}
+	if montgomery {
+		sub.MForm(row[:m], row[:m])
+	}
+	ring.NTTStandard(row[:m], row[:m], m, sub.Modulus, sub.MRedConstant, sub.BRedConstant, sub.RootsForward)
+	gap := n / m
+	for j := m - 1; j >= 0; j-- {
+		v := row[j]
+		for w := range gap {
+			row[j*gap+w] = v
+		}
+	}
+}
+
+// encodePeriodic is encode for a vector repeating with period len(re), a power of two dividing the slots
+// (all of them: encode): below the slots, Lattigo's sparse encoding of its len(re) slots, the polynomial in
+// X^(slots/len(re)) that the full-slot encoding of the repeated vector gives but for the rounding of its
+// zero coefficients.
+func (c *ctxObj) encodePeriodic(re, im []float64, level int, scale float64) (*ptObj, error) {
+	period, slots := len(re), c.params.MaxSlots()
+	if len(im) != period || period <= 0 || period&(period-1) != 0 || slots%period != 0 {
+		return nil, fmt.Errorf("encode needs %d values or a power of two dividing it, got %d real and %d imaginary "+
+			"parts", slots, len(re), len(im))
+	}
+	if err := c.checkLevel(level); err != nil {
+		return nil, err
+	}
+	if err := checkScale(scale); err != nil {
+		return nil, err
+	}
+	pt := c.plaintextAt(level)
+	pt.Scale = rlwe.NewScale(scale)
+	if period < slots {
+		pt.LogDimensions.Cols = bits.Len(uint(period)) - 1
+	}
+	if err := c.embed(re, im, pt); err != nil {
+		return nil, err
+	}
+	return &ptObj{c: c, pt: pt, encoded: true}, nil
 }

@@ -2,9 +2,11 @@ package main
 
 import (
 	"math"
+	"math/cmplx"
 	"math/rand"
 	"testing"
 
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
 )
 
@@ -105,4 +107,105 @@ func BenchmarkDotEncode(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*terms)/1e3, "us/term")
 	})
+}
+
+// A vector repeating with period P is encoded as the sparse packing of its P slots: inside the dot
+// product bit for bit as encodePeriodic + dotPlain, and that plaintext holds the repeated vector.
+func TestDotEncodeOfPeriodicVectors(t *testing.T) {
+	for _, rt := range []ring.Type{ring.Standard, ring.ConjugateInvariant} {
+		c, err := newContext(11, nil, nil, []int{50, 36, 36, 36}, []int{50}, 36, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := testKeys(t, c)
+		rng := rand.New(rand.NewSource(7))
+		slots, top := c.params.MaxSlots(), c.params.MaxLevel()
+		for _, period := range []int{slots / 2, slots / 8, 16} {
+			for _, terms := range []int{1, 3, 17} {
+				level := []int{top, 1}[terms%2]
+				scale := float64(c.params.Q()[level])
+				in, vals, pts := make([]*ctObj, terms), make([][]float64, terms), make([]*ptObj, terms)
+				zeros := make([]float64, period)
+				for i := range in {
+					a := encryptConst(t, c, k, rng.Float64()*2-1, math.Exp2(36))
+					if in[i], err = c.dropLevel(a, top-level); err != nil {
+						t.Fatal(err)
+					}
+					vals[i] = make([]float64, period)
+					for x := range vals[i] {
+						vals[i][x] = rng.Float64() - 0.5
+					}
+					if pts[i], err = c.encodePeriodic(vals[i], zeros, level, scale); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, err := c.dotPlain(in, pts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := c.dotEncode(in, vals, level, scale)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameCiphertext(t, "periodic dot_encode", got.ct, want.ct)
+				repeatsItsVector(t, c, pts[0].pt, vals[0])
+			}
+		}
+		wide := [][]float64{make([]float64, slots/2), make([]float64, slots)}
+		two := []*ctObj{encryptConst(t, c, k, 0.5, 1<<36), encryptConst(t, c, k, 0.5, 1<<36)}
+		if _, err := c.dotEncode(two, wide, top, 1<<36); err == nil {
+			t.Fatal("vectors of different periods accepted")
+		}
+	}
+}
+
+// repeatsItsVector: the plaintext decoded over every slot is v repeated.
+func repeatsItsVector(t *testing.T, c *ctxObj, pt *rlwe.Plaintext, v []float64) {
+	t.Helper()
+	full := *pt
+	md := *pt.MetaData
+	md.LogDimensions = c.plaintextMeta.LogDimensions
+	full.MetaData = &md
+	values := make([]complex128, c.params.MaxSlots())
+	if err := c.ecd.Decode(&full, values); err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range values {
+		if cmplx.Abs(x-complex(v[i%len(v)], 0)) > 1e-6 {
+			t.Fatalf("slot %d holds %v, want %v", i, x, v[i%len(v)])
+		}
+	}
+}
+
+// go test -run '^$' -bench DotEncodePeriodic: 16 diagonals at N = 2^16 and 14 primes repeating every
+// slots/r slots (ResNet-20's stages: r = 2, 4, 8), encoded inside the dot product as the sparse
+// packing of one period, against the same vectors written out over every slot.
+func BenchmarkDotEncodePeriodic(b *testing.B) {
+	const terms = 16
+	logQ := []int{60, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40, 40}
+	c, in, _ := benchInputs(b, 16, logQ, []int{61, 61}, terms)
+	slots, level := c.params.MaxSlots(), c.params.MaxLevel()
+	scale := float64(c.params.Q()[level])
+	for _, r := range []int{1, 2, 8} {
+		short, long := make([][]float64, terms), make([][]float64, terms)
+		for t := range short {
+			short[t], long[t] = make([]float64, slots/r), make([]float64, slots)
+			for x := range short[t] {
+				short[t][x] = rand.Float64() - 0.5
+			}
+			for x := range long[t] {
+				long[t][x] = short[t][x%(slots/r)]
+			}
+		}
+		for name, vals := range map[string][][]float64{"period": short, "repeated": long} {
+			b.Run(name+"/r="+string(rune('0'+r)), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					if _, err := c.dotEncode(in, vals, level, scale); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*terms)/1e3, "us/term")
+			})
+		}
+	}
 }
