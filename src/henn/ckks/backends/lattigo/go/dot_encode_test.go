@@ -45,18 +45,7 @@ func TestDotEncodeMatchesDotPlain(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				want, err := c.dotPlain(in, pts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := c.dotEncode(in, vals, level, scale)
-				if err != nil {
-					t.Fatal(err)
-				}
-				sameCiphertext(t, "dot_encode", got.ct, want.ct)
-				if !got.ct.Scale.Equal(want.ct.Scale) {
-					t.Fatalf("scale %v, want %v", got.ct.Scale.Float64(), want.ct.Scale.Float64())
-				}
+				sameAsDotPlain(t, c, in, vals, pts, level, scale)
 			}
 		}
 		if _, err := c.dotEncode(nil, nil, top, 1<<36); err == nil {
@@ -139,15 +128,7 @@ func TestDotEncodeOfPeriodicVectors(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				want, err := c.dotPlain(in, pts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := c.dotEncode(in, vals, level, scale)
-				if err != nil {
-					t.Fatal(err)
-				}
-				sameCiphertext(t, "periodic dot_encode", got.ct, want.ct)
+				sameAsDotPlain(t, c, in, vals, pts, level, scale)
 				repeatsItsVector(t, c, pts[0].pt, vals[0])
 			}
 		}
@@ -156,6 +137,23 @@ func TestDotEncodeOfPeriodicVectors(t *testing.T) {
 		if _, err := c.dotEncode(two, wide, top, 1<<36); err == nil {
 			t.Fatal("vectors of different periods accepted")
 		}
+	}
+}
+
+// sameAsDotPlain: dotEncode(in, vals) is dotPlain(in, pts) bit for bit, scale included.
+func sameAsDotPlain(t *testing.T, c *ctxObj, in []*ctObj, vals [][]float64, pts []*ptObj, level int, scale float64) {
+	t.Helper()
+	want, err := c.dotPlain(in, pts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.dotEncode(in, vals, level, scale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameCiphertext(t, "dot_encode", got.ct, want.ct)
+	if !got.ct.Scale.Equal(want.ct.Scale) {
+		t.Fatalf("scale %v, want %v", got.ct.Scale.Float64(), want.ct.Scale.Float64())
 	}
 }
 
