@@ -11,12 +11,10 @@ mode); when they are None each backend chooses primes of those sizes its own way
 
 from __future__ import annotations
 
-import dataclasses
-
 import hashlib
 import math
 import operator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NoReturn
 
 from henn.ckks import security
@@ -190,11 +188,7 @@ class Parameters:
         lit = self.literal()
         if lit.bootstrap is None:
             raise ParameterError(f"{self.name or 'these parameters'} have no bootstrapping")
-        return _build(
-            dataclasses.replace(lit, bootstrap=dataclasses.replace(lit.bootstrap, log_slots=log_slots)),
-            self.name,
-            self.insecure,
-        )
+        return _build(replace(lit, bootstrap=replace(lit.bootstrap, log_slots=log_slots)), self.name, self.insecure)
 
     # --- construction -------------------------------------------------------------------
     @classmethod

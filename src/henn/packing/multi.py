@@ -124,10 +124,16 @@ def _output_slots(in_layout: Layout, out_layout: Layout, rows: np.ndarray, n_out
     """(k_out, s_out, period, copies): the output slots each nonzero writes, copy after copy of the output
     within the period (the larger of the two layouts' blocks)."""
     gout = out_layout.require(n_out)[rows]
-    period = max(in_layout.block, out_layout.block)
-    copies = period // out_layout.block
-    shift = (np.arange(copies, dtype=np.int64) * out_layout.block)[:, None]
+    period, shift = _copies(in_layout, out_layout)
+    copies = len(shift)
     return np.tile(gout // slots, copies), (gout % slots + shift).reshape(-1), period, copies
+
+
+def _copies(in_layout: Layout, out_layout: Layout) -> tuple[int, np.ndarray]:
+    """(period, shifts): rotations are modulo the larger block, and the output is written at each shift
+    (copies, 1) of its block within that period."""
+    period = max(in_layout.block, out_layout.block)
+    return period, (np.arange(period // out_layout.block, dtype=np.int64) * out_layout.block)[:, None]
 
 
 def _offsets(in_layout: Layout, out_layout: Layout, mat, slots: int) -> int:
@@ -138,8 +144,7 @@ def _offsets(in_layout: Layout, out_layout: Layout, mat, slots: int) -> int:
     gout = out_layout.require(mat.shape[0])[coo.row]
     pairs = np.unique(((gin // slots) * slots + gout // slots) * 2 * slots + (gin % slots - gout % slots + slots))
     cts, offset = pairs // (2 * slots), pairs % (2 * slots) - slots
-    period = max(in_layout.block, out_layout.block)
-    shifts = np.arange(period // out_layout.block, dtype=np.int64)[:, None] * out_layout.block
+    period, shifts = _copies(in_layout, out_layout)
     return len(np.unique(cts * period + (offset[None] - shifts) % period))
 
 

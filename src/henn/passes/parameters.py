@@ -77,8 +77,9 @@ def sparse_bootstrap(params: Parameters, period: int) -> Parameters:
     """`params` bootstrapping `period` slots where every value a bootstrap refreshes repeats with that period
     (henn.packing.multi.repeat): a full-slot vector of period n is the sparse packing of its n slots, so the
     bootstrap of n slots refreshes it, with a trace first, smaller DFTs and one EvalMod for the real and
-    imaginary halves. Measured at N = 2^16 (boot-n16, loaded 2-core VM): 2^14 slots 0.75x and 2^12 slots
-    0.6x the time of all 2^15, smaller keys, the same precision. The moduli are unchanged, so is security."""
+    imaginary halves. Measured at N = 2^16 (boot-n16, 2 cores, load 1.5): 2^14 slots 7.18 s against 7.87 s
+    for all 2^15, smaller keys, the same precision (docs/benchmarks.md). The moduli are unchanged, and so is
+    security."""
     boot = params.bootstrap
     if boot is None or period >= boot.slots or params.insecure:  # an insecure set stays its preset's literal
         return params
