@@ -501,6 +501,29 @@ def case_dot_encode_periodic(c, x, y):
     return x * full[0] + 0.5 * y + x * full[2], c.ev.rescale(m)
 
 
+def case_dot_encode_parts(c, x, y):
+    """Several dot_encode sums over one set of ciphertexts and vectors in one call (Lattigo: each ciphertext
+    read once for every part, each vector encoded once), vectors of one period: each part holds its own sum;
+    bad parts are refused."""
+    cx, cy = _fresh(c, x, y)
+    period = c.slots // 2
+    w = np.stack([np.real(y[:period]), 0.5 * np.ones(period), np.real(x[:period]), -np.ones(period)])
+    parts = [([0, 1, 0], [0, 1, 2]), ([1], [3]), ([1, 0], [1, 2])]
+    outs = c.ev.dot_encode_parts([cx, cy], w, parts)
+    full = np.tile(w, (1, 2))
+    assert [(m.level, m.scale) for m in outs] == [(c.top, c.scale * c.be.prime(c.top))] * 3
+    c.check("mul", -y, c.dec(c.ev.rescale(outs[1])))
+    c.check("mul", 0.5 * y + x * full[2], c.dec(c.ev.rescale(outs[2])))
+    for bad in ([([0, 2], [0, 1])], [([0, 1], [0, 4])], [([], [])], [([0, 1], [0])]):
+        with pytest.raises(InputError, match="indices"):
+            c.ev.dot_encode_parts([cx, cy], w, bad)
+    with pytest.raises(InputError, match="one real vector"):
+        c.ev.dot_encode_parts([cx, cy], w[:, :3], parts)
+    with pytest.raises(InputError, match="at least one part"):
+        c.ev.dot_encode_parts([cx, cy], w, [])
+    return x * full[0] + 0.5 * y + x * full[2], c.ev.rescale(outs[0])
+
+
 OP_CASES = {
     "add": ("add", case_add),
     "sub": ("add", case_sub),
@@ -528,6 +551,7 @@ OP_CASES = {
     "dot_plain": ("mul", case_dot_plain),
     "dot_encode": ("mul", case_dot_encode),
     "dot_encode_periodic": ("mul", case_dot_encode_periodic),
+    "dot_encode_parts": ("mul", case_dot_encode_parts),
 }
 
 

@@ -152,6 +152,23 @@ class BackendPrimitives(BackendCore):
             cts, [self._encode(np.tile(v, reps).astype(np.complex128), level, scale) for v in vectors]
         )
 
+    def _dot_encode_parts(
+        self,
+        cts: list[Any],
+        baby: np.ndarray,
+        vec: np.ndarray,
+        bounds: np.ndarray,
+        vectors: np.ndarray,
+        level: int,
+        scale: float,
+    ) -> list[Any]:
+        """Evaluator.dot_encode_parts, checked: part p sums cts[baby[t]] * vectors[vec[t]] over t in
+        [bounds[p], bounds[p + 1]). Here one _dot_encode per part; Lattigo fuses them."""
+        return [
+            self._dot_encode([cts[int(i)] for i in baby[lo:hi]], vectors[vec[lo:hi]], level, scale)
+            for lo, hi in zip(bounds[:-1], bounds[1:])
+        ]
+
     # Bootstrapping (capability "bootstrap"): backends that have it override both.
     def _gen_bootstrap_keys(self, sk: Any) -> tuple[Any, int]:
         """(raw keys, their size in bytes)."""

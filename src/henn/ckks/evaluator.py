@@ -135,30 +135,75 @@ class Evaluator:
         dividing them: each vector repeats with that period (Lattigo encodes it as the sparse packing of
         its P slots, a P-th of the transforms). Lattigo encodes and sums them in one call, without writing
         the plaintexts out; other backends encode, then dot_plain."""
-        cts, be = list(cts), self.backend
+        cts = list(cts)
+        vecs = self._dot_vectors("dot_encode", vectors, len(cts))
+        first, s, out_scale = self._dot_inputs("dot_encode", cts, vecs, scale)
+        raw = self.backend._dot_encode([c.raw for c in cts], vecs, first.level, s)
+        return Ciphertext(raw, first.level, out_scale, self.backend.name, key_id=first.key_id)
+
+    def dot_encode_parts(
+        self, cts: list[Ciphertext], vectors, parts, *, scale: float | None = None
+    ) -> list[Ciphertext]:
+        """[dot_encode([cts[i] for i in c], vectors[v]) for (c, v) in parts]: many dot products over one set of
+        ciphertexts and one set of real vectors (V, P) of one period, each part a pair of index lists. A BSGS
+        layer's giant steps all read its baby steps: Lattigo then reads each ciphertext from memory once for
+        all parts (a tile at a time), not once per part, and encodes each vector once; the sums are bit for
+        bit dot_encode's. Other backends run dot_encode per part."""
+        cts, parts = list(cts), list(parts)
         vecs = np.asarray(vectors)
+        vecs = self._dot_vectors("dot_encode_parts", vecs, len(vecs) if vecs.ndim == 2 else 0)
+        if not parts:
+            raise InputError("dot_encode_parts needs at least one part")
+        pairs = [
+            (np.asarray(c, dtype=np.int64).reshape(-1), np.asarray(v, dtype=np.int64).reshape(-1)) for c, v in parts
+        ]
+        for c, v in pairs:
+            if (
+                not len(c)
+                or len(c) != len(v)
+                or min(c.min(), v.min()) < 0
+                or c.max() >= len(cts)
+                or v.max() >= len(vecs)
+            ):
+                raise InputError(
+                    f"dot_encode_parts: every part needs as many indices into the {len(cts)} ciphertexts as into the "
+                    f"{len(vecs)} vectors, at least one"
+                )
+        bounds = np.concatenate([[0], np.cumsum([len(c) for c, _ in pairs])])
+        first, s, out_scale = self._dot_inputs("dot_encode_parts", cts, vecs, scale)
+        baby, vec = np.concatenate([c for c, _ in pairs]), np.concatenate([v for _, v in pairs])
+        raws = self.backend._dot_encode_parts([c.raw for c in cts], baby, vec, bounds, vecs, first.level, s)
+        return [Ciphertext(r, first.level, out_scale, self.backend.name, key_id=first.key_id) for r in raws]
+
+    def _dot_vectors(self, op: str, vectors, count: int) -> np.ndarray:
+        """The vectors as contiguous float64 (count, P), checked: real, finite, P a power of two dividing the
+        slots."""
+        vecs, slots = np.asarray(vectors), self.backend.slots
         period = vecs.shape[-1] if vecs.ndim == 2 else 0
-        if not cts or vecs.shape != (len(cts), period) or period < 1 or be.slots % period or period & (period - 1):
+        if not count or vecs.shape != (count, period) or period < 1 or slots % period or period & (period - 1):
             raise InputError(
-                f"dot_encode needs one real vector per ciphertext of {be.slots} slots or a power of two dividing "
-                f"them, got {vecs.shape}"
+                f"{op} needs one real vector per ciphertext of {slots} slots or a power of two dividing them, got "
+                f"{vecs.shape}"
             )
         if not np.isrealobj(vecs):
-            raise InputError("dot_encode needs one real vector per ciphertext, got complex values")
+            raise InputError(f"{op} needs one real vector per ciphertext, got complex values")
         vecs = np.ascontiguousarray(vecs, dtype=np.float64)
         if not np.all(np.isfinite(vecs)):
-            raise InputError("cannot dot_encode NaN or infinite values")
-        first = self._ct(cts[0], "dot_encode", degree1=True)
-        s = float(be.prime(first.level)) if scale is None else be._check_scale(scale)
-        out_scale = self._product_scale("dot_encode", first, s)
+            raise InputError(f"cannot {op} NaN or infinite values")
+        return vecs
+
+    def _dot_inputs(self, op: str, cts: list, vecs: np.ndarray, scale: float | None) -> tuple[Ciphertext, float, float]:
+        """(the first ciphertext, the encoding scale, the products' scale), the ciphertexts checked alike."""
+        first = self._ct(cts[0], op, degree1=True)
+        s = float(self.backend.prime(first.level)) if scale is None else self.backend._check_scale(scale)
+        out_scale = self._product_scale(op, first, s)
         for c in cts:
-            c = self._ct(c, "dot_encode", degree1=True)
-            self._same_level("dot_encode", first, c)
-            self._same_scale("dot_encode", first, c.scale)
-            self._same_keys("dot_encode", first, c)
-        self._scalar_fits("dot_encode", float(np.max(np.abs(vecs))), s, first.level)
-        raw = be._dot_encode([c.raw for c in cts], vecs, first.level, s)
-        return Ciphertext(raw, first.level, out_scale, be.name, key_id=first.key_id)
+            c = self._ct(c, op, degree1=True)
+            self._same_level(op, first, c)
+            self._same_scale(op, first, c.scale)
+            self._same_keys(op, first, c)
+        self._scalar_fits(op, float(np.max(np.abs(vecs))), s, first.level)
+        return first, s, out_scale
 
     def linear_combinations(self, cts: list[Ciphertext], weights, *, scale: float | None = None) -> list[Ciphertext]:
         """[sum_i W[o, i] * cts[i] for each row o of W] (an (m, len(cts)) real matrix), NOT rescaled.

@@ -8,7 +8,8 @@ then per output a rescale (optional), `fold` rotate-and-sums with strides fold_s
 bias. Steps are virtual: the physical rotation is step * stride (grouped batch packing interleaves
 B = stride images). Outputs run a window at a time, in order, their (output, giant step) parts side by
 side, giant step by giant step, the giant steps of an output summed by `Evaluator.rotate_sum` (Lattigo:
-the key switches summed in the extended basis and brought down once per output); an input's baby steps
+the key switches summed in the extended basis and brought down once per output). The inner sums of up to
+PARTS_MAX parts are computed first, together (Evaluator.dot_encode_parts), then rotated. An input's baby steps
 are hoisted once (one key-switch decomposition), kept until the last output that reads it, then the input
 and its rotations are dropped from `value`, so that large layers hold few ciphertexts at once.
 """
@@ -26,7 +27,7 @@ from henn.ckks.values import Ciphertext, Plaintext
 
 
 # plaintexts per dot_plain call: a giant step's diagonals encoded on the fly are held together only a chunk
-# at a time (60 of them at N = 2^16 and 14 primes were 440 MiB per thread); Evaluator.dot_encode holds none
+# at a time (60 of them at N = 2^16 and 14 primes were 440 MiB per thread); Evaluator.dot_encode_parts holds none
 DOT_CHUNK = 16
 
 
@@ -50,23 +51,76 @@ def _serial(fn, items) -> list:
     return [fn(x) for x in items]
 
 
-def _inner_sum(ev, cts: list[Ciphertext], ids: np.ndarray, weight, vector) -> Ciphertext:
-    """sum_i cts[i] * diagonal ids[i]: those vector() gives in one fused call (Evaluator.dot_encode), the others
-    DOT_CHUNK plaintexts at a time. Modular sums are exact: the split changes no bit of the result."""
-    raw = {i: vector(int(v)) for i, v in enumerate(ids)} if vector is not None else {}
-    vecs = {i: r for i, r in raw.items() if r is not None}
-    rest = [i for i in range(len(ids)) if i not in vecs]
+# one dot_encode_parts call's diagonals: at most this many values (32 MiB of float64) and parts (inner sums
+# of 14.7 MiB each at N = 2^16 and 14 primes); ResNet-20's largest layer, 900 diagonals of 4096 values over 32
+# giant steps, is one call
+PARTS_VALUES = 1 << 22
+PARTS_MAX = 32
 
-    def sums():  # one at a time: add_many holds two
-        fused = list(vecs)
-        for lo in range(0, len(fused), DOT_CHUNK):  # the bridge's scratch grows with the terms of a call
-            chunk = fused[lo : lo + DOT_CHUNK]
-            yield ev.dot_encode([cts[i] for i in chunk], np.stack([vecs[i] for i in chunk]))
-        for lo in range(0, len(rest), DOT_CHUNK):
-            chunk = rest[lo : lo + DOT_CHUNK]
-            yield ev.dot_plain([cts[i] for i in chunk], [weight(int(ids[i])) for i in chunk])
 
-    return ev.add_many(sums())
+def _fused_sums(ev, terms: list[tuple[list[Ciphertext], np.ndarray]], vector) -> tuple[list, list[list[int]]]:
+    """For each (cts, ids) of terms: (sum_i cts[i] * diagonal ids[i] over the diagonals vector() gives, or None
+    where it gives none; the other terms' positions). The given ones are encoded inside the dot products, a
+    batch of parts per Evaluator.dot_encode_parts call: Lattigo reads each baby step from memory once for all
+    the giant steps of a batch, and encodes a diagonal read by several parts once."""
+    vecs: dict[int, np.ndarray | None] = {}  # each diagonal of the terms, None where vector() gives none
+    fused: list[tuple[int, list[int]]] = []  # (part, its terms vector() gives)
+    rest: list[list[int]] = []
+    for n, (_, ids) in enumerate(terms):
+        for v in ids.tolist():
+            if v not in vecs:
+                vecs[v] = vector(v) if vector is not None else None
+        given = [i for i, v in enumerate(ids.tolist()) if vecs[v] is not None]
+        if given:
+            fused.append((n, given))
+        rest.append([i for i, v in enumerate(ids.tolist()) if vecs[v] is None])
+    sums: list = [None] * len(terms)
+    period = max((len(x) for x in vecs.values() if x is not None), default=0)
+    for batch in _batches(fused, [len(given) * period for _, given in fused]):
+        cts: dict[int, int] = {}  # a ciphertext's index in the call, by identity: parts share baby steps
+        rows: dict[int, int] = {}  # a diagonal's row in the call
+        order: list[Ciphertext] = []
+        parts = []
+        for n, given in batch:
+            ci, vi = [], []
+            for i in given:
+                ct, v = terms[n][0][i], int(terms[n][1][i])
+                if id(ct) not in cts:
+                    cts[id(ct)] = len(order)
+                    order.append(ct)
+                ci.append(cts[id(ct)])
+                vi.append(rows.setdefault(v, len(rows)))
+            parts.append((ci, vi))
+        stacked = np.stack([np.asarray(vecs[v]) for v in rows])  # insertion order: row r is the r-th diagonal
+        for (n, _), y in zip(batch, ev.dot_encode_parts(order, stacked, parts)):
+            sums[n] = y
+    return sums, rest
+
+
+def _plain_sum(ev, cts: list[Ciphertext], ids: np.ndarray, idx: list[int], weight, fused) -> Ciphertext:
+    """fused (or nothing) plus sum_i cts[i] * weight(ids[i]) over idx, DOT_CHUNK plaintexts at a time. Modular
+    sums are exact: the split changes no bit of the result."""
+    chunks = (
+        ev.dot_plain(
+            [cts[i] for i in idx[lo : lo + DOT_CHUNK]], [weight(int(ids[i])) for i in idx[lo : lo + DOT_CHUNK]]
+        )
+        for lo in range(0, len(idx), DOT_CHUNK)
+    )
+    return ev.add_many(chunks if fused is None else (fused, *chunks))
+
+
+def _batches(fused: list, sizes: list[int]) -> list[list]:
+    """Consecutive parts, each batch within PARTS_VALUES values (sizes: each part's) and PARTS_MAX parts; one
+    part may exceed it alone."""
+    out: list[list] = [[]]
+    values = 0
+    for part, n in zip(fused, sizes):
+        if out[-1] and (values + n > PARTS_VALUES or len(out[-1]) == PARTS_MAX):
+            out.append([])
+            values = 0
+        out[-1].append(part)
+        values += n
+    return [b for b in out if b]
 
 
 def evaluate(
@@ -84,7 +138,7 @@ def evaluate(
     """The transform's outputs. weight(v) is the plaintext of vector v; bias(k, y) the bias plaintext of
     output k matching y's level and scale; run(fn, items) maps fn (a thread pool's map). vector(v), where
     given and not None, is v's slot vector, encoded inside the dot product at q_level instead of weight(v)
-    (Evaluator.dot_encode: a diagonal read once is never kept as a plaintext)."""
+    (Evaluator.dot_encode_parts: a diagonal read once is never kept as a plaintext)."""
     ent, stride = t.entries, t.stride
     bounds = np.searchsorted(ent[:, 1], np.arange(t.cts_out + 1))
     babies: dict[int, set[int]] = {}
@@ -107,9 +161,6 @@ def evaluate(
         starts = np.flatnonzero(np.diff(rows[:, 2], prepend=-1))
         return np.split(rows, starts[1:])
 
-    def part(rows: np.ndarray) -> Ciphertext:
-        return _inner_sum(ev, [cache[int(k)][int(b)] for k, _, _, b, _ in rows], rows[:, 4], weight, vector)
-
     def finish(ko: int, y: Ciphertext) -> Ciphertext:
         if rescale:
             y = ev.rescale(y)
@@ -122,9 +173,9 @@ def evaluate(
     lock = threading.Lock()
     acc: dict[int, RotationSum] = {}  # the window's outputs, summed as their parts arrive
 
-    def accumulate(task) -> None:
-        g, ko, rows = task
-        y = part(rows)
+    def accumulate(item) -> None:
+        (g, ko, _), (cts, ids), fused, idx = item
+        y = _plain_sum(ev, cts, ids, idx, weight, fused) if idx else fused
         with lock:
             if ko not in acc:
                 acc[ko] = ev.rotate_sum()
@@ -137,7 +188,10 @@ def evaluate(
         # giant by giant, each for every output of the window: outputs of several images read the same
         # diagonals at the same giant step, so a diagonal encoded on the fly is used and dropped at once
         tasks = sorted(((int(r[0, 2]), ko, r) for ko in range(lo, hi) for r in giants(ko)), key=lambda x: x[:2])
-        run(accumulate, tasks)
+        for first in range(0, len(tasks), PARTS_MAX):  # the inner sums, then their giant-step rotations
+            batch = tasks[first : first + PARTS_MAX]
+            terms = [([cache[int(k)][int(b)] for k, _, _, b, _ in r], r[:, 4]) for _, _, r in batch]
+            run(accumulate, list(zip(batch, terms, *_fused_sums(ev, terms, vector))))
         out.extend(run(lambda ko: finish(ko, acc.pop(ko).result()), range(lo, hi)))
         while freed < len(done) and last[done[freed]] < hi:
             cache.pop(done[freed], None)

@@ -399,13 +399,14 @@ class Executor:
     @handles(StepKind.BSGS)
     def _bsgs(self, i: int, step: Bsgs, value):
         """Every linear transform (one or several ciphertexts, grouped): henn.kernels.bsgs. A streamed step's
-        vectors read once are encoded inside their dot products (Evaluator.dot_encode), never kept."""
+        vectors are encoded inside their dot products (Evaluator.dot_encode_parts), never kept."""
         t = Transform(step.entries, step.cts_in, step.cts_out, step.stride, step.fold, step.fold_stride)
         biases, index = step.biases, step.bias_index
         vector = None
         if i in self.weights.streamed and np.isrealobj(step.palette):
-            once = self._uses(step) == 1
-            vector = lambda v: self.weights.period(weight_vector(step, v), step) if once[v] else None
+            # every read encodes its diagonal inside the dot product: a diagonal read by several parts of one
+            # call is encoded once there, at its period's size, cheaper than a whole plaintext kept between reads
+            vector = lambda v: self.weights.period(weight_vector(step, v), step)
         return evaluate(
             self.ev,
             value,

@@ -379,6 +379,30 @@ class LattigoBackend(Backend):
         period = vectors.shape[1]  # the slots, or a power of two dividing them: the sparse packing of one period
         return self._new("henn_dot_encode", hs, _doubles(vectors), n, period, int(level), float(scale))
 
+    def _dot_encode_parts(self, cts, baby, vec, bounds, vectors, level, scale):
+        hs = (bridge.H * len(cts))(*[c.value for c in cts])
+        parts = len(bounds) - 1
+        outs = (bridge.H * parts)()
+        nvals, period = vectors.shape
+        self._bridge.call(
+            "henn_dot_encode_parts",
+            self._c(),
+            hs,
+            len(cts),
+            _int64s(baby)[0],
+            _int64s(vec)[0],
+            len(baby),
+            _int64s(bounds)[0],
+            parts,
+            _doubles(vectors),
+            nvals,
+            period,
+            int(level),
+            float(scale),
+            outs,
+        )
+        return [bridge.Handle(self._bridge, outs[i]) for i in range(parts)]
+
     def _linear_combinations(self, cts, weight_matrix, level, scale):
         hs, w = self._lc_args(cts, weight_matrix)
         m = w.shape[0]

@@ -179,18 +179,10 @@ func (c *ctxObj) dotEncodeFused(in []*ctObj, vals [][]float64, level int, scale 
 // NTTSparseAndMontgomery write it: where m < n, the transform of dimension m with the roots of n, each
 // value then repeated n/m times (the n-point transform of a polynomial in X^(n/m)).
 func encodedRow(sub *ring.SubRing, mag []uint64, negs []uint8, m, n int, montgomery bool, row []uint64) {
-	signedRow(mag, negs, m, sub.Modulus, row)
+	compactRow(sub, mag, negs, m, n, montgomery, row)
 	if m == n {
-		sub.NTT(row, row)
-		if montgomery {
-			sub.MForm(row, row)
-		}
 		return
 	}
-	if montgomery {
-		sub.MForm(row[:m], row[:m])
-	}
-	ring.NTTStandard(row[:m], row[:m], m, sub.Modulus, sub.MRedConstant, sub.BRedConstant, sub.RootsForward)
 	gap := n / m
 	for j := m - 1; j >= 0; j-- {
 		v := row[j]
@@ -198,6 +190,23 @@ func encodedRow(sub *ring.SubRing, mag []uint64, negs []uint8, m, n int, montgom
 			row[j*gap+w] = v
 		}
 	}
+}
+
+// compactRow: encodedRow's first m values (all n where m = n), the transform before its repetition;
+// row[m:] is zeroed.
+func compactRow(sub *ring.SubRing, mag []uint64, negs []uint8, m, n int, montgomery bool, row []uint64) {
+	signedRow(mag, negs, m, sub.Modulus, row)
+	if m == n {
+		sub.NTT(row[:n], row[:n])
+		if montgomery {
+			sub.MForm(row[:n], row[:n])
+		}
+		return
+	}
+	if montgomery {
+		sub.MForm(row[:m], row[:m])
+	}
+	ring.NTTStandard(row[:m], row[:m], m, sub.Modulus, sub.MRedConstant, sub.BRedConstant, sub.RootsForward)
 }
 
 // encodePeriodic is encode for a vector repeating with period len(re), a power of two dividing the slots

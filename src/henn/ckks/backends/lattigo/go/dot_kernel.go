@@ -70,6 +70,42 @@ static void henn_dot_prime(const uintptr_t *c0s, const uintptr_t *c1s, const uin
 }
 static int henn_dot_native(void) { return 1; }
 
+// henn_dot_prime for many parts that read the same ciphertexts and vectors: part p's limbs are the sum
+// over its terms t in [bounds[p], bounds[p + 1]) of (c0s, c1s)[baby[t]] * r, where row r (at rows +
+// vec[t] * stride) holds the term's plaintext limb with each value repeated 2^g times (r[x >> g] is
+// coefficient x: a sparse encoding's transform). Tile by tile, every part reads the tile of the ciphertexts from cache.
+static void henn_dot_parts(const uintptr_t *c0s, const uintptr_t *c1s, const uint64_t *rows, size_t stride,
+                           const int32_t *baby, const int32_t *vec, const int32_t *bounds, int nparts, size_t n,
+                           int g, uint64_t q, uint64_t r64, uint64_t u0, uint64_t u1, int chunk,
+                           const uintptr_t *dst0s, const uintptr_t *dst1s) {
+	henn_u128 acc0[HENN_DOT_TILE], acc1[HENN_DOT_TILE];
+	for (size_t s = 0; s < n; s += HENN_DOT_TILE) {
+		size_t w = n - s < HENN_DOT_TILE ? n - s : HENN_DOT_TILE;
+		for (int p = 0; p < nparts; p++) {
+			for (size_t x = 0; x < w; x++) acc0[x] = acc1[x] = 0;
+			for (int t = bounds[p]; t < bounds[p + 1]; t++) {
+				if (t > bounds[p] && (t - bounds[p]) % chunk == 0)
+					for (size_t x = 0; x < w; x++) {
+						acc0[x] = henn_reduce128(acc0[x], q, r64, u0, u1);
+						acc1[x] = henn_reduce128(acc1[x], q, r64, u0, u1);
+					}
+				const uint64_t *a = (const uint64_t *)c0s[baby[t]] + s, *b = (const uint64_t *)c1s[baby[t]] + s;
+				const uint64_t *r = rows + (size_t)vec[t] * stride;
+				for (size_t x = 0; x < w; x++) {
+					uint64_t m = r[(s + x) >> g];
+					acc0[x] += (henn_u128)a[x] * m;
+					acc1[x] += (henn_u128)b[x] * m;
+				}
+			}
+			uint64_t *d0 = (uint64_t *)dst0s[p] + s, *d1 = (uint64_t *)dst1s[p] + s;
+			for (size_t x = 0; x < w; x++) {
+				d0[x] = henn_reduce128(acc0[x], q, r64, u0, u1);
+				d1[x] = henn_reduce128(acc1[x], q, r64, u0, u1);
+			}
+		}
+	}
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "ifma.h"
 #define HENN_DOT52_TILE 256
@@ -123,7 +159,56 @@ HENN_TGT static int henn_dot_prime52(const uintptr_t *c0s, const uintptr_t *c1s,
 	}
 	return _mm512_test_epi64_mask(seen, _mm512_set1_epi64(~((1LL << 52) - 1))) == 0;
 }
+
+// henn_dot_parts with IFMA (henn_dot_prime52's lanes and fold); a row's 8 values for lanes l read
+// r_t[(x + l) >> g], one permutation of one load. Rows hold 8 values past their last (the loads'
+// reach). Returns 0, results void, where a limb was not below 2^52.
+HENN_TGT static int henn_dot_parts52(const uintptr_t *c0s, const uintptr_t *c1s, const uint64_t *rows, size_t stride,
+                                     const int32_t *baby, const int32_t *vec, const int32_t *bounds, int nparts,
+                                     size_t n, int g, uint64_t qs, const uint64_t *k, const uintptr_t *dst0s,
+                                     const uintptr_t *dst1s) {
+	__m512i L0[HENN_DOT52_TILE / 8], H0[HENN_DOT52_TILE / 8], L1[HENN_DOT52_TILE / 8], H1[HENN_DOT52_TILE / 8];
+	const __m512i q = _mm512_set1_epi64((long long)qs), zero = _mm512_setzero_si512();
+	const __m512i lanes = _mm512_srli_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), g);
+	__m512i seen = zero;
+	for (size_t s = 0; s < n; s += HENN_DOT52_TILE) {
+		size_t w = (n - s < HENN_DOT52_TILE ? n - s : HENN_DOT52_TILE) / 8;
+		for (int p = 0; p < nparts; p++) {
+			for (size_t v = 0; v < w; v++) L0[v] = H0[v] = L1[v] = H1[v] = zero;
+			for (int t = bounds[p]; t < bounds[p + 1]; t++) {
+				if (t > bounds[p] && (t - bounds[p]) % HENN_DOT52_TERMS == 0)
+					for (size_t v = 0; v < w; v++) {
+						L0[v] = henn_dot52_fold(L0[v], H0[v], q, k);
+						L1[v] = henn_dot52_fold(L1[v], H1[v], q, k);
+						H0[v] = H1[v] = zero;
+					}
+				const uint64_t *a = (const uint64_t *)c0s[baby[t]] + s, *b = (const uint64_t *)c1s[baby[t]] + s;
+				const uint64_t *r = rows + (size_t)vec[t] * stride;
+				for (size_t v = 0; v < w; v++) {
+					__m512i m = _mm512_permutexvar_epi64(lanes, _mm512_loadu_si512((const void *)(r + ((s + 8 * v) >> g))));
+					__m512i x = _mm512_loadu_si512((const void *)(a + 8 * v)), y = _mm512_loadu_si512((const void *)(b + 8 * v));
+					seen = _mm512_or_si512(seen, _mm512_or_si512(m, _mm512_or_si512(x, y)));
+					L0[v] = _mm512_madd52lo_epu64(L0[v], x, m);
+					H0[v] = _mm512_madd52hi_epu64(H0[v], x, m);
+					L1[v] = _mm512_madd52lo_epu64(L1[v], y, m);
+					H1[v] = _mm512_madd52hi_epu64(H1[v], y, m);
+				}
+			}
+			uint64_t *d0 = (uint64_t *)dst0s[p] + s, *d1 = (uint64_t *)dst1s[p] + s;
+			for (size_t v = 0; v < w; v++) {
+				_mm512_storeu_si512((void *)(d0 + 8 * v), henn_dot52_fold(L0[v], H0[v], q, k));
+				_mm512_storeu_si512((void *)(d1 + 8 * v), henn_dot52_fold(L1[v], H1[v], q, k));
+			}
+		}
+	}
+	return _mm512_test_epi64_mask(seen, _mm512_set1_epi64(~((1LL << 52) - 1))) == 0;
+}
 #else
+static int henn_dot_parts52(const uintptr_t *c0s, const uintptr_t *c1s, const uint64_t *rows, size_t stride,
+                            const int32_t *baby, const int32_t *vec, const int32_t *bounds, int nparts, size_t n,
+                            int g, uint64_t qs, const uint64_t *k, const uintptr_t *dst0s, const uintptr_t *dst1s) {
+	return 0;
+}
 static int henn_dot_prime52(const uintptr_t *c0s, const uintptr_t *c1s, const uintptr_t *ps, int nterms, size_t n,
                             uint64_t qs, const uint64_t *k, uint64_t *dst0, uint64_t *dst1) { return 0; }
 #endif
@@ -131,6 +216,15 @@ static int henn_dot_prime52(const uintptr_t *c0s, const uintptr_t *c1s, const ui
 static void henn_dot_prime(const uintptr_t *c0s, const uintptr_t *c1s, const uintptr_t *ps, int nterms, size_t n,
                            uint64_t q, uint64_t r64, uint64_t u0, uint64_t u1, int chunk, uint64_t *dst0,
                            uint64_t *dst1) {}
+static void henn_dot_parts(const uintptr_t *c0s, const uintptr_t *c1s, const uint64_t *rows, size_t stride,
+                           const int32_t *baby, const int32_t *vec, const int32_t *bounds, int nparts, size_t n,
+                           int g, uint64_t q, uint64_t r64, uint64_t u0, uint64_t u1, int chunk,
+                           const uintptr_t *dst0s, const uintptr_t *dst1s) {}
+static int henn_dot_parts52(const uintptr_t *c0s, const uintptr_t *c1s, const uint64_t *rows, size_t stride,
+                            const int32_t *baby, const int32_t *vec, const int32_t *bounds, int nparts, size_t n,
+                            int g, uint64_t qs, const uint64_t *k, const uintptr_t *dst0s, const uintptr_t *dst1s) {
+	return 0;
+}
 static int henn_dot_native(void) { return 0; }
 #endif
 */
@@ -152,9 +246,7 @@ func hasNativeDot() bool { return C.henn_dot_native() != 0 }
 // take the AVX-512 IFMA kernel where the CPU has it (reduced limbs are below 2^52; it checks).
 func dotPrimeNative(c0, c1, p []uintptr, q, r64 uint64, bred [2]uint64, chunk int, dst0, dst1 []uint64) {
 	if q < nttMaxModulus && len(dst0)%8 == 0 && hasNTTAcceleration() {
-		r52 := (uint64(1) << 52) % q
-		r104 := ring.BRed(r52, r52, q, bred)
-		k := [5]uint64{shoup(1, q), r52, shoup(r52, q), r104, shoup(r104, q)}
+		k := dot52Constants(q, bred)
 		if C.henn_dot_prime52((*C.uintptr_t)(unsafe.Pointer(&c0[0])), (*C.uintptr_t)(unsafe.Pointer(&c1[0])),
 			(*C.uintptr_t)(unsafe.Pointer(&p[0])), C.int(len(p)), C.size_t(len(dst0)), C.uint64_t(q),
 			(*C.uint64_t)(unsafe.Pointer(&k[0])), (*C.uint64_t)(unsafe.Pointer(&dst0[0])), (*C.uint64_t)(unsafe.Pointer(&dst1[0]))) != 0 {
@@ -174,4 +266,35 @@ func pinPlaintexts(p *runtime.Pinner, pts []*ptObj, primes int) {
 			p.Pin(&pt.pt.Value.Coeffs[j][0])
 		}
 	}
+}
+
+// dot52Constants: henn_dot52_fold's constants for q (1's Shoup, 2^52 mod q and 2^104 mod q with theirs).
+func dot52Constants(q uint64, bred [2]uint64) [5]uint64 {
+	r52 := (uint64(1) << 52) % q
+	r104 := ring.BRed(r52, r52, q, bred)
+	return [5]uint64{shoup(1, q), r52, shoup(r52, q), r104, shoup(r104, q)}
+}
+
+// dotPartsNative computes one prime's limbs of every part (henn_dot_parts): c0, c1 the ciphertexts'
+// limb addresses, rows the vectors' rows (stride apart, each value repeated 2^g times), baby and vec each
+// term's ciphertext and row, bounds the parts' first terms and the end, dst0, dst1 each part's output limbs. The caller
+// has pinned every limb. Primes below 2^50 take the IFMA kernel where the CPU has it.
+func dotPartsNative(c0, c1 []uintptr, rows []uint64, stride int, baby, vec, bounds []int32, n, g int, q uint64,
+	bred [2]uint64, dst0, dst1 []uintptr) {
+	parts := C.int(len(bounds) - 1)
+	if q < nttMaxModulus && n%8 == 0 && hasNTTAcceleration() {
+		k := dot52Constants(q, bred)
+		if C.henn_dot_parts52((*C.uintptr_t)(unsafe.Pointer(&c0[0])), (*C.uintptr_t)(unsafe.Pointer(&c1[0])),
+			(*C.uint64_t)(unsafe.Pointer(&rows[0])), C.size_t(stride), (*C.int32_t)(unsafe.Pointer(&baby[0])),
+			(*C.int32_t)(unsafe.Pointer(&vec[0])), (*C.int32_t)(unsafe.Pointer(&bounds[0])), parts, C.size_t(n), C.int(g), C.uint64_t(q),
+			(*C.uint64_t)(unsafe.Pointer(&k[0])), (*C.uintptr_t)(unsafe.Pointer(&dst0[0])),
+			(*C.uintptr_t)(unsafe.Pointer(&dst1[0]))) != 0 {
+			return
+		}
+	}
+	C.henn_dot_parts((*C.uintptr_t)(unsafe.Pointer(&c0[0])), (*C.uintptr_t)(unsafe.Pointer(&c1[0])),
+		(*C.uint64_t)(unsafe.Pointer(&rows[0])), C.size_t(stride), (*C.int32_t)(unsafe.Pointer(&baby[0])),
+		(*C.int32_t)(unsafe.Pointer(&vec[0])), (*C.int32_t)(unsafe.Pointer(&bounds[0])), parts, C.size_t(n), C.int(g), C.uint64_t(q),
+		C.uint64_t(pow64Mod(q, bred)), C.uint64_t(bred[0]), C.uint64_t(bred[1]), C.int(productChunk(q)),
+		(*C.uintptr_t)(unsafe.Pointer(&dst0[0])), (*C.uintptr_t)(unsafe.Pointer(&dst1[0])))
 }

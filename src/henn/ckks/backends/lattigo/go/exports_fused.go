@@ -129,3 +129,65 @@ func henn_dot_encode(ctxH C.uintptr_t, cs *C.uintptr_t, vals *C.double, n, slots
 		return c.dotEncode(in, rows, int(level), float64(scale))
 	})
 }
+
+// henn_dot_encode_parts: nparts sums, part p of terms t in [bounds[p], bounds[p+1]) each
+// cts[baby[t]] * encode(vals[vec[t]]); vals is nvals rows of `period` real values (row-major), encoded at
+// `level` and `scale` (dot_parts.go); outs receives nparts handles.
+//
+//export henn_dot_encode_parts
+func henn_dot_encode_parts(ctxH C.uintptr_t, cs *C.uintptr_t, n C.int, baby, vec *C.int64_t, terms C.int,
+	bounds *C.int64_t, nparts C.int, vals *C.double, nvals, period, level C.int, scale C.double, outs *C.uintptr_t,
+	errOut **C.char) C.int {
+	return call(errOut, func() error {
+		c, err := getCtx(uintptr(ctxH))
+		if err != nil {
+			return err
+		}
+		in, err := ciphertexts(c, cs, n)
+		if err != nil {
+			return err
+		}
+		if nparts <= 0 || outs == nil || terms <= 0 || nvals <= 0 || period <= 0 || int64(nvals)*int64(period) > 1<<31-1 {
+			return fmt.Errorf("bad dot product parts: %d parts, %d terms, %d vectors of %d values", int(nparts),
+				int(terms), int(nvals), int(period))
+		}
+		cts, err := int64s(baby, terms)
+		if err != nil {
+			return err
+		}
+		rows, err := int64s(vec, terms)
+		if err != nil {
+			return err
+		}
+		ends, err := int64s(bounds, nparts+1)
+		if err != nil {
+			return err
+		}
+		flat, err := floats(vals, nvals*period)
+		if err != nil {
+			return err
+		}
+		vectors := make([][]float64, int(nvals))
+		for v := range vectors {
+			vectors[v] = flat[v*int(period) : (v+1)*int(period)]
+		}
+		res, err := c.dotEncodeParts(in, ints(cts), ints(rows), ints(ends), vectors, int(level), float64(scale))
+		if err != nil {
+			return err
+		}
+		slots := unsafe.Slice((*C.uintptr_t)(unsafe.Pointer(outs)), len(res))
+		for i, r := range res {
+			slots[i] = C.uintptr_t(newHandle(r))
+		}
+		return nil
+	})
+}
+
+// ints converts indices from the bridge (each checked where it is used).
+func ints(v []int64) []int {
+	out := make([]int, len(v))
+	for i, x := range v {
+		out[i] = int(x)
+	}
+	return out
+}
