@@ -122,6 +122,18 @@ HENN_TGT static inline __m512i henn_dot52_fold(__m512i lo, __m512i hi, __m512i q
 	return henn_csub(henn_csub(henn_csub(r, _mm512_add_epi64(q2, q2)), q2), q);
 }
 
+// One term's 8 lanes of both polynomials (at a and b) times the plaintext lanes m into the 52-bit
+// halves; seen collects every limb's bits (henn_dot_prime52's check).
+HENN_TGT static inline void henn_dot52_term(const uint64_t *a, const uint64_t *b, __m512i m, __m512i *l0, __m512i *h0,
+                                            __m512i *l1, __m512i *h1, __m512i *seen) {
+	__m512i x = _mm512_loadu_si512((const void *)a), y = _mm512_loadu_si512((const void *)b);
+	*seen = _mm512_or_si512(*seen, _mm512_or_si512(m, _mm512_or_si512(x, y)));
+	*l0 = _mm512_madd52lo_epu64(*l0, x, m);
+	*h0 = _mm512_madd52hi_epu64(*h0, x, m);
+	*l1 = _mm512_madd52lo_epu64(*l1, y, m);
+	*h1 = _mm512_madd52hi_epu64(*h1, y, m);
+}
+
 // henn_dot_prime for primes below 2^50 with AVX-512 IFMA: products summed as 52-bit halves in
 // 64-bit lanes, folded modulo q every HENN_DOT52_TERMS terms. Every limb must be below 2^52 (reduced
 // limbs are): it returns 0 when one was not (its results then void; dst must not alias an input).
@@ -142,15 +154,9 @@ HENN_TGT static int henn_dot_prime52(const uintptr_t *c0s, const uintptr_t *c1s,
 				}
 			const uint64_t *a = (const uint64_t *)c0s[t] + s, *b = (const uint64_t *)c1s[t] + s;
 			const uint64_t *p = (const uint64_t *)ps[t] + s;
-			for (size_t v = 0; v < w; v++) {
-				__m512i m = _mm512_loadu_si512((const void *)(p + 8 * v));
-				__m512i x = _mm512_loadu_si512((const void *)(a + 8 * v)), y = _mm512_loadu_si512((const void *)(b + 8 * v));
-				seen = _mm512_or_si512(seen, _mm512_or_si512(m, _mm512_or_si512(x, y)));
-				L0[v] = _mm512_madd52lo_epu64(L0[v], x, m);
-				H0[v] = _mm512_madd52hi_epu64(H0[v], x, m);
-				L1[v] = _mm512_madd52lo_epu64(L1[v], y, m);
-				H1[v] = _mm512_madd52hi_epu64(H1[v], y, m);
-			}
+			for (size_t v = 0; v < w; v++)
+				henn_dot52_term(a + 8 * v, b + 8 * v, _mm512_loadu_si512((const void *)(p + 8 * v)), &L0[v], &H0[v],
+				                &L1[v], &H1[v], &seen);
 		}
 		for (size_t v = 0; v < w; v++) {
 			_mm512_storeu_si512((void *)(dst0 + s + 8 * v), henn_dot52_fold(L0[v], H0[v], q, k));
@@ -184,15 +190,10 @@ HENN_TGT static int henn_dot_parts52(const uintptr_t *c0s, const uintptr_t *c1s,
 					}
 				const uint64_t *a = (const uint64_t *)c0s[baby[t]] + s, *b = (const uint64_t *)c1s[baby[t]] + s;
 				const uint64_t *r = rows + (size_t)vec[t] * stride;
-				for (size_t v = 0; v < w; v++) {
-					__m512i m = _mm512_permutexvar_epi64(lanes, _mm512_loadu_si512((const void *)(r + ((s + 8 * v) >> g))));
-					__m512i x = _mm512_loadu_si512((const void *)(a + 8 * v)), y = _mm512_loadu_si512((const void *)(b + 8 * v));
-					seen = _mm512_or_si512(seen, _mm512_or_si512(m, _mm512_or_si512(x, y)));
-					L0[v] = _mm512_madd52lo_epu64(L0[v], x, m);
-					H0[v] = _mm512_madd52hi_epu64(H0[v], x, m);
-					L1[v] = _mm512_madd52lo_epu64(L1[v], y, m);
-					H1[v] = _mm512_madd52hi_epu64(H1[v], y, m);
-				}
+				for (size_t v = 0; v < w; v++)
+					henn_dot52_term(a + 8 * v, b + 8 * v,
+					                _mm512_permutexvar_epi64(lanes, _mm512_loadu_si512((const void *)(r + ((s + 8 * v) >> g)))),
+					                &L0[v], &H0[v], &L1[v], &H1[v], &seen);
 			}
 			uint64_t *d0 = (uint64_t *)dst0s[p] + s, *d1 = (uint64_t *)dst1s[p] + s;
 			for (size_t v = 0; v < w; v++) {

@@ -75,10 +75,7 @@ func henn_linear_combinations(ctxH C.uintptr_t, hs *C.uintptr_t, k C.int, weight
 		if err != nil {
 			return err
 		}
-		slots := unsafe.Slice((*C.uintptr_t)(unsafe.Pointer(outs)), len(res))
-		for i, r := range res {
-			slots[i] = C.uintptr_t(newHandle(r))
-		}
+		putHandles(outs, res)
 		return nil
 	})
 }
@@ -175,12 +172,17 @@ func henn_dot_encode_parts(ctxH C.uintptr_t, cs *C.uintptr_t, n C.int, baby, vec
 		if err != nil {
 			return err
 		}
-		slots := unsafe.Slice((*C.uintptr_t)(unsafe.Pointer(outs)), len(res))
-		for i, r := range res {
-			slots[i] = C.uintptr_t(newHandle(r))
-		}
+		putHandles(outs, res)
 		return nil
 	})
+}
+
+// putHandles writes a handle for each object of res into the caller's array outs (len(res) slots).
+func putHandles[T any](outs *C.uintptr_t, res []T) {
+	slots := unsafe.Slice((*C.uintptr_t)(unsafe.Pointer(outs)), len(res))
+	for i, r := range res {
+		slots[i] = C.uintptr_t(newHandle(r))
+	}
 }
 
 // ints converts indices from the bridge (each checked where it is used).

@@ -117,10 +117,7 @@ func henn_rotate_hoisted(ctxH, aH C.uintptr_t, steps *C.int64_t, n C.int, gkH C.
 		if err != nil {
 			return err
 		}
-		slots := unsafe.Slice((*C.uintptr_t)(unsafe.Pointer(outs)), len(s))
-		for i, r := range res {
-			slots[i] = C.uintptr_t(newHandle(r))
-		}
+		putHandles(outs, res)
 		return nil
 	})
 }
