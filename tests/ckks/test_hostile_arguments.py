@@ -22,6 +22,7 @@ RAW = sorted(m for m in Backend.__abstractmethods__ if m.startswith("_") and m !
     "_mul_scalar",
     "_linear_combination",
     "_linear_combinations",
+    "_dot_encode_parts",
 ]
 
 
@@ -73,6 +74,12 @@ CASES = {
     "weights_huge_int": (InputError, lambda be, ev, ct: ev.linear_combination([ct], [10**400])),
     "weight_rows_ragged": (InputError, lambda be, ev, ct: ev.linear_combinations([ct], [[1.0], [1.0, 2.0]])),
     "galois_step_str": (InputError, lambda be, ev, ct: be.normalize_step("3")),
+    "parts_float_index": (InputError, lambda be, ev, ct: ev.dot_encode_parts([ct], np.ones((1, 4)), [([0.5], [0])])),
+    "parts_bool_index": (InputError, lambda be, ev, ct: ev.dot_encode_parts([ct], np.ones((1, 4)), [([True], [0])])),
+    "parts_str_index": (InputError, lambda be, ev, ct: ev.dot_encode_parts([ct], np.ones((1, 4)), [(["0"], [0])])),
+    "parts_not_pairs": (InputError, lambda be, ev, ct: ev.dot_encode_parts([ct], np.ones((1, 4)), [0])),
+    "parts_vector_past": (InputError, lambda be, ev, ct: ev.dot_encode_parts([ct], np.ones((1, 4)), [([0], [1])])),
+    "parts_nan": (InputError, lambda be, ev, ct: ev.dot_encode_parts([ct], np.full((1, 4), np.nan), [([0], [0])])),
 }
 
 

@@ -20,6 +20,14 @@ from henn.errors import InputError, LevelError, MissingKeyError, ScaleError, Uns
 SCALE_RTOL = 1e-9  # scales closer than this count as equal (they come from the same primes)
 
 
+def _indices(values) -> np.ndarray:
+    """A flat int64 array of indices; anything but integers (floats, booleans, strings) is a ValueError."""
+    arr = np.asarray(values)
+    if arr.size and (arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"indices must be integers, got {arr.dtype}")
+    return arr.astype(np.int64).reshape(-1)
+
+
 def _weights(op: str, weights) -> np.ndarray:
     try:
         return np.asarray(weights, dtype=np.float64)
@@ -154,9 +162,10 @@ class Evaluator:
         vecs = self._dot_vectors("dot_encode_parts", vecs, len(vecs) if vecs.ndim == 2 else 0)
         if not parts:
             raise InputError("dot_encode_parts needs at least one part")
-        pairs = [
-            (np.asarray(c, dtype=np.int64).reshape(-1), np.asarray(v, dtype=np.int64).reshape(-1)) for c, v in parts
-        ]
+        try:
+            pairs = [(_indices(c), _indices(v)) for c, v in parts]
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"dot_encode_parts needs parts of two integer index lists: {exc}") from None
         for c, v in pairs:
             if (
                 not len(c)
