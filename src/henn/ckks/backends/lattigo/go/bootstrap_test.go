@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
@@ -12,11 +13,17 @@ import (
 // henn's insecure_boot_n12 preset: bootstrapping in a small ring, for tests only.
 func testBootCtx(t *testing.T, keysAtUsage bool) (*ctxObj, *skObj, *pkObj, *btpKeyObj) {
 	t.Helper()
+	return testBootCtxSlots(t, keysAtUsage, 0)
+}
+
+// testBootCtxSlots: testBootCtx bootstrapping 2^logSlots slots (0: all, 2^11).
+func testBootCtxSlots(t *testing.T, keysAtUsage bool, logSlots int) (*ctxObj, *skObj, *pkObj, *btpKeyObj) {
+	t.Helper()
 	c, err := newContext(12, nil, nil, []int{60, 40, 40, 40}, []int{61, 61}, 40, ring.Standard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lit := `{"log_message_ratio": 12, "keys_at_usage_levels": ` + map[bool]string{true: "true", false: "false"}[keysAtUsage] + `}`
+	lit := fmt.Sprintf(`{"log_message_ratio": 12, "log_slots": %d, "keys_at_usage_levels": %v}`, logSlots, keysAtUsage)
 	info, err := c.enableBootstrapping([]byte(lit))
 	if err != nil {
 		t.Fatal(err)
@@ -184,8 +191,17 @@ func TestBootstrapKeysRoundTripAndRefuseForeignData(t *testing.T) {
 	}
 }
 
+// Streamed factors give the kept factors' ciphertext bit for bit (full slots: both run henn's circuit), and
+// with sparse slots (Lattigo's own circuit for kept factors) the same ciphertext on one core and on two,
+// at the precision wanted.
 func TestStreamedDFTMatchesCached(t *testing.T) {
-	c, sk, pk, kept := testBootCtx(t, true)
+	for _, logSlots := range []int{0, 10} {
+		streamedMatchesCached(t, logSlots)
+	}
+}
+
+func streamedMatchesCached(t *testing.T, logSlots int) {
+	c, sk, pk, kept := testBootCtxSlots(t, true, logSlots)
 	p, err := c.bootstrapParams()
 	if err != nil {
 		t.Fatal(err)
@@ -201,17 +217,37 @@ func TestStreamedDFTMatchesCached(t *testing.T) {
 		}
 	}
 	want, ct := encryptRandom(t, c, pk, 4, 1)
+	if logSlots > 0 { // a vector repeating every 2^logSlots slots
+		for i := range want {
+			want[i] = want[i%(1<<logSlots)]
+		}
+		pt, err := c.encode(want, make([]float64, len(want)), 1, math.Exp2(40))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ct, err = c.encrypt(pt, pk); err != nil {
+			t.Fatal(err)
+		}
+	}
 	a, err := kept.bootstrap(ct, 4, true)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var first *ctObj
 	for _, parallel := range []bool{true, false} { // streamed factors always run henn's circuit
 		b, err := streamed.bootstrap(ct, 4, parallel)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !a.ct.Equal(b.ct) {
+		if logSlots == 0 && !a.ct.Equal(b.ct) {
 			t.Fatalf("streamed DFT factors (parallel %v) give another ciphertext than kept ones", parallel)
+		}
+		if first != nil && !first.ct.Equal(b.ct) {
+			t.Fatal("a streamed bootstrap on two cores gives another ciphertext than on one")
+		}
+		first = b
+		if bits := -math.Log2(maxError(t, c, sk, b, want) / 4); bits < 19 {
+			t.Errorf("%.1f bits of precision (2^%d slots, parallel %v), want >= 19", bits, logSlots, parallel)
 		}
 	}
 	if bits := -math.Log2(maxError(t, c, sk, a, want) / 4); bits < 19 {
