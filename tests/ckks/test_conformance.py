@@ -184,6 +184,25 @@ def test_encode_short_vector_is_zero_padded(ctx, length):
     ctx.check("encode", expected.real, ctx.be.decode(ctx.be.encode(list(x.real))))
 
 
+def test_encode_periodic_repeats_one_period(ctx):
+    """encode(periodic=True) of one period decodes to it repeated over every slot, and is the plaintext
+    dot_encode makes of it: a weight kept encoded and one encoded inside a dot product give the same sum (on
+    Lattigo bit for bit, both the sparse packing of the period). Other lengths are refused."""
+    (x,) = vectors(ctx, "complex", 4, 1)
+    period = ctx.slots // 4
+    v = np.real(x[:period])
+    pt = ctx.be.encode(v, level=ctx.top, scale=ctx.be.prime(ctx.top), periodic=True)
+    ctx.check("encode", np.tile(v, 4), ctx.be.decode(pt))
+    cx = ctx.enc(x)
+    kept, streamed = ctx.ev.dot_plain([cx], [pt]), ctx.ev.dot_encode([cx], v[None, :])
+    if ctx.be.name == "lattigo":
+        assert ctx.be.serialize(kept) == ctx.be.serialize(streamed)
+    ctx.check("mul", ctx.dec(ctx.ev.rescale(streamed)), ctx.dec(ctx.ev.rescale(kept)))
+    for bad in (v[:3], np.ones((2, 4))):
+        with pytest.raises(InputError, match="periodic"):
+            ctx.be.encode(bad, periodic=True)
+
+
 def test_encode_at_level_and_scale(ctx):
     (x,) = vectors(ctx, "complex", 3, 1)
     pt = ctx.be.encode(x, level=0)

@@ -155,15 +155,20 @@ def test_lazy_relinearization_keeps_the_eager_precision(backend, monkeypatch):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_streamed_weights_give_the_cached_result(backend, rng):
-    """Diagonals encoded inside their dot products (a streamed layer, Evaluator.dot_encode) give the very
-    ciphertexts the cached plaintexts give: the same encodings, summed exactly."""
+    """Diagonals encoded inside their dot products (a streamed layer, Evaluator.dot_encode_parts) give the
+    very ciphertexts the cached plaintexts give: the same encodings (a repeated map's diagonals encoded as one
+    repeating period both ways), summed exactly."""
     need(backend)
     from henn.ckks import open_backend
     from henn.frontend.onnx_build import cifar_layers
+    from henn.program import Bsgs
+    from henn.program.steps import weight_vector
     from henn.runtime import Client, Server
 
     model = build_cnn(cifar_layers("square", (16, 4, 4), 8), (3, 32, 32), seed=6)
     program = henn.compile(model, backend=backend, mode="single", params=short_params(7, 12)).program
+    periods = [len(weight_vector(s, 0)) * s.stride for s in program.steps if isinstance(s, Bsgs)]
+    assert min(periods) < program.params.slots  # a layer whose map repeats over its ciphertext
     be = open_backend(backend, program.params)
     client = Client(program, be)
     keys = client.generate_keys()

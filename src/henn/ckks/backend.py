@@ -32,12 +32,27 @@ class Backend(BackendKeys, BackendWire):
     (BackendWire), the library primitives a backend module implements (BackendPrimitives) and the
     capabilities and argument checks (BackendCore) in the classes it is made of."""
 
-    def encode(self, values: Values, *, level: int | None = None, scale: float | None = None) -> Plaintext:
+    def encode(
+        self, values: Values, *, level: int | None = None, scale: float | None = None, periodic: bool = False
+    ) -> Plaintext:
         """Encode a scalar (broadcast to every slot) or a vector of 1..slots real/complex values
-        (zero-padded) at `level` (default max) and `scale` (default 2^log_scale)."""
+        (zero-padded) at `level` (default max) and `scale` (default 2^log_scale). periodic=True: the values
+        are one period of a vector repeating over every slot, their count a power of two dividing the slots;
+        Lattigo encodes the sparse packing of that period, as Evaluator.dot_encode does, so that a vector
+        encoded here and inside a dot product give the same plaintext."""
         level = self.max_level if level is None else self._check_level(level)
         scale = self._check_scale(self.params.default_scale if scale is None else scale)
+        period = self.slots
+        if periodic:
+            period = int(np.size(values))
+            if np.ndim(values) != 1 or not period or self.slots % period or period & (period - 1):
+                raise InputError(
+                    f"periodic encoding needs one period of a power of two dividing the {self.slots} slots, got "
+                    f"shape {np.shape(values)}"
+                )
         vec = self._as_slot_vector(values)
+        if periodic:
+            vec = np.tile(vec[:period], self.slots // period)
         bound = self.log_q_at(level) - 1
         peak = float(np.max(np.abs(vec))) if vec.size else 0.0
         if peak > 0 and math.log2(peak) + math.log2(scale) >= bound:
@@ -46,7 +61,8 @@ class Backend(BackendKeys, BackendWire):
                 f"level {level} ({bound + 1:.0f} bits): scale the inputs down or encode at a "
                 "higher level or smaller scale"
             )
-        return Plaintext(self._encode(vec, level, scale), level, scale, self.name)
+        raw = self._encode_periodic(vec[:period], level, scale) if periodic else self._encode(vec, level, scale)
+        return Plaintext(raw, level, scale, self.name)
 
     def decode(self, pt: Plaintext, *, as_complex: bool = False) -> np.ndarray:
         pt = self._own(pt, Plaintext)

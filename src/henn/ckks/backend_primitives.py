@@ -139,6 +139,11 @@ class BackendPrimitives(BackendCore):
         """An accumulator of rotated ciphertexts (Evaluator.rotate_sum); this one rotates each part."""
         return RotatedParts(self, gk)
 
+    def _encode_periodic(self, values: np.ndarray, level: int, scale: float) -> Any:
+        """Backend.encode(periodic=True): values one period (checked); here the vector written out over every
+        slot, Lattigo encodes the period's sparse packing."""
+        return self._encode(np.tile(values, self.slots // len(values)), level, scale)
+
     def _dot_plain(self, cts: list[Any], pts: list[Any]) -> Any:
         acc = self._mul_plain(cts[0], pts[0])
         for ct, pt in zip(cts[1:], pts[1:]):

@@ -93,8 +93,10 @@ class EncodedWeights:
         return np.repeat(vec, step.stride if isinstance(step, Bsgs) else 1)
 
     def encode(self, vec: np.ndarray, step: Step):
+        """A weight vector's plaintext: one period, encoded as repeating (the same plaintext a streamed step's
+        dot product encodes, bit for bit)."""
         scale = float(self.backend.prime(step.level))
-        return self.backend.encode(self.expand(vec, step), level=step.level, scale=scale)
+        return self.backend.encode(self.period(vec, step), level=step.level, scale=scale, periodic=True)
 
     def bias(self, i: int, vec: np.ndarray, ct: Ciphertext, part: int = 0):
         """The bias plaintext of step i (part: which of its bias rows) at the level and scale of ct."""

@@ -292,6 +292,11 @@ class LattigoBackend(Backend):
         im_ = np.ascontiguousarray(values.imag, dtype=np.float64)
         return self._new("henn_encode", _doubles(re_), _doubles(im_), self.slots, int(level), float(scale))
 
+    def _encode_periodic(self, values, level, scale):
+        re_ = np.ascontiguousarray(values.real, dtype=np.float64)
+        im_ = np.ascontiguousarray(values.imag, dtype=np.float64)
+        return self._new("henn_encode", _doubles(re_), _doubles(im_), len(values), int(level), float(scale))
+
     def _decode(self, pt, level, scale):
         re_, im_ = np.empty(self.slots), np.empty(self.slots)
         self._bridge.call("henn_decode", self._c(), pt.value, _doubles(re_), _doubles(im_), self.slots)

@@ -269,12 +269,9 @@ func checkScale(scale float64) error {
 	return nil
 }
 
-// encode encodes slots complex values (re[i] + i*im[i]) at the given level and scale.
+// encode encodes complex values (re[i] + i*im[i]) at the given level and scale: every slot's, or one period
+// (a power of two dividing the slots) of a vector repeating over them (encodePeriodic).
 func (c *ctxObj) encode(re, im []float64, level int, scale float64) (*ptObj, error) {
-	slots := c.params.MaxSlots()
-	if len(re) != slots || len(im) != slots {
-		return nil, fmt.Errorf("encode needs exactly %d values, got %d real and %d imaginary parts", slots, len(re), len(im))
-	}
 	return c.encodePeriodic(re, im, level, scale)
 }
 

@@ -233,5 +233,6 @@ func (c *ctxObj) encodePeriodic(re, im []float64, level int, scale float64) (*pt
 	if err := c.embed(re, im, pt); err != nil {
 		return nil, err
 	}
+	pt.LogDimensions = c.plaintextMeta.LogDimensions // the same polynomial encodes the vector repeated over every slot
 	return &ptObj{c: c, pt: pt, encoded: true}, nil
 }
