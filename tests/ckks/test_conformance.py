@@ -533,7 +533,13 @@ def case_dot_encode_parts(c, x, y):
     assert [(m.level, m.scale) for m in outs] == [(c.top, c.scale * c.be.prime(c.top))] * 3
     c.check("mul", -y, c.dec(c.ev.rescale(outs[1])))
     c.check("mul", 0.5 * y + x * full[2], c.dec(c.ev.rescale(outs[2])))
-    for bad in ([([0, 2], [0, 1])], [([0, 1], [0, 4])], [([], [])], [([0, 1], [0])]):
+    bad_parts: list[list[tuple[list[int], list[int]]]] = [
+        [([0, 2], [0, 1])],  # ciphertext 2 of 2
+        [([0, 1], [0, 4])],  # vector 4 of 4
+        [([], [])],
+        [([0, 1], [0])],
+    ]
+    for bad in bad_parts:
         with pytest.raises(InputError, match="indices"):
             c.ev.dot_encode_parts([cx, cy], w, bad)
     with pytest.raises(InputError, match="one real vector"):
