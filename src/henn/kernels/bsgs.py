@@ -58,42 +58,69 @@ PARTS_VALUES = 1 << 22
 PARTS_MAX = 32
 
 
+class _PartsCall:
+    """One Evaluator.dot_encode_parts call being filled: its ciphertexts (by identity: parts share baby steps),
+    its diagonals (each once, by vector id) and its parts (with the term list each belongs to)."""
+
+    def __init__(self) -> None:
+        self.cts: dict[int, int] = {}
+        self.order: list[Ciphertext] = []
+        self.rows: dict[int, int] = {}
+        self.vectors: list[np.ndarray] = []
+        self.parts: list[tuple[list[int], list[int]]] = []
+        self.owners: list[int] = []
+        self.values = 0
+
+    def ciphertext(self, ct: Ciphertext) -> int:
+        if id(ct) not in self.cts:
+            self.cts[id(ct)] = len(self.order)
+            self.order.append(ct)
+        return self.cts[id(ct)]
+
+    def vector(self, v: int, vec: np.ndarray) -> int:
+        self.rows[v] = len(self.vectors)
+        self.vectors.append(vec)
+        self.values += len(vec)
+        return self.rows[v]
+
+
 def _fused_sums(ev, terms: list[tuple[list[Ciphertext], np.ndarray]], vector) -> tuple[list, list[list[int]]]:
     """For each (cts, ids) of terms: (sum_i cts[i] * diagonal ids[i] over the diagonals vector() gives, or None
-    where it gives none; the other terms' positions). The given ones are encoded inside the dot products, a
-    batch of parts per Evaluator.dot_encode_parts call: Lattigo reads each baby step from memory once for all
-    the giant steps of a batch, and encodes a diagonal read by several parts once."""
-    vecs: dict[int, np.ndarray | None] = {}  # each diagonal of the terms, None where vector() gives none
-    fused: list[tuple[int, list[int]]] = []  # (part, its terms vector() gives)
-    rest: list[list[int]] = []
-    for n, (_, ids) in enumerate(terms):
-        for v in ids.tolist():
-            if v not in vecs:
-                vecs[v] = vector(v) if vector is not None else None
-        given = [i for i, v in enumerate(ids.tolist()) if vecs[v] is not None]
-        if given:
-            fused.append((n, given))
-        rest.append([i for i, v in enumerate(ids.tolist()) if vecs[v] is None])
+    where it gives none; the other terms' positions). The given ones are encoded inside the dot products, parts
+    batched per Evaluator.dot_encode_parts call up to PARTS_MAX parts or PARTS_VALUES values of diagonals
+    (one part past it at most, and only one call's diagonals held at a time): Lattigo reads each baby step from
+    memory once for all the giant steps of a call, and encodes a diagonal read by several parts once."""
     sums: list = [None] * len(terms)
-    period = max((len(x) for x in vecs.values() if x is not None), default=0)
-    for batch in _batches(fused, [len(given) * period for _, given in fused]):
-        cts: dict[int, int] = {}  # a ciphertext's index in the call, by identity: parts share baby steps
-        rows: dict[int, int] = {}  # a diagonal's row in the call
-        order: list[Ciphertext] = []
-        parts = []
-        for n, given in batch:
-            ci, vi = [], []
-            for i in given:
-                ct, v = terms[n][0][i], int(terms[n][1][i])
-                if id(ct) not in cts:
-                    cts[id(ct)] = len(order)
-                    order.append(ct)
-                ci.append(cts[id(ct)])
-                vi.append(rows.setdefault(v, len(rows)))
-            parts.append((ci, vi))
-        stacked = np.stack([np.asarray(vecs[v]) for v in rows])  # insertion order: row r is the r-th diagonal
-        for (n, _), y in zip(batch, ev.dot_encode_parts(order, stacked, parts)):
-            sums[n] = y
+    rest: list[list[int]] = []
+    call = _PartsCall()
+
+    def flush() -> None:
+        if call.parts:
+            for n, y in zip(call.owners, ev.dot_encode_parts(call.order, np.stack(call.vectors), call.parts)):
+                sums[n] = y
+
+    for n, (cts, ids) in enumerate(terms):
+        ci: list[int] = []
+        vi: list[int] = []
+        others: list[int] = []
+        for i, v in enumerate(ids.tolist()):
+            row = call.rows.get(v)
+            if row is None:
+                vec = vector(v) if vector is not None else None
+                if vec is None:
+                    others.append(i)
+                    continue
+                row = call.vector(v, vec)
+            ci.append(call.ciphertext(cts[i]))
+            vi.append(row)
+        rest.append(others)
+        if ci:
+            call.parts.append((ci, vi))
+            call.owners.append(n)
+        if len(call.parts) == PARTS_MAX or call.values > PARTS_VALUES:
+            flush()
+            call = _PartsCall()
+    flush()
     return sums, rest
 
 
@@ -107,20 +134,6 @@ def _plain_sum(ev, cts: list[Ciphertext], ids: np.ndarray, idx: list[int], weigh
         for lo in range(0, len(idx), DOT_CHUNK)
     )
     return ev.add_many(chunks if fused is None else (fused, *chunks))
-
-
-def _batches(fused: list, sizes: list[int]) -> list[list]:
-    """Consecutive parts, each batch within PARTS_VALUES values (sizes: each part's) and PARTS_MAX parts; one
-    part may exceed it alone."""
-    out: list[list] = [[]]
-    values = 0
-    for part, n in zip(fused, sizes):
-        if out[-1] and (values + n > PARTS_VALUES or len(out[-1]) == PARTS_MAX):
-            out.append([])
-            values = 0
-        out[-1].append(part)
-        values += n
-    return [b for b in out if b]
 
 
 def evaluate(
