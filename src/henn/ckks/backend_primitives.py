@@ -152,10 +152,7 @@ class BackendPrimitives(BackendCore):
 
     def _dot_encode(self, cts: list[Any], vectors: np.ndarray, level: int, scale: float) -> Any:
         """Evaluator.dot_encode: vectors (len(cts), P) float64, checked (P divides the slots: each repeats)."""
-        reps = self.slots // vectors.shape[1]
-        return self._dot_plain(
-            cts, [self._encode(np.tile(v, reps).astype(np.complex128), level, scale) for v in vectors]
-        )
+        return self._dot_plain(cts, [self._encode_periodic(v.astype(np.complex128), level, scale) for v in vectors])
 
     def _dot_encode_parts(
         self,

@@ -86,10 +86,11 @@ class _PartsCall:
 
 def _fused_sums(ev, terms: list[tuple[list[Ciphertext], np.ndarray]], vector) -> tuple[list, list[list[int]]]:
     """For each (cts, ids) of terms: (sum_i cts[i] * diagonal ids[i] over the diagonals vector() gives, or None
-    where it gives none; the other terms' positions). The given ones are encoded inside the dot products, parts
-    batched per Evaluator.dot_encode_parts call up to PARTS_MAX parts or PARTS_VALUES values of diagonals
-    (one part past it at most, and only one call's diagonals held at a time): Lattigo reads each baby step from
-    memory once for all the giant steps of a call, and encodes a diagonal read by several parts once."""
+    where it gives none; the other terms' positions). The given ones are encoded inside the dot products, the
+    parts (evaluate hands at most PARTS_MAX) batched per Evaluator.dot_encode_parts call up to PARTS_VALUES
+    values of diagonals (one part past it at most, and only one call's diagonals held at a time): Lattigo
+    reads each baby step from memory once for all the giant steps of a call, and encodes a diagonal read by
+    several parts once."""
     sums: list = [None] * len(terms)
     rest: list[list[int]] = []
     call = _PartsCall()
@@ -117,7 +118,7 @@ def _fused_sums(ev, terms: list[tuple[list[Ciphertext], np.ndarray]], vector) ->
         if ci:
             call.parts.append((ci, vi))
             call.owners.append(n)
-        if len(call.parts) == PARTS_MAX or call.values > PARTS_VALUES:
+        if call.values > PARTS_VALUES:
             flush()
             call = _PartsCall()
     flush()

@@ -288,9 +288,7 @@ class LattigoBackend(Backend):
 
     # ---- encoding, encryption --------------------------------------------------------------------
     def _encode(self, values, level, scale):
-        re_ = np.ascontiguousarray(values.real, dtype=np.float64)
-        im_ = np.ascontiguousarray(values.imag, dtype=np.float64)
-        return self._new("henn_encode", _doubles(re_), _doubles(im_), self.slots, int(level), float(scale))
+        return self._encode_periodic(values, level, scale)  # every slot: a period of all of them
 
     def _encode_periodic(self, values, level, scale):
         re_ = np.ascontiguousarray(values.real, dtype=np.float64)

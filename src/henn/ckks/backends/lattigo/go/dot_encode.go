@@ -99,25 +99,37 @@ func getDotTerms(terms, n int) *dotTerms {
 	return d
 }
 
-// dotEncodeFused is dotEncode's fast path; ok = false (nothing done) where it does not apply.
-func (c *ctxObj) dotEncodeFused(in []*ctObj, vals [][]float64, level int, scale float64) (*ctObj, bool, error) {
-	n, slots, period := c.params.N(), c.params.MaxSlots(), len(vals[0])
+// fusedCoefficients: m, the coefficients of the sparse packing of a period (a vector of period P < slots is
+// the sparse packing of its P slots, a polynomial in X^(N/m) of m = 2P coefficients, P on the real-slot ring;
+// m = N for every slot), when the fused encode-and-dot kernels apply to the ciphertexts in at level; ok =
+// false elsewhere (the encode-then-dotPlain path then gives the checks and errors).
+func (c *ctxObj) fusedCoefficients(in []*ctObj, period, level int) (int, bool) {
+	n, slots := c.params.N(), c.params.MaxSlots()
 	md := c.plaintextMeta
 	full := 1<<md.LogDimensions.Cols == slots && (n == slots || n == 2*slots)
 	if c.ecd.Prec() > 53 || !quantizeKernel || !hasNativeDot() || !full || n%8 != 0 || !md.IsNTT {
-		return nil, false, nil
+		return 0, false
 	}
-	// a vector of period P < slots is the sparse packing of its P slots: a polynomial in X^(N/m) of m = 2P
-	// coefficients (P on the real-slot ring), encoded as Lattigo's sparse encoding does it
 	m := n / (slots / period)
 	if m%8 != 0 || (period < slots && c.params.RingType() != ring.Standard) {
-		return nil, false, nil
+		return 0, false
 	}
-	for i := range in {
-		if in[i].ct.Degree() != 1 || in[i].ct.Level() != level || !in[i].ct.IsNTT {
-			return nil, false, nil // dotPlain's checks and errors
+	for _, x := range in {
+		if x.ct.Degree() != 1 || x.ct.Level() != level || !x.ct.IsNTT {
+			return 0, false
 		}
 	}
+	return m, true
+}
+
+// dotEncodeFused is dotEncode's fast path; ok = false (nothing done) where it does not apply.
+func (c *ctxObj) dotEncodeFused(in []*ctObj, vals [][]float64, level int, scale float64) (*ctObj, bool, error) {
+	n, period := c.params.N(), len(vals[0])
+	m, ok := c.fusedCoefficients(in, period, level)
+	if !ok {
+		return nil, false, nil
+	}
+	md := c.plaintextMeta
 	d := getDotTerms(len(vals), n)
 	defer putDotTerms(d)
 	buf, bufPool := complexBuffer(period)

@@ -8,7 +8,6 @@ import (
 	"unsafe"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
-	"github.com/tuneinsight/lattigo/v6/ring"
 )
 
 // dotPartsRowBytes bounds one group's encoded rows (terms x m values, one buffer per goroutine): larger
@@ -66,19 +65,16 @@ func (c *ctxObj) dotEncodeParts(in []*ctObj, baby, vec, bounds []int, vals [][]f
 
 // dotEncodePartsFused is dotEncodeParts' fast path; ok = false (nothing done) where it does not apply.
 func (c *ctxObj) dotEncodePartsFused(in []*ctObj, baby, vec, bounds []int, vals [][]float64, level int, scale float64) ([]*ctObj, bool, error) {
-	n, slots, period := c.params.N(), c.params.MaxSlots(), len(vals[0])
-	md := c.plaintextMeta
-	full := 1<<md.LogDimensions.Cols == slots && (n == slots || n == 2*slots)
-	if c.ecd.Prec() > 53 || !quantizeKernel || !hasNativeDot() || !full || n%8 != 0 || !md.IsNTT ||
-		period <= 0 || period&(period-1) != 0 || slots%period != 0 || c.checkLevel(level) != nil || checkScale(scale) != nil {
+	slots, period := c.params.MaxSlots(), len(vals[0])
+	if period <= 0 || period&(period-1) != 0 || slots%period != 0 || c.checkLevel(level) != nil || checkScale(scale) != nil {
 		return nil, false, nil // dotEncode's checks and errors
 	}
-	m := n / (slots / period) // as in dotEncodeFused: the sparse packing's coefficients
-	if m%8 != 0 || (period < slots && c.params.RingType() != ring.Standard) {
+	m, ok := c.fusedCoefficients(in, period, level)
+	if !ok {
 		return nil, false, nil
 	}
 	for _, x := range in {
-		if x.ct.Degree() != 1 || x.ct.Level() != level || !x.ct.IsNTT || x.ct.Scale.Cmp(in[0].ct.Scale) != 0 {
+		if x.ct.Scale.Cmp(in[0].ct.Scale) != 0 {
 			return nil, false, nil
 		}
 	}
