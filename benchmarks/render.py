@@ -148,8 +148,15 @@ FIGURES: dict[str, Figure] = {
         ROWS["default_flags"],
     ),
     "gpu": Figure(
-        ("gpu_h100", "gpu_h100_ops", "gpu_h100_bootstrap"),
-        "PYTHONPATH=src python3 benchmarks/gpu.py [--sections ops|bootstrap] --out X.json",
+        (
+            "gpu_h100",
+            "gpu_h100_ops",
+            "gpu_h100_bootstrap",
+            "gpu_h100_mnist",
+            "gpu_h100_resnet20_cold",
+            "gpu_h100_resnet20",
+        ),
+        "PYTHONPATH=src python3 benchmarks/gpu.py [--sections ...] [--resnet-images 2] --out X.json",
         ROWS["gpu"],
     ),
 }

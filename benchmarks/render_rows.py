@@ -345,35 +345,60 @@ def gpu(docs: list[dict]) -> Rows:
     def newest(section: str) -> dict:
         return [d[section] for d in docs if section in d][-1]
 
-    ntt, ops, mnist = newest("ntt"), newest("ops"), newest("mnist_paper000")
+    ops, mnist = newest("ops"), newest("mnist_paper000")
     ks = ops["key_switch"]
-    boot = [d["bootstrap"] for d in docs if "bootstrap" in d]
-    return [
-        ["measure", "result"],
+    boot = [newest("bootstrap")]
+    return (
         [
-            f"NTT, N = 2^{ntt['log_n']} x {ntt['limbs']} primes, forward / inverse",
-            f"{_g(ntt['forward']['median_us'])} / {_g(ntt['inverse']['median_us'])} µs",
-        ],
-        *[
-            [f"key switch, {k} moduli", f"{_g(v['median_ms'])} ms"]
-            for k, v in sorted(ks.items(), key=lambda i: -int(i[0]))
-        ],
-        [
-            "rotation / 8 hoisted rotations",
-            f"{_g(ops['rotate']['median_ms'])} / {_g(ops['rotate_hoisted_8']['median_ms'])} ms",
-        ],
-        [
-            f"paper 000's MNIST CNN (swish-rg7-deg4), {_ring(mnist['params'])}",
-            f"**{_g(mnist['evaluate_median_s'])} s** an image, {mnist['predictions_equal']}/{mnist['images']} "
-            f"predictions equal, max logit err {_e(mnist['max_logit_error'])}",
-        ],
-    ] + [
-        [
-            f"bootstrap, {_ring(b['params'])}, every slot",
-            f"**{_g(b['bootstrap']['median_ms'])} ms** ({_g(b['precision_bits']['bootstrap'])} bits; "
-            f"first call {_g(b['first_bootstrap_s'])} s, keygen {_g(b['keygen_s'])} s)",
+            ["measure", "result"],
+            *[
+                [
+                    f"NTT, N = 2^{d['ntt']['log_n']} x {d['ntt']['limbs']} primes, forward / inverse "
+                    f"({d['date'][11:16]} run)",
+                    f"{_g(d['ntt']['forward']['median_us'])} / {_g(d['ntt']['inverse']['median_us'])} µs",
+                ]
+                for d in docs
+                if "ntt" in d
+            ],
+            *[
+                [f"key switch, {k} moduli", f"{_g(v['median_ms'])} ms"]
+                for k, v in sorted(ks.items(), key=lambda i: -int(i[0]))
+            ],
+            [
+                "rotation / 8 hoisted rotations",
+                f"{_g(ops['rotate']['median_ms'])} / {_g(ops['rotate_hoisted_8']['median_ms'])} ms",
+            ],
+            [
+                f"paper 000's MNIST CNN (swish-rg7-deg4), {_ring(mnist['params'])}",
+                f"**{_g(mnist['evaluate_median_s'])} s** an image, {mnist['predictions_equal']}/{mnist['images']} "
+                f"predictions equal, max logit err {_e(mnist['max_logit_error'])}",
+            ],
         ]
-        for b in boot
+        + [
+            [
+                f"bootstrap, {_ring(b['params'])}, every slot",
+                f"**{_g(b['bootstrap']['median_ms'])} ms** ({_g(b['precision_bits']['bootstrap'])} bits; "
+                f"first call {_g(b['first_bootstrap_s'])} s, keygen {_g(b['keygen_s'])} s)",
+            ]
+            for b in boot
+        ]
+        + [_resnet20_row(d) for d in docs if "timings" in d.get("resnet20", {}) and "note" not in d]
+    )
+
+
+def _resnet20_row(doc: dict) -> list[str]:
+    """ResNet-20 on the device: seconds an image, where they go, the session's set-up and the check."""
+    r = doc["resnet20"]
+    t = r["timings"]
+    per_image = t["evaluate_per_set"]
+    fresh = "host" in doc  # a run that opened a fresh machine pays Triton's compilation in its first image
+    return [
+        f"ResNet-20 (AESPA), {_ring(r['params'])}, {r['bootstraps']} bootstraps an image"
+        + (", first run on a fresh machine (Triton compiles)" if fresh else ""),
+        f"**{' / '.join(_g(s) for s in per_image)} s** an image (BSGS {_g(t['steps']['bsgs'])} s, bootstraps "
+        f"{_g(t['bootstrap'])} s in all); keygen {_g(r['keygen_s'])} s, weight encoding {_g(r['prepare_s'])} s; "
+        f"{r['predictions_equal']}/{r['images']} predictions equal, max logit err {_e(r['max_logit_error'])}; "
+        f"peak device {_g(r['peak_device_gib'])} GiB",
     ]
 
 
