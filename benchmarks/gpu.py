@@ -194,6 +194,7 @@ def section_ops(device: torch.device, log_n: int, levels: int, cpu_check: bool) 
             for k, c in ev.rotate_hoisted(cx, list(range(1, 9))).items()
         ),
     }
+    out["cuda_graphs"] = {"enabled": be.chain.graphs.enabled, "captured": be.chain.graphs.captured}
     if device.type == "cuda":
         out["key_switch_profile"] = kernel_profile(lambda: be._relinearize(tensor, rk))
     if cpu_check:

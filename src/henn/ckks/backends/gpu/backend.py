@@ -418,7 +418,7 @@ class GpuBackend(Backend):
         if key is None:
             raise InputError(f"the Galois keys hold no key for element {galois}")
         perm = self._permutation(galois)
-        return a.data[0][:, perm], self.chain.key_product([d[:, perm] for d in digits], key.data, a.level)
+        return a.data[0][:, perm], self.chain.key_product(digits[:, :, perm], key.data, a.level)
 
     # ---- serialization ------------------------------------------------------------------------
     def _raw_kinds(self, raw):

@@ -7,13 +7,34 @@ plain-torch form (int64 products of int32 residues); ntt.py dispatches the trans
 
 from __future__ import annotations
 
+import functools
 import math
-from functools import lru_cache
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
 from henn.ckks.backends.gpu import ntt, triton_ntt, triton_rns
+from henn.ckks.backends.gpu.graphs import Graphs
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def per_chain(method: _Method) -> _Method:
+    """Made once per Chain and kept while it lives: index tensors, tables and constants computed once, not per
+    operation. Never evicted, because a captured CUDA graph (graphs.py) reads them at fixed addresses; and
+    held by the Chain, not by a cache that would keep every Chain alive."""
+
+    @functools.wraps(method)
+    def cached(self, *args):
+        key = (method.__name__, *args)
+        value = self._memo.get(key)
+        if value is None:
+            value = self._memo[key] = method(self, *args)
+        return value
+
+    return cached  # type: ignore[return-value]
 
 
 class Chain:
@@ -33,17 +54,19 @@ class Chain:
         self.p_index = tuple(range(len(self.q_words), len(self.words)))  # rows of the P words
         self.p_rows = torch.tensor(self.p_index, dtype=torch.int64, device=device)
         self.digits = _digits(q_moduli, self.p_product)
+        self._memo: dict[tuple, Any] = {}
+        self.graphs = Graphs(device)
 
     # ---- rows ---------------------------------------------------------------------------
     def rows(self, level: int) -> int:
         return int(self.level_words[level])
 
-    @lru_cache(maxsize=128)  # noqa: B019 - one Chain per backend; index tensors made once, not per operation
+    @per_chain
     def qp_rows(self, level: int) -> torch.Tensor:
         """Row indices of Q_level followed by P (what a key switch at this level works over)."""
         return torch.cat((torch.arange(self.rows(level), device=self.device), self.p_rows))
 
-    @lru_cache(maxsize=512)  # noqa: B019 - as qp_rows
+    @per_chain
     def _tables_of(self, rows: tuple[int, ...]) -> ntt.NttTables:
         """The NTT tables of these rows, gathered once (a gather per transform cost more than the transform's
         launch on the GPU)."""
@@ -103,7 +126,7 @@ class Chain:
             acc = (acc - overflow.to(torch.int64) * product_mod % p) % p
         return acc.to(torch.int32)
 
-    @lru_cache(maxsize=256)  # noqa: B019 - one Chain per backend, a handful of (source, target) pairs
+    @per_chain
     def _conversion(
         self, source: tuple[int, ...], target: tuple[int, ...]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -120,7 +143,7 @@ class Chain:
             self.q64[list(target)],
         )
 
-    @lru_cache(maxsize=256)  # noqa: B019 - as _conversion
+    @per_chain
     def _triton_conversion(self, source: tuple[int, ...], target: tuple[int, ...]) -> dict[str, torch.Tensor]:
         """_conversion's constants as int32 words with their Shoup quotients, flattened for the kernel."""
         inv_hat, hat, product_mod, q_src, p = self._conversion(source, target)
@@ -140,6 +163,9 @@ class Chain:
     def drop_top_word(self, data: torch.Tensor) -> torch.Tensor:
         """(data - [data]_q) / q for the last row's prime q, centered remainder ([..., R, N] NTT form):
         one word of a rescale."""
+        return self.graphs.run(("drop_top_word",), self._drop_top_word, data)
+
+    def _drop_top_word(self, data: torch.Tensor) -> torch.Tensor:
         rows = data.shape[-2]
         top = rows - 1
         q = self.words[top]
@@ -150,7 +176,7 @@ class Chain:
         diff = self.sub(data[..., :top, :], lifted, self.q32[keep])
         return self.mul(diff, self._top_inverse(top), self.q64[keep])
 
-    @lru_cache(maxsize=128)  # noqa: B019 - per row
+    @per_chain
     def _top_inverse(self, top: int) -> torch.Tensor:
         q = self.words[top]
         return torch.tensor([pow(q, -1, p) for p in self.words[:top]], dtype=torch.int64, device=self.device).unsqueeze(
@@ -158,38 +184,47 @@ class Chain:
         )
 
     # ---- key switching ------------------------------------------------------------------
-    def mod_up(self, c: torch.Tensor, level: int) -> list[torch.Tensor]:
-        """The digits of c ([R, N] NTT over Q_level) raised to Q_level*P: one [R+K, N] NTT tensor per digit."""
+    def mod_up(self, c: torch.Tensor, level: int) -> torch.Tensor:
+        """The digits of c ([R, N] NTT over Q_level) raised to Q_level*P: [D, R+K, N] NTT, one row per digit."""
+        return self.graphs.run(("mod_up", level), functools.partial(self._mod_up, level=level), c)
+
+    def _mod_up(self, c: torch.Tensor, level: int) -> torch.Tensor:
         rows = self.rows(level)
         coeff = self.inverse(c, slice(0, rows))
-        out = []
-        for digit in self.digits:
-            start, stop = digit[0], min(digit[-1] + 1, rows)  # a digit is consecutive rows
-            if start >= rows:
-                break
+        spans = [(d[0], min(d[-1] + 1, rows)) for d in self.digits if d[0] < rows]  # a digit: consecutive rows
+        out = torch.empty((len(spans), rows + len(self.p_index), self.n), dtype=c.dtype, device=c.device)
+        for j, (start, stop) in enumerate(spans):
             others = tuple(range(start)) + tuple(range(stop, rows)) + self.p_index
             raised = self.forward(self.convert(coeff[start:stop], tuple(range(start, stop)), others), list(others))
-            out.append(torch.cat((raised[:start], c[start:stop], raised[start:])))  # rows in Q_level*P order
+            torch.cat((raised[:start], c[start:stop], raised[start:]), out=out[j])  # rows in Q_level*P order
         return out
 
-    def key_product(self, digits: list[torch.Tensor], key: torch.Tensor, level: int) -> torch.Tensor:
-        """sum_j digit_j * key_j over Q_level*P ([2, R+K, N]): the inner product of a key switch."""
+    def key_product(self, digits: torch.Tensor, key: torch.Tensor, level: int) -> torch.Tensor:
+        """sum_j digit_j * key_j over Q_level*P ([2, R+K, N]; digits [D, R+K, N]): a key switch's inner
+        product."""
         index = self.qp_rows(level)
         if triton_ntt.usable(key):
-            return triton_rns.key_product(torch.stack(digits), key, index, self.qp_q32(level).reshape(-1))
+            return triton_rns.key_product(digits, key, self.qp_rows32(level), self.qp_q32(level).reshape(-1))
         q = self.q64[index]
         acc = torch.zeros((2, index.numel(), self.n), dtype=torch.int64, device=self.device)
         for j, ext in enumerate(digits):
             acc = (acc + ext.to(torch.int64) * key[j][:, index].to(torch.int64)) % q
         return acc.to(torch.int32)
 
-    @lru_cache(maxsize=128)  # noqa: B019 - per level
+    @per_chain
+    def qp_rows32(self, level: int) -> torch.Tensor:
+        return self.qp_rows(level).to(torch.int32)
+
+    @per_chain
     def qp_q32(self, level: int) -> torch.Tensor:
         """The primes of Q_level*P ([R+K, 1] int32), gathered once per level."""
         return self.q32[self.qp_rows(level)].contiguous()
 
     def mod_down(self, x: torch.Tensor, level: int) -> torch.Tensor:
         """x ([..., R+K, N] NTT over Q_level*P) divided by P, rounded: [..., R, N] over Q_level."""
+        return self.graphs.run(("mod_down", level), functools.partial(self._mod_down, level=level), x)
+
+    def _mod_down(self, x: torch.Tensor, level: int) -> torch.Tensor:
         rows = self.rows(level)
         coeff = self.inverse(x[..., rows:, :].contiguous(), slice(self.p_index[0], self.p_index[-1] + 1))
         conv = self.forward(self.convert(coeff, self.p_index, tuple(range(rows)), exact=True), slice(0, rows))
@@ -197,13 +232,13 @@ class Chain:
         diff = self.sub(x[..., :rows, :], conv, self.q32[keep])
         return self.mul(diff, self._p_inverse(rows), self.q64[keep])
 
-    @lru_cache(maxsize=64)  # noqa: B019 - per level
+    @per_chain
     def _p_inverse(self, rows: int) -> torch.Tensor:
         return torch.tensor(
             [pow(self.p_product % q, -1, q) for q in self.q_words[:rows]], dtype=torch.int64, device=self.device
         ).unsqueeze(1)
 
-    @lru_cache(maxsize=64)  # noqa: B019 - per digit: made once, not per key (one host-to-device copy)
+    @per_chain
     def gadget(self, rows_of_digit: tuple[int, ...]) -> torch.Tensor:
         """P mod q for the digit's Q words, 0 elsewhere ([W, 1] int64): P * g_j of the switching key."""
         g = [self.p_product % q if i in rows_of_digit else 0 for i, q in enumerate(self.words)]

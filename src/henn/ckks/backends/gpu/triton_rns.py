@@ -116,13 +116,11 @@ def convert(x: torch.Tensor, tables: dict, targets: int, exact: bool) -> torch.T
 
 
 def key_product(digits: torch.Tensor, key: torch.Tensor, index: torch.Tensor, q32: torch.Tensor) -> torch.Tensor:
-    """digits [J, R, N], key [J', 2, W, N] (rows `index` of W), -> [2, R, N]."""
+    """digits [J, R, N], key [J', 2, W, N] (rows `index` of W, int32), -> [2, R, N]."""
     j, rows, n = digits.shape
     out = torch.empty((2, rows, n), dtype=torch.int32, device=digits.device)
     grid = (rows, triton.cdiv(n, BLOCK))
-    _key_product[grid](
-        digits.contiguous(), key, out, q32, index.to(torch.int32), j, rows, key.shape[2], n, BLOCK=min(BLOCK, n)
-    )
+    _key_product[grid](digits.contiguous(), key, out, q32, index, j, rows, key.shape[2], n, BLOCK=min(BLOCK, n))
     return out
 
 
