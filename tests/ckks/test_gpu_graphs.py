@@ -17,12 +17,12 @@ from henn.ckks.backends.gpu.chain import Chain  # noqa: E402
 from henn.ckks.backends.gpu.graphs import ENV, Graphs  # noqa: E402
 
 
-def chain(device: torch.device, log_n: int = 5) -> Chain:
+def chain(device, log_n: int = 5) -> Chain:
     both = moduli.chain_moduli([50, 30, 30, 31, 61, 61], log_n)
     return Chain(both[:4], both[4:], log_n, device)
 
 
-def residues(c: Chain, rows: int, seed: int, lead: tuple[int, ...] = ()) -> torch.Tensor:
+def residues(c: Chain, rows: int, seed: int, lead: tuple[int, ...] = ()):
     rng = np.random.default_rng(seed)
     x = np.stack([rng.integers(0, q, (*lead, c.n)) for q in c.words[:rows]], axis=-2)
     return torch.from_numpy(x.astype(np.int32)).to(c.device)
