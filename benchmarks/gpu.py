@@ -18,6 +18,8 @@ Sections (each runs on its own; a failure is recorded with its traceback and the
 - resnet20: paper 002's ResNet-20 (AESPA) at boot-n16-gpu on --resnet-images CIFAR-10 test images (bootstraps
   placed from 64 training images carried with them), logits against the plaintext model; the session's key
   generation and weight encoding are timed apart and printed before the first image;
+- graphs: replayed CUDA graphs of ModUp, ModDown and a rescale's word against the same kernels launched one
+  by one, bit for bit at three levels with fresh inputs (on a CPU both run uncaptured);
 - host (not run by default): opening the boot-n16-gpu bootstrapping chain, one encoding at its top and
   --host-keys rotation keys over it (what ResNet-20 and the first bootstrap spend before computing).
 Needs only numpy, torch and (on a GPU) Triton: it runs on the device machine from the carried tree.
@@ -151,6 +153,35 @@ def _moved(raw, device):
     if isinstance(raw, RawGaloisKeys):
         return RawGaloisKeys({g: RawSwitchKey(k.data.to(device)) for g, k in raw.keys.items()})
     return RawSwitchKey(raw.data.to(device))
+
+
+def section_graphs(device: torch.device, log_n: int) -> dict:
+    """Replayed CUDA graphs against the same kernels launched one by one (a second chain with graphs off):
+    ModUp, ModDown and a rescale's word at three levels, three rounds of fresh inputs, bit for bit."""
+    from henn.ckks.backends.gpu import moduli
+    from henn.ckks.backends.gpu.chain import Chain
+
+    both = moduli.chain_moduli([50, 30, 30, 31, 61, 61], log_n)
+    captured, plain = (Chain(both[:4], both[4:], log_n, device) for _ in range(2))
+    plain.graphs.enabled = False
+    rng = np.random.default_rng(0)
+
+    def residues(rows: int, lead: tuple[int, ...] = ()) -> torch.Tensor:
+        x = np.stack([rng.integers(0, q, (*lead, captured.n)) for q in captured.words[:rows]], axis=-2)
+        return torch.from_numpy(x.astype(np.int32)).to(device)
+
+    equal = []
+    for _ in range(3):  # fresh inputs into the same captured buffers
+        for level in range(1, 4):
+            rows = captured.rows(level)
+            x = residues(rows)
+            equal.append(torch.equal(captured.mod_up(x, level), plain.mod_up(x, level)))
+            full = residues(len(captured.words), (2,))  # Q_level * P rows of it
+            wide = torch.cat((full[:, :rows], full[:, len(captured.q_words) :]), dim=1)
+            equal.append(torch.equal(captured.mod_down(wide, level), plain.mod_down(wide, level)))
+            data = residues(rows, (2,))
+            equal.append(torch.equal(captured.drop_top_word(data), plain.drop_top_word(data)))
+    return {"enabled": captured.graphs.enabled, "captured": captured.graphs.captured, "equal": all(equal)}
 
 
 def section_ops(device: torch.device, log_n: int, levels: int, cpu_check: bool) -> dict:
@@ -434,6 +465,7 @@ def run(args) -> dict:
         "bootstrap": lambda: section_bootstrap(device, args.log_n, args.bootstrap_reps),
         "resnet20": lambda: section_resnet20(cifar_file(args.images), args.resnet_images),
         "host": lambda: section_host(device, args.host_keys),
+        "graphs": lambda: section_graphs(device, 12),
     }
     for name in args.sections.split(","):
         start = time.perf_counter()
@@ -453,7 +485,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="JSON file to write (rewritten after every section)")
     ap.add_argument("--device", help="torch device (default: cuda when present, else cpu)")
-    ap.add_argument("--sections", default="ntt,ops,mnist,mnist_paper000,bootstrap,resnet20")
+    ap.add_argument("--sections", default="ntt,graphs,ops,mnist,mnist_paper000,bootstrap,resnet20")
     ap.add_argument("--bootstrap-reps", type=int, default=3, help="timed bootstraps after the first")
     ap.add_argument("--log-n", type=int, default=16)
     ap.add_argument("--limbs", type=int, default=40, help="word primes of the NTT section")
