@@ -374,7 +374,7 @@ def gpu(docs: list[dict]) -> Rows:
             for k, v in sorted(ops["key_switch"].items(), key=lambda i: -int(i[0]))
         ]
         + [
-            [f"{name}", beside(ops[key]["median_ms"], ops0.get(key, {}).get("median_ms"), "ms")]
+            [name, beside(ops[key]["median_ms"], ops0.get(key, {}).get("median_ms"), "ms")]
             for name, key in (
                 ("rescale", "rescale"),
                 ("rotation", "rotate"),
@@ -406,7 +406,7 @@ def _graphs(doc: dict) -> bool:
 
 
 def _resnet20_row(doc: dict) -> list[str]:
-    """ResNet-20 on the device: seconds an image, where they go, the session's set-up and the check."""
+    """ResNet-20 on the device: seconds an image, where they go, the encrypted session's set-up and the check."""
     r = doc["resnet20"]
     t = r["timings"]
     notes = [f"{doc['date'][11:16]} run"]
