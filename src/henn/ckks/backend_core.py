@@ -43,6 +43,9 @@ class BackendCore(ABC):
     max_special_primes: ClassVar[int] = 64
     # what the library made of the bootstrap parameters (primes, depth, keys), where it reports it
     bootstrap_info: dict | None = None
+    # polynomials each element of a Galois or bootstrapping key holds in memory: 2 (b and a), or 1 where
+    # keys are seeded and every key switch regenerates the a halves it reads (Lattigo, by default)
+    key_polys: int = 2
     # the primes in use, set by _open (declared here: an empty tuple assigned in __init__ would narrow them)
     q_primes: tuple[int, ...] = ()
     p_primes: tuple[int, ...] = ()

@@ -112,13 +112,15 @@ def ciphertext_bytes(program: Program, backend) -> int:
 
 def key_bytes(program: Program, backend) -> int:
     """Evaluation keys (rotations + relinearization): 2 x digits x (Q + P limbs) x N x 8 bytes each, with
-    digits = ceil(#q / #p) (SEAL: one special prime, so one digit per q prime)."""
+    digits = ceil(#q / #p) (SEAL: one special prime, so one digit per q prime); a seeded Galois key
+    (backend.key_polys = 1) half of that."""
     if not backend.encrypts:
         return 0
     p = program.params
     digits = -(-len(p.log_q) // len(p.log_p))
-    per_key = 2 * digits * (len(p.log_q) + len(p.log_p)) * p.n * 8
-    return (len(program.rotation_steps) + int(program.relin)) * per_key + bootstrap_key_bytes(program, backend)
+    per_poly = digits * (len(p.log_q) + len(p.log_p)) * p.n * 8
+    galois = len(program.rotation_steps) * backend.key_polys * per_poly
+    return galois + int(program.relin) * 2 * per_poly + bootstrap_key_bytes(program, backend)
 
 
 def bootstrap_key_bytes(program: Program, backend) -> int:
@@ -128,8 +130,9 @@ def bootstrap_key_bytes(program: Program, backend) -> int:
     if program.bootstraps == 0 or not info:
         return 0
     q, p = len(info["q"]), len(info["p"])
-    per_key = 2 * -(-q // p) * (q + p) * program.params.n * 8
-    return (info["galois_keys"] + 3) * per_key  # + relinearization and the two encapsulation keys
+    per_poly = -(-q // p) * (q + p) * program.params.n * 8
+    # the Galois keys seeded where the backend seeds them; the relinearization and two encapsulation keys full
+    return info["galois_keys"] * backend.key_polys * per_poly + 3 * 2 * per_poly
 
 
 # Ciphertexts over the bootstrapping modulus a bootstrap holds at once (hoisted decompositions, baby-step

@@ -42,6 +42,7 @@ ERR = POINTER(c_void_p)  # char **err (kept as void* so that the pointer can be 
 SIGNATURES: dict[str, tuple] = {
     "henn_release": (H,),
     "henn_version": (POINTER(c_void_p),),
+    "henn_seeded_keys": (POINTER(c_int),),
     "henn_selftest_panic": (),
     "henn_set_memory_policy": (c_int, c_int64),
     "henn_return_memory": (),
@@ -224,6 +225,12 @@ class Bridge:
         out = c_void_p()
         self.call("henn_version", byref(out))
         return self.take_string(out)
+
+    def seeded_keys(self) -> bool:
+        """Whether the bridge makes Galois and bootstrapping keys seeded (go/keygen.go: seededKeys)."""
+        out = c_int()
+        self.call("henn_seeded_keys", byref(out))
+        return bool(out.value)
 
     @staticmethod
     def _error(name: str, status: int, msg: str) -> Exception:

@@ -11,7 +11,10 @@ NewMatrixFromLiteral and GenMatrices, so that a bootstrapping evaluator whose DF
 as they run is built without encoding them all first, their values generated in complex128
 (lattigo_patch/dft/diagonals128.go); and lattigo_patch/sampling/drbg.go to its sampling package, so
 that key generation and encryption draw their randomness from AES-256-CTR seeded by crypto/rand (18x faster
-here) rather than from crypto/rand for every KiB.
+here) rather than from crypto/rand for every KiB; and lattigo_patch/rlwe/seeded.go to its rlwe package, with
+the seed of a compressed evaluation key moved to its GadgetCiphertext and calls at the top of the gadget
+products, key generation and Expand, so that a seeded key stays seeded while it is used: each key switch
+regenerates the a halves it reads from per-prime AES-256-CTR streams (half the key memory).
 Everything else is Lattigo's code, unchanged (Apache-2.0: its LICENSE is copied with it).
 """
 
@@ -150,6 +153,15 @@ def _insert(source: str, name: str, hooks: tuple[tuple[str, str], ...]) -> str:
     return source
 
 
+def _replace(source: str, name: str, replacements: tuple[tuple[str, str], ...]) -> str:
+    """Lattigo's file `name` with each text replaced; each must occur exactly once."""
+    for text, replacement in replacements:
+        if source.count(text) != 1:
+            raise BackendError(f"Lattigo {VERSION}'s {name} has changed: the patch needs {VERSION} exactly")
+        source = source.replace(text, replacement)
+    return source
+
+
 # dft: while dft.WithShapesOnly runs, GenMatrices generates in complex128 where that gives its values
 # (lattigo_patch/dft/diagonals128.go), NewMatrixFromLiteral keeps the values (converted from big floats
 # otherwise) and makes each factor's shape only (lattigo_patch/dft/shapes.go)
@@ -188,8 +200,59 @@ _SAMPLER_HOOKS_GAUSSIAN = (
     ),
 )
 
+# seeded evaluation keys that stay seeded while used (lattigo_patch/rlwe/seeded.go): the seed moves from
+# EvaluationKey to its GadgetCiphertext, where the gadget products find it; compressed keys are generated
+# and expanded from per-prime streams; each gadget product regenerates the a halves it reads
+_SEED_FIELD = (
+    (
+        "\tValue                structs.Matrix[VectorQP]\n",
+        "\tSeed                 *[32]byte // henn: a halves from this seed (seeded.go)\n",
+    ),
+    (
+        "func (ct GadgetCiphertext) CopyNew() (ctCopy *GadgetCiphertext) {\n",
+        "\tdefer func() { ctCopy.Seed = ct.Seed }()\n",
+    ),
+)
+_SEED_EXPAND = (
+    (
+        "func (evk EvaluationKey) Expand(params ParameterProvider, buffer *GadgetCiphertext) error {\n",
+        "\tif evk.IsCompressed() && evk.Seed != nil {\n\t\treturn evk.expandSeeded(params, buffer)\n\t}\n",
+    ),
+)
+_SEED_KEYGEN = (
+    (
+        "func (kgen KeyGenerator) genEvaluationKey(skIn ring.Poly, skOut ringqp.Poly, evk *EvaluationKey) {\n",
+        "\tif evk.IsCompressed() {\n\t\tkgen.genSeededEvaluationKey(skIn, skOut, evk)\n\t\treturn\n\t}\n",
+    ),
+)
+_SEEDED_VIEW = (
+    "\tif gadgetCt.Seed != nil {\n\t\tview, release := eval.seededView(levelQ, gadgetCt)\n"
+    "\t\tdefer release()\n\t\tgadgetCt = view\n\t}\n"
+)
+_SEED_PRODUCTS = tuple(
+    (f"func (eval Evaluator) {name}(levelQ int, {arg}, gadgetCt *GadgetCiphertext, {out}) {{\n", _SEEDED_VIEW)
+    for name, arg, out in (
+        ("gadgetProductMultiplePLazy", "cx ring.Poly", "ctQP *Element[ringqp.Poly]"),
+        ("gadgetProductSinglePAndBitDecompLazy", "cx ring.Poly", "ctQP *Element[ringqp.Poly]"),
+        ("gadgetProductMultiplePLazyHoisted", "BuffQPDecompQP []ringqp.Poly", "ct *Element[ringqp.Poly]"),
+    )
+)
+# (text, replacement) in a patched file; the text must occur exactly once
+_REPLACEMENTS = {
+    "core/rlwe/keys.go": (
+        (
+            "\tSeed *[32]byte // Must be != nil iff EvaluationKey.IsCompressed() = true\n",
+            "\t// Seed: in GadgetCiphertext (henn: lattigo_patch/rlwe/seeded.go)\n",
+        ),
+    )
+}
+
 # the hooks of each patched file, by its path in the module
 _HOOKS = {
+    "core/rlwe/gadgetciphertext.go": _SEED_FIELD,
+    "core/rlwe/keys.go": _SEED_EXPAND,
+    "core/rlwe/keygenerator.go": _SEED_KEYGEN,
+    "core/rlwe/evaluator_gadget_product.go": _SEED_PRODUCTS,
     "ring/ntt.go": _NTT_HOOKS,
     "ring/basis_extension.go": _EXTENSION_HOOKS,
     "ring/vec_ops.go": _VEC_HOOKS,
@@ -199,7 +262,7 @@ _HOOKS = {
     "ring/sampler_gaussian.go": _SAMPLER_HOOKS_GAUSSIAN,
 }
 # the package each folder of lattigo_patch adds its files to
-_PATCH_PACKAGES = {".": "ring", "dft": "circuits/ckks/dft", "sampling": "utils/sampling"}
+_PATCH_PACKAGES = {".": "ring", "dft": "circuits/ckks/dft", "sampling": "utils/sampling", "rlwe": "core/rlwe"}
 
 
 def _download(go: str) -> Path:
@@ -239,6 +302,9 @@ def prepare(go: str) -> Path:
         for name in dirs + files:
             path = Path(root) / name
             path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    for name, replacements in _REPLACEMENTS.items():
+        path = staging / name
+        path.write_text(_replace(path.read_text(), name, replacements))
     for name, hooks in _HOOKS.items():
         path = staging / name
         path.write_text(_insert(path.read_text(), name, hooks))

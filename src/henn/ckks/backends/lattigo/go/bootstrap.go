@@ -165,9 +165,7 @@ func (c *ctxObj) genBootstrapKeys(sk *skObj) (*btpKeyObj, error) {
 
 	paramsN2 := p.BootstrappingParameters
 	skN2 := extendSecret(sk.sk, paramsN2)
-	at := func(level int) rlwe.EvaluationKeyParameters {
-		return rlwe.EvaluationKeyParameters{LevelQ: utils.Pointy(level), LevelP: utils.Pointy(paramsN2.MaxLevelP())}
-	}
+	at := func(level int) rlwe.EvaluationKeyParameters { return keyAt(level, paramsN2.MaxLevelP()) }
 	if keys.EvkDenseToSparse, keys.EvkSparseToDense, err = encapsulationKeys(p, skN2); err != nil {
 		return nil, err
 	}
@@ -175,7 +173,9 @@ func (c *ctxObj) genBootstrapKeys(sk *skObj) (*btpKeyObj, error) {
 	galois := make([]*rlwe.GaloisKey, len(els))
 	generateKeys(paramsN2, len(els)+1, func(kgen *rlwe.KeyGenerator, i int) {
 		if i == len(els) {
-			set.RelinearizationKey = kgen.GenRelinearizationKeyNew(skN2, at(levels.relin))
+			full := at(levels.relin) // one key, used by every product of EvalMod: kept full
+			full.Compressed = false
+			set.RelinearizationKey = kgen.GenRelinearizationKeyNew(skN2, full)
 		} else {
 			galois[i] = kgen.GenGaloisKeyNew(els[i], skN2, at(levels.galois[els[i]]))
 		}

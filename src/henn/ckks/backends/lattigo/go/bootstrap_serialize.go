@@ -99,8 +99,8 @@ func (c *ctxObj) checkBootstrapKeys(p *bootstrapping.Parameters, keys *bootstrap
 	return nil
 }
 
-// gadgetShape: g is shaped as rlwe.NewGadgetCiphertext(params, 1, levelQ, levelP, 0) would make it,
-// checked without allocating one.
+// gadgetShape: g is shaped as rlwe.NewGadgetCiphertext(params, 1, levelQ, levelP, 0) would make it, or
+// of degree 0 with a seed (a seeded key), checked without allocating one.
 func gadgetShape(g *rlwe.GadgetCiphertext, params rlwe.Parameters, levelQ, levelP int) bool {
 	if g.BaseTwoDecomposition != 0 {
 		return false
@@ -116,7 +116,7 @@ func gadgetShape(g *rlwe.GadgetCiphertext, params rlwe.Parameters, levelQ, level
 			return false
 		}
 		for _, v := range g.Value[i] {
-			if len(v) != 2 {
+			if len(v) != 2 && (len(v) != 1 || g.Seed == nil) {
 				return false
 			}
 			for _, pq := range v {

@@ -222,7 +222,9 @@ func (c *ctxObj) genGaloisKeys(sk *skObj, steps []int64, conjugate bool) (*gkObj
 		return nil, err
 	}
 	keys := make([]*rlwe.GaloisKey, len(els))
-	generateKeys(c.params, len(els), func(kgen *rlwe.KeyGenerator, i int) { keys[i] = kgen.GenGaloisKeyNew(els[i], sk.sk) })
+	generateKeys(c.params, len(els), func(kgen *rlwe.KeyGenerator, i int) {
+		keys[i] = kgen.GenGaloisKeyNew(els[i], sk.sk, keyAt(c.params.MaxLevelQ(), c.params.MaxLevelP()))
+	})
 	return c.wrapGaloisKeys(keys...), nil
 }
 

@@ -115,6 +115,19 @@ func henn_version(out **C.char, errOut **C.char) C.int {
 	})
 }
 
+// henn_seeded_keys reports whether Galois and bootstrapping keys are made seeded (keygen.go).
+//
+//export henn_seeded_keys
+func henn_seeded_keys(out *C.int, errOut **C.char) C.int {
+	return call(errOut, func() error {
+		*out = 0
+		if seededKeys {
+			*out = 1
+		}
+		return nil
+	})
+}
+
 // henn_set_memory_policy sets the collector's GOGC percentage and soft memory limit (bytes; <= 0
 // leaves it): environment variables set after the process started never reach a c-shared runtime.
 //

@@ -1,10 +1,23 @@
 package main
 
 import (
+	"os"
 	"runtime"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/utils"
 )
+
+// seededKeys: Galois keys, the bootstrapping ones included, are made seeded (lattigo_patch/rlwe/seeded.go):
+// each gadget element keeps its b half and the key one 32-byte seed, and every key switch regenerates the a
+// halves it reads. Half the key memory, resident and on the wire, and measured no slower on ResNet-20
+// (docs/benchmarks.md); HENN_SEEDED_KEYS=0 makes full keys.
+var seededKeys = os.Getenv("HENN_SEEDED_KEYS") != "0"
+
+// keyAt: the parameters of an evaluation key at levelQ (all special primes), seeded as seededKeys says.
+func keyAt(levelQ, levelP int) rlwe.EvaluationKeyParameters {
+	return rlwe.EvaluationKeyParameters{LevelQ: utils.Pointy(levelQ), LevelP: utils.Pointy(levelP), Compressed: seededKeys}
+}
 
 // generateKeys runs gen(kgen, 0..n-1) on GOMAXPROCS goroutines. Each goroutine has a KeyGenerator of
 // its own: Lattigo's samplers keep buffer state between calls, so sharing one would let goroutines race

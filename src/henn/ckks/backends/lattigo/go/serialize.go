@@ -318,6 +318,7 @@ func (w *walker) evaluationKey() error {
 	if rows == 0 {
 		return dataErr("evaluation key has no rows")
 	}
+	seeded := false
 	for i := uint64(0); i < rows; i++ {
 		cols, err := w.count(8)
 		if err != nil {
@@ -331,10 +332,18 @@ func (w *walker) evaluationKey() error {
 			if err = w.vector(w.polyQP); err != nil {
 				return err
 			}
-			if binary.LittleEndian.Uint64(w.b[off:]) < 2 {
-				return dataErr("compressed evaluation keys are not supported")
+			switch degree := binary.LittleEndian.Uint64(w.b[off:]) - 1; {
+			case degree > 1:
+				return dataErr("evaluation key element (%d, %d) has %d polynomials, not 1 or 2", i, j, degree+1)
+			case i == 0 && j == 0:
+				seeded = degree == 0
+			case seeded != (degree == 0):
+				return dataErr("evaluation key mixes seeded and full elements")
 			}
 		}
+	}
+	if seeded { // the seed of the a halves (lattigo_patch/rlwe/seeded.go)
+		return w.take(32)
 	}
 	return nil
 }
