@@ -1,12 +1,12 @@
 """The whole trained ResNet-20 (the zoo's AESPA model) encrypted on one real CIFAR-10 test image, on Lattigo
-at the 128-bit boot-n16 set with its bootstraps: the marked suite of issue 12. About 3.5 minutes and 15 GiB:
+at the 128-bit boot-n16 set with its bootstraps: the marked suite of issue 12. 3.5-5 minutes and 8 GiB:
 heavy, so `make test-heavy` (and CI) runs it, not the default `make test`; it runs alone with
 
     .venv/bin/python -m pytest -m resnet20_encrypted tests/runtime/test_resnet20_encrypted.py
 
 It runs benchmarks/resnet20.py in a process of its own (its keys and program are freed with it) and checks
 what the benchmark reports: the prediction equal to plaintext, the logit error, no refused image, the
-memory within the issue's 16 GB."""
+memory within 8.5 GiB (issue 32 asks for 8; seeded keys gave 7.6-7.8 GiB, full ones 12.8-12.9)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 DATA = datasets.default_data_dir()
 
 
-@pytest.mark.heavy(gib=16)
+@pytest.mark.heavy(gib=9)
 @pytest.mark.resnet20_encrypted
 @pytest.mark.skipif(DATA is None, reason="no dataset folder (CIFAR-10 in ../shared/datasets or $HENN_DATA_DIR)")
 def test_trained_resnet20_on_one_real_image(tmp_path):
@@ -48,4 +48,4 @@ def test_trained_resnet20_on_one_real_image(tmp_path):
     assert r["images"] == 1 and r["images_refused"] == [] and r["bootstraps"] >= 3
     assert r["agreement"] == 1.0 and r["max_logit_error"] < 1e-3, r
     assert "insecure" not in r["params"] and "N=2^16" in r["params"]
-    assert r["peak_rss_mib"] < 16e9 / 2**20, f"peak {r['peak_rss_mib']:.0f} MiB"
+    assert r["peak_rss_mib"] < 8.5 * 1024, f"peak {r['peak_rss_mib']:.0f} MiB"
