@@ -1,7 +1,7 @@
 """The default is the fast path (issue 32): `henn infer` with no flag evaluates paper 000's MNIST CNN within
 10% of the fastest single speed setting a user can give (plaintext cache none or whole, GOGC 100 or 400, one
 thread), each configuration in its own process, interleaved over three rounds, medians compared; and
-every configuration's predictions equal the plaintext model's. ~2.5 min on 2 cores."""
+every configuration's predictions equal the plaintext model's. ~4 min on 2 cores."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ ALTERNATIVES = ["no_plaintext_cache", "whole_plaintext_cache", "gogc_100", "gogc
 @pytest.mark.heavy(gib=2)
 def test_default_is_within_ten_percent_of_the_best_setting():
     names = ["default", *ALTERNATIVES]
-    report = default_flags.sweep(["--model", "mnist-cnn", "--images", "5"], names, rounds=3)
+    # 10 images a set: with 5, sets of 0.4 s moved by 10-15% between runs of one configuration on an AVX2-only
+    # 2-core VM (default over GOGC=100: 1.14 once, 1.09 the next time, same code); with 10, 1.006
+    report = default_flags.sweep(["--model", "mnist-cnn", "--images", "10"], names, rounds=3)
     assert report["agreement"] == {n: 1.0 for n in names}
     assert report["default_over_best"] <= 1.10, report["median_set_seconds"]
