@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -21,11 +22,17 @@ from henn.runtime import memory
 lattigo = pytest.importorskip("henn.ckks.backends.lattigo")
 
 
-def _params():
-    name = "insecure_seeded_n11_d4"
+HERE = Path(__file__).resolve().parent
+
+
+def _preset(name: str, literal: ParametersLiteral):
     if name not in presets.names():
-        presets.register(name, ParametersLiteral(11, (50, 36, 36, 36, 36), (50, 50), 36))
+        presets.register(name, literal)
     return presets.get(name)
+
+
+def _params():
+    return _preset("insecure_seeded_n11_d4", ParametersLiteral(11, (50, 36, 36, 36, 36), (50, 50), 36))
 
 
 def _galois_payload(steps: list[int]) -> tuple[int, int]:
@@ -52,11 +59,13 @@ def test_galois_keys_are_seeded_by_default():
 def test_full_keys_when_asked():
     """HENN_SEEDED_KEYS=0 (read by the bridge when it loads: a fresh process) makes the full keys of before."""
     code = (
-        "import json, sys; sys.path[:0] = ['tests/ckks']; import test_seeded_keys as t; "
+        f"import json, sys; sys.path[:0] = [{str(HERE)!r}]; import test_seeded_keys as t; "
         "print(json.dumps(t._galois_payload([1, 2, 3, 5, 8])))"
     )
     env = dict(os.environ, HENN_SEEDED_KEYS="0")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=HERE.parents[1]
+    )
     polys, size = json.loads(out.stdout.strip().splitlines()[-1])
     assert polys == 2
     assert 2 * 5 * _element_bytes(_params()) <= size < 1.05 * 2 * 5 * _element_bytes(_params())
@@ -64,11 +73,9 @@ def test_full_keys_when_asked():
 
 def test_memory_model_counts_seeded_keys_as_they_are():
     """memory.key_bytes against the keys a compiled program really gets on Lattigo."""
-    name = "insecure_seeded_n12_d6"
-    if name not in presets.names():
-        presets.register(name, ParametersLiteral(12, (50,) + (36,) * 6, (50, 50), 36))
+    params = _preset("insecure_seeded_n12_d6", ParametersLiteral(12, (50,) + (36,) * 6, (50, 50), 36))
     model = build_cnn(mnist_layers("square"), (1, 28, 28), seed=3)
-    program = compile_model(model, None, CompileOptions(mode="single", params=presets.get(name))).program
+    program = compile_model(model, None, CompileOptions(mode="single", params=params)).program
     be = lattigo.LattigoBackend(program.params)
     sk = be.generate_secret_key()
     keys = be.keys_of(sk, program.rotation_steps, relin=program.relin)

@@ -19,6 +19,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"encoding/binary"
+	"errors"
 	"math/bits"
 	"sync"
 	"unsafe"
@@ -171,7 +172,8 @@ func (kgen KeyGenerator) genSeededEvaluationKey(skIn ring.Poly, skOut ringqp.Pol
 }
 
 // expandSeeded is Expand for keys seeded here: the a halves at the key's levels, into buffer's degree-0
-// elements when given.
+// elements when given. Like Lattigo's Expand it has a value receiver: the caller's key keeps its Seed, so
+// its key switches still regenerate the a halves until the caller sets Seed to nil.
 func (evk EvaluationKey) expandSeeded(params ParameterProvider, buffer *GadgetCiphertext) error {
 	if buffer == nil {
 		buffer = NewGadgetCiphertext(params, 0, evk.LevelQ(), evk.LevelP(), evk.BaseTwoDecomposition)
@@ -190,12 +192,7 @@ func (evk EvaluationKey) expandSeeded(params ParameterProvider, buffer *GadgetCi
 			evk.Value[i][j] = VectorQP{evk.Value[i][j][0], buffer.Value[i][j][0]}
 		}
 	}
-	evk.GadgetCiphertext.Seed = nil
 	return nil
 }
 
-type expandError string
-
-func (e expandError) Error() string { return string(e) }
-
-const errInvalidExpandBuffer = expandError("invalid buffer: not of the key's shape")
+var errInvalidExpandBuffer = errors.New("invalid buffer: not of the key's shape")
