@@ -178,13 +178,32 @@ def test_precision_literal_is_secure_and_sized_to_the_library(ring):
     assert precision_literal(6, 13, 22, 9, "conjugate_invariant") is None  # only five 22-bit primes = 1 mod 4N
 
 
-def _fitting(*args) -> ParametersLiteral:
+def _fitting(*args, **kwargs) -> ParametersLiteral:
     """precision_literal's literal where the test knows that the chain fits (None where it does not)."""
     from henn.ckks.selection import precision_literal
 
-    lit = precision_literal(*args)
+    lit = precision_literal(*args, **kwargs)
     assert lit is not None
     return lit
+
+
+def test_fixed_size_special_primes_are_counted_at_their_size():
+    """OpenFHE makes 60-bit special primes only: the chain is sized so that as many of them fit."""
+    from henn.ckks import security
+    from henn.ckks.selection import KEYSWITCH_MARGIN_BITS, largest_scale
+
+    for depth, log_n in ((7, 14), (5, 13), (9, 15)):
+        top = largest_scale(depth, log_n, 10, "standard", (60, 64), fixed_special=True)
+        assert top is not None
+        lit = _fitting(depth, log_n, top, 10, "standard", (60, 64))
+        fixed = _fitting(depth, log_n, top, 10, "standard", (60, 64), fixed_special=True)
+        assert set(fixed.log_p) == {60} and sum(fixed.log_q) + sum(fixed.log_p) <= security.max_log_qp(log_n)
+        k = len(fixed.log_p)
+        assert k * 60 >= sum(fixed.log_q[:k]) + KEYSWITCH_MARGIN_BITS
+        assert lit.log_q == fixed.log_q  # the same chain: only the special primes' sizes differ
+    # depth 7 on N = 2^14 at a 37-bit scale: free sizes give three 44-bit primes, OpenFHE's size two of 60
+    assert _fitting(7, 14, 37, 10, "standard", (60, 64)).log_p == (44, 44, 44)
+    assert _fitting(7, 14, 37, 10, "standard", (60, 64), fixed_special=True).log_p == (60, 60)
 
 
 def test_special_primes_take_the_room_left_above_every_digit():

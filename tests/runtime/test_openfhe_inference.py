@@ -54,6 +54,20 @@ def test_zoo_mnist_single_mode_at_default_parameters(digits):
     assert (ref.argmax(1) == labels[:4]).mean() >= 0.75
 
 
+def test_precision_selected_parameters_open_on_openfhe(digits):
+    """selection="precision" sizes the chain to OpenFHE's special primes, which are always 60 bits: a chain
+    sized for smaller ones (three of 44 bits) opened with three of 60 and log2(QP) = 486 > 438, refused."""
+    images, _ = digits
+    path = str(ZOO / "mnist-cnn_swish-rg7-deg4.onnx")
+    with henn.compile(path, backend="openfhe", mode="single", calibration=images[-64:]) as cm:
+        p = cm.params
+        assert cm.precision is not None and p.security_ok and set(p.log_p) == {60}
+        ref = cm.reference(images[:2])
+        enc = cm.run(images[:2])  # the backend checks the primes OpenFHE made against the 128-bit bound
+    precision_table.within("openfhe-e2e", "zoo_mnist_precision", ref, enc, cm.precision.tolerance)
+    assert (enc.argmax(1) == ref.argmax(1)).all()
+
+
 def test_zoo_mnist_batch_mode(digits):
     """The square MNIST CNN in batch mode: one pixel of every image per ciphertext, 24 digits in one set."""
     images, labels = digits

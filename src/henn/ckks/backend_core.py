@@ -41,6 +41,7 @@ class BackendCore(ABC):
     # the special primes it takes: their size and most count (precision-driven selection sizes to them)
     special_prime_bits: ClassVar[int] = MAX_SPECIAL_PRIME_BITS
     max_special_primes: ClassVar[int] = 64
+    special_prime_size_fixed: ClassVar[bool] = False  # True: every special prime has special_prime_bits
     # what the library made of the bootstrap parameters (primes, depth, keys), where it reports it
     bootstrap_info: dict | None = None
     # polynomials each element of a Galois or bootstrapping key holds in memory: 2 (b and a), or 1 where

@@ -147,6 +147,8 @@ def precision_literal(
     ring: str = "standard",
     special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64),
     primes: ChainPrimes = ntt_primes,
+    *,
+    fixed_special: bool = False,
 ) -> ParametersLiteral | None:
     """The chain for `depth` rescales at a `log_scale`-bit scale on ring 2^log_n, sized by precision
     rather than a fixed budget: q0 = scale + integer_bits (the integer part of the outputs), then the most
@@ -157,7 +159,9 @@ def precision_literal(
     relinearizations; smaller ones fit where a 61-bit one would not (N = 2^13, depth 5, 26-bit scale:
     one 49-bit special prime, where a 61-bit one would have needed the ring twice as large). None when
     not even one special prime fits or the ring has too few primes of those sizes: `primes(sizes, log_n,
-    ring=)` makes them the way the library will (Backend.chain_primes), or raises ValueError."""
+    ring=)` makes them the way the library will (Backend.chain_primes), or raises ValueError. fixed_special:
+    the library makes every special prime special[0] bits, never smaller (OpenFHE's AUXMODSIZE), so a count
+    fits only at that size."""
     _check_request(depth, None, log_scale, ring)
     special_bits, most = special
     first = log_scale + integer_bits
@@ -165,7 +169,7 @@ def precision_literal(
         return None
     log_q = (first,) + (log_scale,) * depth
     room = security.max_log_qp(log_n) - sum(log_q)
-    log_p = _special_primes(log_q, room, special_bits, most)
+    log_p = _special_primes(log_q, room, special_bits, most, fixed_special)
     if log_p is None:
         return None
     try:
@@ -175,17 +179,25 @@ def precision_literal(
     return ParametersLiteral(log_n, log_q, log_p, log_scale, ring=ring)
 
 
-def _special_primes(log_q: tuple[int, ...], room: int, special_bits: int, most: int) -> tuple[int, ...] | None:
+def _special_primes(
+    log_q: tuple[int, ...], room: int, special_bits: int, most: int, fixed: bool = False
+) -> tuple[int, ...] | None:
     """The most special primes (up to half the chain, `most`, `special_bits` each) within `room` bits whose
     product exceeds every key-switching digit by the margin; no larger than FAST_SPECIAL_PRIME_BITS when
-    that count fits at that size."""
+    that count fits at that size. fixed: only `special_bits`-bit primes (the library makes no smaller)."""
 
     def most_that_fit(cap: int) -> tuple[int, ...] | None:
-        sizes = {k: min(cap, room // k) for k in range(1, min(-(-len(log_q) // 2), most) + 1)}
-        fits = [k for k, bits in sizes.items() if k * bits >= largest_keyswitch_digit(log_q, k) + KEYSWITCH_MARGIN_BITS]
+        sizes = {k: cap if fixed else min(cap, room // k) for k in range(1, min(-(-len(log_q) // 2), most) + 1)}
+        fits = [
+            k
+            for k, bits in sizes.items()
+            if room >= k * bits >= largest_keyswitch_digit(log_q, k) + KEYSWITCH_MARGIN_BITS
+        ]
         return (sizes[max(fits)],) * max(fits) if fits else None
 
     best = most_that_fit(special_bits)
+    if fixed:
+        return best
     fast = most_that_fit(min(special_bits, FAST_SPECIAL_PRIME_BITS))
     return fast if best is not None and fast is not None and len(fast) == len(best) else best
 
@@ -197,9 +209,12 @@ def largest_scale(
     ring: str = "standard",
     special: tuple[int, int] = (MAX_SPECIAL_PRIME_BITS, 64),
     primes: ChainPrimes = ntt_primes,
+    *,
+    fixed_special: bool = False,
 ) -> int | None:
     """The largest scale (bits) whose precision_literal fits ring 2^log_n, or None."""
     for log_scale in range(MAX_PRIME_BITS - integer_bits, MIN_SCALE_BITS - 1, -1):
-        if precision_literal(depth, log_n, log_scale, integer_bits, ring, special, primes) is not None:
+        args = (depth, log_n, log_scale, integer_bits, ring, special, primes)
+        if precision_literal(*args, fixed_special=fixed_special) is not None:
             return log_scale
     return None

@@ -108,13 +108,16 @@ class _Chain:
     integer_bits: int
     ring: str
     special: tuple[int, int]  # (bits, most)
+    fixed_special: bool  # the library's special primes are `bits` each, never smaller (OpenFHE)
     primes: ChainPrimes  # the backend's Backend.chain_primes: only chains it can make are proposed
 
     def literal(self, log_n: int, scale: int):
-        return precision_literal(self.depth, log_n, scale, self.integer_bits, self.ring, self.special, self.primes)
+        args = (self.depth, log_n, scale, self.integer_bits, self.ring, self.special, self.primes)
+        return precision_literal(*args, fixed_special=self.fixed_special)
 
     def top(self, log_n: int) -> int | None:
-        return largest_scale(self.depth, log_n, self.integer_bits, self.ring, self.special, self.primes)
+        args = (self.depth, log_n, self.integer_bits, self.ring, self.special, self.primes)
+        return largest_scale(*args, fixed_special=self.fixed_special)
 
 
 def choose(
@@ -141,7 +144,8 @@ def choose(
     # q0 holds the outputs' integer part with 5 bits to spare (biases and noise of the last levels); a
     # value that still overflows the chain fails its encoding check in the simulation, rejecting the set
     integer_bits = max(4, math.ceil(math.log2(max(1.0, float(np.max(np.abs(exact))))))) + 5
-    chain = _Chain(depth, integer_bits, ring, (cls.special_prime_bits, cls.max_special_primes), cls.chain_primes)
+    special = (cls.special_prime_bits, cls.max_special_primes)
+    chain = _Chain(depth, integer_bits, ring, special, cls.special_prime_size_fixed, cls.chain_primes)
     sim = _Simulation(compile_with, images, exact)
     rejected: list[str] = []
     per_ring = 0 if ring == "conjugate_invariant" else 1  # slots = N or N/2

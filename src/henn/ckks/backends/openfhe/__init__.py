@@ -88,6 +88,7 @@ class OpenFHEBackend(Backend):
     bootstraps = True  # parameters with bootstrap parameters: OpenFHE's EvalBootstrap (FIXEDMANUAL)
     exact_imaginary_unit = True  # slots ordered by powers of 5
     special_prime_bits = mapping.AUX_BITS
+    special_prime_size_fixed = True  # OpenFHE's AUXMODSIZE: its special primes are never smaller
 
     def __init__(
         self,
