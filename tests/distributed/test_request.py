@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from henn.ckks import open_backend, presets
-from henn.distributed.request import request_object, request_views
+from henn.distributed.request import buffer_views, out_of_band, request_views
 from henn.errors import SerializationError, TooLargeError
 
 
@@ -26,7 +26,7 @@ def objects():
 def _through_pickle(blobs):
     """What a worker is handed: the request pickled with its buffers out of band, as Ray does it."""
     buffers: list = []
-    data = pickle.dumps(request_object(blobs), protocol=5, buffer_callback=buffers.append)
+    data = pickle.dumps(out_of_band(blobs), protocol=5, buffer_callback=buffers.append)
     assert len(buffers) == len(blobs) and len(data) < 200  # every payload out of band
     return pickle.loads(data, buffers=[b.raw() for b in buffers])
 
@@ -39,6 +39,19 @@ def test_the_worker_reads_each_ciphertext_in_place(objects):
     assert all(v.obj is memoryview(h).obj for v, h in zip(views, handed))  # views of the buffers: no copy
     cts = [be.deserialize(v) for v in views]
     assert [c.level for c in cts] == [be.deserialize(b).level for b in blobs]
+
+
+def test_the_worker_reads_the_keys_in_place(objects):
+    """Keys travel out of band too: the worker's views are of the buffers it was handed, no copy of gigabytes."""
+    be, _, relin = objects
+    handed = _through_pickle([relin])
+    (view,) = buffer_views(handed, "the evaluation keys")
+    assert view.obj is memoryview(handed[0]).obj and bytes(view) == relin
+    assert be.serialize(be.deserialize(view)) == relin
+    with pytest.raises(SerializationError, match="the evaluation keys must be a list.*got a bytes"):
+        buffer_views(cast(Any, relin), "the evaluation keys")
+    with pytest.raises(SerializationError, match="buffers"):
+        buffer_views([3], "the evaluation keys")
 
 
 def test_a_request_with_more_objects_than_the_program_takes_is_refused(objects):

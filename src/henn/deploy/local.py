@@ -230,7 +230,7 @@ class Server:
     def load(cls, path: str | Path, **options) -> Server:
         return cls(Artefact.load(path), **options)
 
-    def read_keys(self, blobs: Iterable[bytes]) -> EvaluationKeys:
+    def read_keys(self, blobs: Iterable[bytes | memoryview]) -> EvaluationKeys:
         """Evaluation keys from serialized objects: one relinearization key (if the program needs it),
         one set of Galois keys and, for a bootstrapping program, its bootstrapping keys; nothing else."""
         keys = EvaluationKeys()

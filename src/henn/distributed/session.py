@@ -10,7 +10,7 @@ from types import ModuleType
 from henn.distributed.dispatch import DispatchStats, Request, dispatch
 from henn.distributed.placement import Placement
 from henn.distributed.pool import start_workers, stop_workers
-from henn.distributed.request import request_object
+from henn.distributed.request import out_of_band
 from henn.distributed.worker import SetResult, WorkerStats
 
 
@@ -21,13 +21,13 @@ class ClusterSession:
         """depth: sets in flight per worker (the next ones' inputs parsed while one evaluates)."""
         self.ray, self.placement, self.depth = ray, placement, depth
         self.model_ref = ray.put(model_bytes)
-        self.keys_ref = ray.put(key_blobs)  # public evaluation keys only: Client.key_blobs()
+        self.keys_ref = ray.put(out_of_band(key_blobs))  # public evaluation keys only: Client.key_blobs()
         self.key_bytes = sum(len(k) for k in key_blobs)
         self.actors = start_workers(ray, placement, self.model_ref, self.keys_ref, depth)
 
     def request(self, index: int, images: int, blobs: list[bytes]) -> Request:
         """A set's serialized ciphertexts in the object store (request.py), ready to dispatch."""
-        return Request(index, images, self.ray.put(request_object(blobs)), sum(len(b) for b in blobs))
+        return Request(index, images, self.ray.put(out_of_band(blobs)), sum(len(b) for b in blobs))
 
     def evaluate(
         self,

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 
-from henn.distributed.request import request_views
+from henn.distributed.request import buffer_views, request_views
 
 
 PLAINTEXT_CACHE_ENV = "HENN_PLAINTEXT_CACHE"
@@ -65,10 +65,11 @@ class WorkerStats:
 
 
 class SetWorker:
-    def __init__(self, model: bytes, keys: list[bytes], threads: int, plaintext_cache: int | None = None):
-        """model: the model file's bytes; keys: Client.key_blobs(); plaintext_cache: the weight plaintexts'
-        share of the memory this worker declared (bytes), so that workers on one node do not each take
-        the share of the whole machine that a single process would."""
+    def __init__(self, model: bytes, keys: list, threads: int, plaintext_cache: int | None = None):
+        """model: the model file's bytes; keys: Client.key_blobs() out of band (request.out_of_band: read in
+        place from the object store); plaintext_cache: the weight plaintexts' share of the memory this worker
+        declared (bytes), so that workers on one node do not each take the share of the whole machine that a
+        single process would."""
         from henn.deploy.artefact import Artefact
         from henn.deploy.local import Server
 
@@ -78,7 +79,8 @@ class SetWorker:
         if plaintext_cache is not None:
             os.environ[PLAINTEXT_CACHE_ENV] = repr(plaintext_cache / 2**30)
         self.server = Server(Artefact.from_bytes(model), threads=threads)
-        self.session = self.server.open_session(self.server.read_keys(keys))
+        key_views = buffer_views(keys, "the evaluation keys")
+        self.session = self.server.open_session(self.server.read_keys(key_views))
         self.target = self.server.target(self.session)
         self.inputs = self.server.program.input_cts
         self._turn = threading.Lock()  # one evaluation at a time; the next set parses beside it
@@ -87,7 +89,7 @@ class SetWorker:
             pid=os.getpid(),
             node=_node_id(),
             key_loads=1,
-            key_bytes=sum(len(k) for k in keys),
+            key_bytes=sum(v.nbytes for v in key_views),
             sets=0,
             bytes_in=0,
             bytes_out=0,
