@@ -27,6 +27,16 @@ set shares the cores with the workers, which separate machines do not.
 
     flock /tmp/henn-heavy.lock .venv/bin/python benchmarks/distributed.py --sets 4 --repeats 3 \\
         --out benchmarks/results/distributed_mnist_batch.json
+
+**--model resnet20**: ResNet-20 (AESPA) in single mode with its bootstraps, compiled as `henn infer --model
+resnet20` compiles it (calibration: the first 200 CIFAR-10 training images; needs --data-dir), one CIFAR-10
+test image a set, no end-to-end runs. The one process's server and the cluster's worker each hold the
+bootstrapping and rotation keys and a bootstrap's working memory, more than a 23.5 GiB machine holds twice
+beside the client's keys and the object store's copy: each round opens one, evaluates, closes it, then the
+other (their start is outside the timed paths, as the MNIST worker's is).
+
+    flock /tmp/henn-heavy.lock .venv/bin/python benchmarks/distributed.py --model resnet20 --sets 2 \\
+        --repeats 1 --data-dir ../shared/datasets --out benchmarks/results/distributed_resnet20.json
 """
 
 from __future__ import annotations
@@ -34,8 +44,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,8 +59,8 @@ from henn import datasets, distributed
 from henn.distributed.result import STAGES
 
 ZOO = Path(__file__).resolve().parents[1] / "src" / "henn" / "zoo"
-MODEL = "mnist-cnn_square"
-CALIBRATION = 256
+MODELS = {"mnist": "mnist-cnn_square", "resnet20": "resnet20_aespa"}
+CALIBRATION = {"mnist": 256, "resnet20": 200}  # henn infer's --calibration default for ResNet-20
 
 
 def digits(data_dir: Path | None, n: int) -> tuple[np.ndarray, str]:
@@ -61,6 +73,28 @@ def digits(data_dir: Path | None, n: int) -> tuple[np.ndarray, str]:
         source = "embedded MNIST digits"
     reps = -(-n // len(images))
     return np.concatenate([images] * reps)[:n], source + (f", repeated {reps}x" if reps > 1 else "")
+
+
+def cifar(data_dir: Path | None, n: int) -> tuple[np.ndarray, str]:
+    data_dir = data_dir or datasets.default_data_dir()
+    if data_dir is None:
+        raise SystemExit("--model resnet20 needs CIFAR-10: pass --data-dir")
+    images, _ = datasets.load_cifar10(data_dir, "test")
+    return images[:n].copy(), f"the first {n} CIFAR-10 test images in {data_dir}"
+
+
+def compile_model(model: str, data_dir: Path | None):
+    """The model as `henn infer` compiles it: MNIST batch with precision-chosen parameters, ResNet-20 single
+    with bootstraps placed on its calibration images."""
+    path = str(ZOO / f"{MODELS[model]}.onnx")
+    if model == "mnist":
+        cal = datasets.load_embedded_mnist()[0][-CALIBRATION[model] :]
+        return henn.compile(path, (1, 28, 28), backend="lattigo", mode="batch", calibration=cal)
+    data_dir = data_dir or datasets.default_data_dir()
+    if data_dir is None:
+        raise SystemExit("--model resnet20 needs the CIFAR-10 training images for calibration: pass --data-dir")
+    cal = datasets.load_cifar10(data_dir, "train")[0][: CALIBRATION[model]].copy()
+    return henn.compile(path, (3, 32, 32), backend="lattigo", mode="single", bootstrap=True, calibration=cal)
 
 
 def single(cm, images: np.ndarray, threads: int) -> dict:
@@ -113,46 +147,98 @@ def cluster(cm, images: np.ndarray, workers: int, threads: int) -> dict:
 
 
 class Pipeline:
-    """One process's server and a started worker of the cluster path, on the same encrypted sets."""
+    """One process's server and a started worker of the cluster path, on the same encrypted sets. resident:
+    both stay open for every round (MNIST); else each round opens one, runs it and closes it before the
+    other (ResNet-20: the two would not fit in memory together)."""
 
-    def __init__(self, cm, images: np.ndarray, threads: int, depth: int):
+    def __init__(self, cm, images: np.ndarray, threads: int, depth: int, resident: bool = True):
+        from henn.deploy.local import Client
+        from henn.distributed.source import artefact_of
+
+        self.artefact, self.threads, self.depth, self.resident = artefact_of(cm), threads, depth, resident
+        self.model = self.artefact.to_bytes()
+        self.client = Client(self.artefact, threads=threads)
+        self.client.generate_keys()
+        # the evaluation keys wait on disk, read by each server or worker that opens (ResNet-20: 5 GiB of
+        # them, held in the client, its blobs, the object store and a server at once would not fit)
+        self._key_dir = tempfile.TemporaryDirectory(prefix="henn-bench-keys-")
+        self._key_files = []
+        for i, blob in enumerate(self.client.key_blobs()):
+            self._key_files.append(Path(self._key_dir.name) / f"{i}.key")
+            self._key_files[-1].write_bytes(blob)
+        self.client.release_keys()  # the servers' now, as henn.distributed.run does
+        self.sets = self.client.batches(len(images))
+        self.cts = [self.client.runtime.encrypt(images[r.start : r.stop]) for r in self.sets]
+        self.server: Any = None  # henn.deploy.local.Server while open
+        self.session: Any = None  # henn.distributed.session.ClusterSession while open
+        self.ready_s: list[float] = []  # each worker start, outside the timed paths
+        if resident:
+            self._open_server()
+            self._open_session()
+
+    def _open_server(self) -> None:
+        from henn.deploy.local import Server
+
+        self.server = Server(self.artefact, threads=self.threads)
+        self.target = self.server.target(self.server.open_session(self.server.read_keys(self._keys())))
+
+    def _open_session(self) -> None:
         import ray
 
-        from henn.deploy.local import Client, Server
         from henn.distributed.cluster import capacities
         from henn.distributed.placement import plan, worker_need
         from henn.distributed.session import ClusterSession
-        from henn.distributed.source import artefact_of
 
-        artefact = artefact_of(cm)
-        model = artefact.to_bytes()
-        self.client = Client(artefact, threads=threads)
-        self.client.generate_keys()
-        keys = self.client.key_blobs()
-        self.sets = self.client.batches(len(images))
-        self.cts = [self.client.runtime.encrypt(images[r.start : r.stop]) for r in self.sets]
-        self.server = Server(artefact, threads=threads)
-        self.target = self.server.target(self.server.open_session(self.server.read_keys(keys)))
         nodes = capacities(ray)
-        need = worker_need(artefact.program, self.client.backend, len(model), threads, max(n.memory for n in nodes))
-        self.session = ClusterSession(ray, model, keys, plan(nodes, need, len(self.sets), workers=1), depth)
-        self.ready_s = self.session.stats()[0].ready_s  # the worker is up: its start is no part of a round
+        top = max(n.memory for n in nodes)
+        need = worker_need(self.artefact.program, self.client.backend, len(self.model), self.threads, top)
+        where = plan(nodes, need, len(self.sets), workers=1)
+        self.session = ClusterSession(ray, self.model, self._keys(), where, self.depth)
+        self.ready_s.append(self.session.stats()[0].ready_s)  # the worker is up: its start is no part of a round
+
+    def _keys(self) -> list[bytes]:
+        return [f.read_bytes() for f in self._key_files]
+
+    def _close_server(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+    def _close_session(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
 
     def one_process(self) -> tuple[list[float], list[list[bytes]]]:
+        if self.server is None:
+            self._open_server()
         seconds, responses = [], []
         be = self.client.backend
-        for c in self.cts:  # the same ciphertexts, read into this server's backend (untimed)
-            cts = self.server.read_inputs([be.serialize(ct, encoding="packed") for ct in c])
-            out, s = self.server.evaluate_inputs(self.target, cts)
-            seconds.append(s)
-            responses.append(self.server.write_outputs(out))
+        try:
+            for c in self.cts:  # the same ciphertexts, read into this server's backend (untimed)
+                cts = self.server.read_inputs([be.serialize(ct, encoding="packed") for ct in c])
+                out, s = self.server.evaluate_inputs(self.target, cts)
+                seconds.append(s)
+                responses.append(self.server.write_outputs(out))
+        finally:
+            if not self.resident:
+                self._close_server()
         return seconds, responses
 
     def cluster_path(self):
-        from henn.distributed.batch import SetLoop
         from henn.distributed.result import RunTimings
 
-        t = RunTimings()
+        if self.session is None:
+            self._open_session()
+        try:
+            return self._cluster_path(RunTimings())
+        finally:
+            if not self.resident:
+                self._close_session()
+
+    def _cluster_path(self, t):
+        from henn.distributed.batch import SetLoop
+
         loop = SetLoop(self.client, self.session, t)
         got: dict[int, list[bytes]] = {}
         arrived: dict[int, float] = {}
@@ -188,13 +274,14 @@ class Pipeline:
         }
 
     def close(self) -> None:
-        self.session.close()
-        self.server.close()
+        self._close_session()
+        self._close_server()
         self.client.close()
+        self._key_dir.cleanup()
 
 
-def overhead(cm, images: np.ndarray, repeats: int, threads: int = 2, depth: int = 2) -> dict:
-    p = Pipeline(cm, images, threads, depth)
+def overhead(cm, images: np.ndarray, repeats: int, threads: int = 2, depth: int = 2, resident: bool = True) -> dict:
+    p = Pipeline(cm, images, threads, depth, resident)
     try:
         rounds = []
         for k in range(repeats):
@@ -253,6 +340,7 @@ def end_to_end(cm, images: np.ndarray, base: dict, configs: str, ref: np.ndarray
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", choices=sorted(MODELS), default="mnist")
     ap.add_argument("--sets", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3, help="rounds of the overhead measurement")
     ap.add_argument("--depth", type=int, default=2, help="sets in flight to the worker (1: no read-ahead)")
@@ -263,19 +351,23 @@ def main() -> None:
 
     import ray
 
-    embedded, _ = datasets.load_embedded_mnist()
+    name, resnet = MODELS[args.model], args.model == "resnet20"
     t0 = time.perf_counter()
-    cm = henn.compile(
-        str(ZOO / f"{MODEL}.onnx"), (1, 28, 28), backend="lattigo", mode="batch", calibration=embedded[-CALIBRATION:]
-    )
+    cm = compile_model(args.model, args.data_dir)
     compile_s = time.perf_counter() - t0
     per_set = cm.program.images_per_set
-    images, source = digits(args.data_dir, args.sets * per_set)
-    print(f"{MODEL} batch, {cm.params.describe()}, {per_set} images per set; {len(images)} images: {source}")
+    if resnet:
+        images, source = cifar(args.data_dir, args.sets)
+    else:
+        images, source = digits(args.data_dir, args.sets * per_set)
+    mode = "single" if resnet else "batch"
+    print(f"{name} {mode}, {cm.params.describe()}, {per_set} images per set; {len(images)} images: {source}")
 
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=2 * 2**30, log_to_driver=False)
+    # the object store holds the keys (ResNet-20: ~3.6 GiB of seeded Galois keys) and the requests in flight
+    store = (6 if resnet else 2) * 2**30
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=store, log_to_driver=False)
     try:
-        summary = overhead(cm, images, args.repeats, depth=args.depth)
+        summary = overhead(cm, images, args.repeats, depth=args.depth, resident=not resnet)
         print(
             f"overhead (median of {args.repeats} rounds): steady {summary['overhead_steady'] * 100:+.1f} % of one "
             f"process's evaluation ({summary['one_process_evaluate_per_set_s']:.2f} s/set), whole run "
@@ -283,7 +375,7 @@ def main() -> None:
             + ", ".join(f"{k} {v * 100:.1f} %" for k, v in summary["stages_share_of_evaluation"].items())
         )
         base, runs = None, []
-        if args.configs:
+        if args.configs and not resnet:
             ref = cm.reference(images).argmax(1)
             base = single(cm, images, threads=2)
             base["agreement_plaintext"] = float(np.mean(base["logits"].argmax(1) == ref))
@@ -296,8 +388,8 @@ def main() -> None:
         args.out,
         {
             "command": "benchmarks/distributed.py " + " ".join(sys.argv[1:]),
-            "model": MODEL,
-            "mode": "batch",
+            "model": name,
+            "mode": mode,
             "backend": "lattigo",
             "params": cm.params.describe(),
             "images_per_set": per_set,
