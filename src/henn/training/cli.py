@@ -83,6 +83,14 @@ def add_train_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--lr", type=float, default=None, help="with --init: the fine-tuning schedule's peak learning rate (e.g. 0.01)"
     )
+    p.add_argument(
+        "--activation-noise",
+        type=float,
+        default=0.0,
+        metavar="STD",
+        help="noise-aware training: Gaussian noise of this standard deviation on every polynomial activation's "
+        "input and output while training (e.g. 0.05), for networks that CKKS noise moves less",
+    )
     p.set_defaults(func=run_train, handler=run_train)
     return p
 
@@ -108,6 +116,7 @@ def run_train(args: argparse.Namespace) -> int:
         device=args.device,
         time_budget_s=None if args.time_budget is None else 60.0 * args.time_budget,
         fine_tune=_fine_tune(args),
+        activation_noise=args.activation_noise,
     )
     if metrics["status"] != "complete":
         sys.stdout.write(f"stopped after epoch {metrics['epochs_done']} of {metrics['epochs']}: {metrics['command']}\n")

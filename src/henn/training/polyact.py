@@ -44,6 +44,10 @@ class PolyAct(nn.Module):
         self.fitted_range = activation.fitted_range
         self.exact_coefficients = tuple(float(c) for c in activation.coefficients)
         self.range_excess: torch.Tensor | None = None
+        # noise-aware training (train.py's activation_noise): Gaussian noise of this standard deviation on the
+        # input and the output while training, drawn from noise_generator (the run's seeded generator)
+        self.noise_std = 0.0
+        self.noise_generator: torch.Generator | None = None
         self.register_buffer("coefficients", torch.tensor(activation.coefficients, dtype=torch.float32))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -53,7 +57,13 @@ class PolyAct(nn.Module):
             self.range_excess = torch.relu(x.abs() - bound).square().mean()
         if torch.onnx.is_in_onnx_export():
             return _PolyExport.apply(x, self.exact_coefficients, self.name, self.fitted_range)
-        return _horner(x, self.coefficients)
+        return self._perturbed(_horner(self._perturbed(x), self.coefficients))
+
+    def _perturbed(self, x: torch.Tensor) -> torch.Tensor:
+        if not (self.training and self.noise_std > 0):
+            return x
+        noise = torch.randn(x.shape, generator=self.noise_generator, dtype=x.dtype)
+        return x + self.noise_std * noise.to(x.device)
 
     def extra_repr(self) -> str:
         return f"name={self.name!r}, range={self.fitted_range}"
