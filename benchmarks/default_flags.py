@@ -11,8 +11,9 @@ default's ratio to the best:
 
 The settings (docs/benchmarks.md, "The default is the fast path"): the plaintext cache
 ($HENN_PLAINTEXT_CACHE GiB: none, or all), Go's collector (GOGC: Go's own 100, or a lax 400, against
-henn's choice), worker threads (1 against the default 2) and the bridge's kernels (HENN_LATTIGO_NTT=go:
-Lattigo's Go NTT instead of henn's vector one).
+henn's choice), worker threads (1 against the default 2), the bridge's kernels (HENN_LATTIGO_NTT=go:
+Lattigo's Go NTT instead of henn's vector one) and the Galois keys' form (HENN_SEEDED_KEYS=0: full keys
+instead of seeded ones regenerated per key switch).
 """
 
 from __future__ import annotations
@@ -39,9 +40,18 @@ CONFIGS: dict[str, tuple[dict[str, str], list[str]]] = {
     "one_thread": ({}, ["--threads", "1"]),
     "go_ntt": ({"HENN_LATTIGO_NTT": "go"}, []),
     "go_madv_free": ({"GODEBUG": "madvdontneed=0"}, []),
+    "full_keys": ({"HENN_SEEDED_KEYS": "0"}, []),
 }
 # the variables a configuration may set: cleared from the inherited environment so "default" is the default
-KNOBS = {"HENN_PLAINTEXT_CACHE", "GOGC", "GOMEMLIMIT", "GODEBUG", "HENN_THREADS", "HENN_LATTIGO_NTT"}
+KNOBS = {
+    "HENN_PLAINTEXT_CACHE",
+    "GOGC",
+    "GOMEMLIMIT",
+    "GODEBUG",
+    "HENN_THREADS",
+    "HENN_LATTIGO_NTT",
+    "HENN_SEEDED_KEYS",
+}
 
 
 def run_once(name: str, model_args: list[str], workdir: Path) -> dict:
