@@ -29,7 +29,7 @@ set shares the cores with the workers, which separate machines do not.
         --out benchmarks/results/distributed_mnist_batch.json
 
 **--model resnet20**: ResNet-20 (AESPA) in single mode with its bootstraps, compiled as `henn infer --model
-resnet20` compiles it (calibration: the first 200 CIFAR-10 training images; needs --data-dir), one CIFAR-10
+resnet20 --calibration 200` compiles it (the first 200 CIFAR-10 training images; needs --data-dir), one CIFAR-10
 test image a set, no end-to-end runs. The one process's server and the cluster's worker each hold the
 bootstrapping and rotation keys and a bootstrap's working memory, more than a 23.5 GiB machine holds twice
 beside the client's keys and the object store's copy: each round opens one, evaluates, closes it, then the
@@ -56,11 +56,13 @@ from _common import write_json
 
 import henn
 from henn import datasets, distributed
+from henn.commands.infer import load_calibration, load_images
 from henn.distributed.result import STAGES
 
 ZOO = Path(__file__).resolve().parents[1] / "src" / "henn" / "zoo"
 MODELS = {"mnist": "mnist-cnn_square", "resnet20": "resnet20_aespa"}
-CALIBRATION = {"mnist": 256, "resnet20": 200}  # henn infer's --calibration default for ResNet-20
+MNIST_CALIBRATION = 256
+RESNET_CALIBRATION = 200  # as benchmarks/resnet20.py --calibration 200 (henn infer's default is 500)
 
 
 def digits(data_dir: Path | None, n: int) -> tuple[np.ndarray, str]:
@@ -75,25 +77,14 @@ def digits(data_dir: Path | None, n: int) -> tuple[np.ndarray, str]:
     return np.concatenate([images] * reps)[:n], source + (f", repeated {reps}x" if reps > 1 else "")
 
 
-def cifar(data_dir: Path | None, n: int) -> tuple[np.ndarray, str]:
-    data_dir = data_dir or datasets.default_data_dir()
-    if data_dir is None:
-        raise SystemExit("--model resnet20 needs CIFAR-10: pass --data-dir")
-    images, _ = datasets.load_cifar10(data_dir, "test")
-    return images[:n].copy(), f"the first {n} CIFAR-10 test images in {data_dir}"
-
-
 def compile_model(model: str, data_dir: Path | None):
     """The model as `henn infer` compiles it: MNIST batch with precision-chosen parameters, ResNet-20 single
-    with bootstraps placed on its calibration images."""
+    with bootstraps placed on its calibration images (henn infer's own loaders)."""
     path = str(ZOO / f"{MODELS[model]}.onnx")
     if model == "mnist":
-        cal = datasets.load_embedded_mnist()[0][-CALIBRATION[model] :]
+        cal = datasets.load_embedded_mnist()[0][-MNIST_CALIBRATION:]
         return henn.compile(path, (1, 28, 28), backend="lattigo", mode="batch", calibration=cal)
-    data_dir = data_dir or datasets.default_data_dir()
-    if data_dir is None:
-        raise SystemExit("--model resnet20 needs the CIFAR-10 training images for calibration: pass --data-dir")
-    cal = datasets.load_cifar10(data_dir, "train")[0][: CALIBRATION[model]].copy()
+    cal, _ = load_calibration("resnet20", data_dir, RESNET_CALIBRATION, 0)
     return henn.compile(path, (3, 32, 32), backend="lattigo", mode="single", bootstrap=True, calibration=cal)
 
 
@@ -159,8 +150,8 @@ class Pipeline:
         self.model = self.artefact.to_bytes()
         self.client = Client(self.artefact, threads=threads)
         self.client.generate_keys()
-        # the evaluation keys wait on disk, read by each server or worker that opens (ResNet-20: 5 GiB of
-        # them, held in the client, its blobs, the object store and a server at once would not fit)
+        # the evaluation keys wait on disk, read by each server or worker that opens (ResNet-20: 5.3 GiB
+        # of them, held in the client, its blobs, the object store and a server at once would not fit)
         self._key_dir = tempfile.TemporaryDirectory(prefix="henn-bench-keys-")
         self._key_files = []
         for i, blob in enumerate(self.client.key_blobs()):
@@ -357,13 +348,13 @@ def main() -> None:
     compile_s = time.perf_counter() - t0
     per_set = cm.program.images_per_set
     if resnet:
-        images, source = cifar(args.data_dir, args.sets)
+        images, _, source = load_images("resnet20", args.data_dir, args.sets)
     else:
         images, source = digits(args.data_dir, args.sets * per_set)
     mode = "single" if resnet else "batch"
     print(f"{name} {mode}, {cm.params.describe()}, {per_set} images per set; {len(images)} images: {source}")
 
-    # the object store holds the keys (ResNet-20: ~3.6 GiB of seeded Galois keys) and the requests in flight
+    # the object store holds the keys (ResNet-20: 5.3 GiB, Galois keys seeded) and the requests in flight
     store = (6 if resnet else 2) * 2**30
     ray.init(num_cpus=2, include_dashboard=False, object_store_memory=store, log_to_driver=False)
     try:

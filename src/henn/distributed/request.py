@@ -35,11 +35,11 @@ def request_views(buffers: list, backend, inputs: int) -> list[memoryview]:
     """The set's objects as views (in the store's memory, nothing copied), each holding exactly one object
     whose header is a ciphertext of `backend`; at most `inputs` of them (the program's count is checked when
     the set is evaluated)."""
-    if not isinstance(buffers, list) or len(buffers) > inputs:
-        what = f"{len(buffers)} objects" if isinstance(buffers, list) else f"a {type(buffers).__name__}"
-        raise SerializationError(f"a request holds at most {inputs} ciphertexts, got {what}")
+    views = buffer_views(buffers, "a request")
+    if len(views) > inputs:
+        raise SerializationError(f"a request holds at most {inputs} ciphertexts, got {len(views)} objects")
     out = []
-    for b in buffers:
-        (view,) = wire.views(memoryview(b), backend, kinds=("ciphertext",), max_objects=1)
+    for v in views:
+        (view,) = wire.views(v, backend, kinds=("ciphertext",), max_objects=1)
         out.append(view)
     return out
