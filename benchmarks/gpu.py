@@ -18,6 +18,9 @@ Sections (each runs on its own; a failure is recorded with its traceback and the
 - resnet20: paper 002's ResNet-20 (AESPA) at boot-n16-gpu on --resnet-images CIFAR-10 test images (bootstraps
   placed from 64 training images carried with them), logits against the plaintext model; the session's key
   generation and weight encoding are timed apart and printed before the first image;
+- boot_graph (not run by default): a whole bootstrap captured as one CUDA graph (the default) against the
+  chain's graphs alone (HENN_GPU_GRAPHS=chain), bit for bit on two inputs, with the time of each and the device time of
+  their kernels (torch.profiler);
 - graphs: replayed CUDA graphs of ModUp, ModDown and a rescale's word against the same kernels launched one
   by one, bit for bit at three levels with fresh inputs (on a CPU both run uncaptured);
 - host (not run by default): opening the boot-n16-gpu bootstrapping chain, one encoding at its top and
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -44,7 +48,7 @@ sys.path.insert(0, str(REPO / "src"))
 import torch  # noqa: E402
 
 from henn.ckks import ParametersLiteral, presets  # noqa: E402
-from henn.ckks.backends.gpu import ntt  # noqa: E402
+from henn.ckks.backends.gpu import graphs, ntt, triton_modular  # noqa: E402
 from henn.ckks.backends.gpu.backend import GpuBackend  # noqa: E402
 from henn.ckks.backends.gpu.values import RawCiphertext, RawGaloisKeys, RawSwitchKey  # noqa: E402
 from henn.ckks.params import Parameters  # noqa: E402
@@ -286,6 +290,54 @@ def section_bootstrap(device: torch.device, log_n: int, reps: int) -> dict:
     return out
 
 
+def section_boot_graph(device: torch.device, log_n: int, reps: int) -> dict:
+    """A whole bootstrap as one CUDA graph (the default) against the chain's graphs alone (HENN_GPU_GRAPHS=chain),
+    on the same keys and inputs: bit for bit on the capture's input and on a fresh one, the time of each, and
+    where the device time of one plain bootstrap goes (its kernels' total against its wall time)."""
+    params = presets.get("boot-n16-gpu" if log_n >= 16 else "insecure_boot_gpu_n10")
+    be = GpuBackend(params, device=str(device), seed=3)
+    sk, keys = be.generate_keys(bootstrap=True)
+    assert keys.bootstrap is not None
+    ev = be.evaluator(keys)
+    rng = np.random.default_rng(4)
+    xs = [(rng.uniform(-1, 1, be.slots) + 1j * rng.uniform(-1, 1, be.slots)) / np.sqrt(2) for _ in range(2)]
+    cts = [be.encrypt(x, sk, level=1) for x in xs]
+    out: dict = {"params": params.describe()}
+    previous = os.environ.get(graphs.ENV)
+    try:
+        os.environ[graphs.ENV] = graphs.CHAIN
+        plain = [ev.bootstrap(ct) for ct in cts]  # the first also encodes the DFT's plaintexts
+        out["chain_graphs"] = op_time(lambda: ev.bootstrap(cts[0]), device, reps=reps)
+        if device.type == "cuda":
+            out["plain_profile"] = kernel_profile(lambda: ev.bootstrap(cts[0]), rows=12)
+        os.environ[graphs.ENV] = graphs.BOOTSTRAP
+        start = time.perf_counter()
+        whole = [ev.bootstrap(cts[0])]
+        sync(device)
+        out["capture_s"] = time.perf_counter() - start
+        whole.append(ev.bootstrap(cts[1]))  # a fresh input into the captured buffers
+        out["whole_graph"] = op_time(lambda: ev.bootstrap(cts[0]), device, reps=reps)
+        bootstrapper = be._bootstrapper
+        assert bootstrapper is not None
+        captured = bootstrapper._graphs.get(id(keys.bootstrap.raw))
+        out["captured"] = {"enabled": captured.enabled, "graphs": captured.captured} if captured else None
+        if device.type == "cuda":
+            out["whole_profile"] = kernel_profile(lambda: ev.bootstrap(cts[0]), rows=4)
+    finally:
+        if previous is None:
+            os.environ.pop(graphs.ENV, None)
+        else:
+            os.environ[graphs.ENV] = previous
+    out["equal"] = [torch.equal(a.raw.data, b.raw.data) for a, b in zip(plain, whole)]
+    out["precision_bits"] = [
+        precision_bits(x, be.decode(be.decrypt(c, sk), as_complex=True)) for x, c in zip(xs, whole)
+    ]
+    out["speedup"] = out["chain_graphs"]["median_ms"] / out["whole_graph"]["median_ms"]
+    if device.type == "cuda":
+        out["peak_device_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return out
+
+
 def section_host(device: torch.device, keys: int) -> dict:
     """Set-up work at boot-n16-gpu over the bootstrapping chain (62 words): opening it, encoding one plaintext
     at its top (the DFT's and the weights' plaintexts are encoded the same way) and `keys` rotation keys."""
@@ -321,7 +373,10 @@ def kernel_profile(fn, rows: int = 15) -> list[dict]:
         return getattr(e, "self_device_time_total", 0.0)
 
     events = sorted(prof.key_averages(), key=lambda e: -device_us(e))
-    return [{"kernel": e.key[:90], "calls_per_op": e.count / 5, "us_per_op": device_us(e) / 5} for e in events[:rows]]
+    top = [{"kernel": e.key[:90], "calls_per_op": e.count / 5, "us_per_op": device_us(e) / 5} for e in events[:rows]]
+    total = {"kernel": "(all)", "calls_per_op": sum(e.count for e in events) / 5}
+    total["us_per_op"] = sum(device_us(e) for e in events) / 5
+    return [total, *top]
 
 
 MNIST_CALIBRATION = 200  # training images for the precision-driven parameters (henn infer takes 500)
@@ -456,6 +511,7 @@ def run(args) -> dict:
             "cpu": platform.machine(),
         },
         "command": " ".join(sys.argv),
+        "settings": {"graphs": graphs.setting(), "modular_kernels": triton_modular.ENABLED},
     }
     sections = {
         "ntt": lambda: section_ntt(device, args.log_n, args.limbs),
@@ -463,6 +519,7 @@ def run(args) -> dict:
         "mnist": lambda: section_mnist(args.images, args.count),
         "mnist_paper000": lambda: section_mnist(args.images, args.count, PAPER000_MNIST),
         "bootstrap": lambda: section_bootstrap(device, args.log_n, args.bootstrap_reps),
+        "boot_graph": lambda: section_boot_graph(device, args.log_n, args.bootstrap_reps),
         "resnet20": lambda: section_resnet20(cifar_file(args.images), args.resnet_images),
         "host": lambda: section_host(device, args.host_keys),
         "graphs": lambda: section_graphs(device, 12),

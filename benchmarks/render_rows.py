@@ -348,6 +348,7 @@ def gpu(docs: list[dict]) -> Rows:
         return [d[section] for d in docs if section in d][-1]
 
     ops, mnist, boot = newest("ops"), newest("mnist_paper000"), newest("bootstrap")
+    latest = max(d["date"][:10] for d in docs)  # ResNet-20 rows: the newest day's runs (docs/gpu.md: the history)
     call = [d for d in docs if "ops" in d][-1]["date"][:13]
     plain = [d for d in docs if d["date"][:13] == call and "ops" in d and not _graphs(d)]
     ops0, boot0 = (plain[-1]["ops"], plain[-1].get("bootstrap", {})) if plain else ({}, {})
@@ -397,8 +398,34 @@ def gpu(docs: list[dict]) -> Rows:
                 f"keygen {_g(boot['keygen_s'])} s)",
             ]
         ]
-        + [_resnet20_row(d) for d in docs if "timings" in d.get("resnet20", {}) and "note" not in d]
+        + [_boot_graph_row(d) for d in docs if "whole_graph" in d.get("boot_graph", {})]
+        + [_resnet20_row(d) for d in docs if "timings" in d.get("resnet20", {}) and d["date"][:10] == latest]
     )
+
+
+def _settings(doc: dict) -> str:
+    """What a run's launches were: CUDA graphs of the chain alone or of whole bootstraps, and the element-wise
+    arithmetic in torch or in henn's Triton kernels (runs from before `settings` existed say nothing)."""
+    s = doc.get("settings")
+    if not s:
+        return ""
+    graphs = {"0": "without CUDA graphs", "chain": "chain graphs", "bootstrap": "whole-bootstrap graphs"}
+    kernels = "Triton modular kernels" if s["modular_kernels"] else "torch modular arithmetic"
+    return f"{graphs[s['graphs']]}, {kernels}"
+
+
+def _boot_graph_row(doc: dict) -> list[str]:
+    """One call's bootstrap as one CUDA graph against the chain's graphs alone, with its kernels' device time."""
+    b = doc["boot_graph"]
+    kernels = "Triton modular kernels" if doc["settings"]["modular_kernels"] else "torch modular arithmetic"
+    device = b["whole_profile"][0]
+    same = "bit for bit equal" if all(b["equal"]) else "NOT EQUAL"
+    return [
+        f"bootstrap, {_ring(b['params'])}, one CUDA graph / chain graphs ({doc['date'][11:16]} run, {kernels})",
+        f"**{_g(b['whole_graph']['median_ms'])}** / {_g(b['chain_graphs']['median_ms'])} ms; kernels "
+        f"{_g(device['us_per_op'] / 1000)} ms of device time in {device['calls_per_op']:.0f} kernels; {same}, "
+        f"{_g(min(b['precision_bits']))} bits",
+    ]
 
 
 def _graphs(doc: dict) -> bool:
@@ -410,7 +437,9 @@ def _resnet20_row(doc: dict) -> list[str]:
     r = doc["resnet20"]
     t = r["timings"]
     notes = [f"{doc['date'][11:16]} run"]
-    if "cuda_graphs" in doc or "ops" in doc:  # runs from before graphs existed say nothing
+    if doc.get("settings"):
+        notes.append(_settings(doc))
+    elif "cuda_graphs" in doc or "ops" in doc:  # runs from before graphs existed say nothing
         notes.append("CUDA graphs" if _graphs(doc) else "without CUDA graphs")
     first, *rest = t["evaluate_per_set"]
     if doc.get("fresh_machine") or (rest and first > 1.5 * max(rest)):  # kernels met first compile in image 1

@@ -61,3 +61,78 @@ def test_mod_up_stacks_the_digits_in_q_p_order():
     for j, digit in enumerate(c.digits):
         start, stop = digit[0], min(digit[-1] + 1, rows)
         assert torch.equal(up[j, start:stop], x[start:stop])  # a digit's own rows are the input's
+
+
+def test_nested_runs_on_one_thread_do_not_wait_for_each_other():
+    graphs = Graphs(torch.device("cpu"))
+    inner = Graphs(torch.device("cpu"))
+    out = graphs.run(("outer",), lambda x: inner.run(("inner",), lambda y: y + 1, x) * 2, torch.ones(2))
+    assert out.tolist() == [4.0, 4.0]
+
+
+def test_the_setting_reads_the_environment(monkeypatch):
+    from henn.ckks.backends.gpu import graphs
+
+    for value, expected in (("0", graphs.OFF), ("chain", graphs.CHAIN), ("1", graphs.BOOTSTRAP), ("x", "bootstrap")):
+        monkeypatch.setenv(ENV, value)
+        assert graphs.setting() == expected
+    monkeypatch.delenv(ENV)
+    assert graphs.setting() == graphs.BOOTSTRAP  # whole bootstraps by default
+
+
+@pytest.fixture(scope="module")
+def boot_backend():
+    from henn.ckks import presets
+    from henn.ckks.backends.gpu.backend import GpuBackend
+
+    return GpuBackend(presets.get("insecure_boot_gpu_n10"), device="cpu", seed=0)
+
+
+class _Keys:
+    """Stands for a RawBootstrapKeys: only its identity and lifetime matter here."""
+
+
+def test_whole_bootstrap_graphs_are_kept_per_keys_and_die_with_them(boot_backend, monkeypatch):
+    from henn.ckks.backends.gpu import graphs
+
+    bootstrapper = boot_backend._bootstrapper
+    keys = _Keys()
+    assert bootstrapper._graphs_of(keys) is None  # a CPU backend: never captured
+    monkeypatch.setattr(bootstrapper.inner, "device", torch.device("cuda"))  # Graphs() makes no CUDA call
+    monkeypatch.setenv(ENV, graphs.CHAIN)
+    assert bootstrapper._graphs_of(keys) is None  # HENN_GPU_GRAPHS=chain: no whole bootstraps
+    monkeypatch.setenv(ENV, graphs.BOOTSTRAP)
+    first = bootstrapper._graphs_of(keys)
+    assert first is not None and bootstrapper._graphs_of(keys) is first
+    other = _Keys()
+    assert bootstrapper._graphs_of(other) is not first
+    before = len(bootstrapper._graphs)
+    del keys
+    gc.collect()
+    assert len(bootstrapper._graphs) == before - 1  # the captured graphs read the keys: they go with them
+    del other
+
+
+def test_constants_stay_where_a_captured_graph_reads_them(boot_backend):
+    be = boot_backend
+    rows = be.chain.rows(2)
+    first = be._constant(0.75 + 0j, rows, 2.0**20)
+    assert be._constant(0.75 + 0j, rows, 2.0**20) is first
+    assert be._constant(0.5 + 0j, rows, 2.0**20) is not first
+    words = be.chain.words[:rows]
+    assert first.reshape(-1).tolist() == [round(0.75 * 2**20) % q for q in words]
+    assert be._permutation(5) is be._permutation(5)
+    i = be._complex_constant(1j, 2, 1.0)
+    assert be._complex_constant(1j, 2, 1.0) is i
+    assert np.allclose(be._decode(i, 2, 1.0), 1j, atol=1e-6)
+
+
+def test_kept_values_beyond_their_limit_are_made_per_call(boot_backend):
+    be = boot_backend
+    made = [be._kept(("limited", k), lambda k=k: [k], limit=2) for k in range(4)]
+    assert [be._kept(("limited", k), lambda k=k: [k], limit=2) is made[k] for k in range(4)] == [
+        True,
+        True,
+        False,
+        False,
+    ]

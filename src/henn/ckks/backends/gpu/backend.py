@@ -13,7 +13,7 @@ import importlib
 import math
 import os
 import threading
-from functools import lru_cache
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,6 +42,8 @@ torch: Any = None  # imported when a backend opens or reports its version: listi
 
 INSTALL_HINT = "pip install -e '.[train]' (torch, with Triton on Linux)"
 DEFAULT_LOG_SCALE = 30  # one 31-bit word per level (Cheddar's word size); q0 and special moduli are pairs
+_CONSTANTS_KEPT = 65536  # real constants per backend ([words, 1] int64: at most 62 x 8 B each)
+_COMPLEX_CONSTANTS_KEPT = 16  # complex ones are whole plaintexts (up to 16 MB at N = 2^16)
 _CHUNK = 32  # terms of a fused sum of products held at once (int64 copies: 32 x 2.4 MB at N = 2^14, 9 words)
 
 
@@ -130,6 +132,8 @@ class GpuBackend(Backend):
         from henn.ckks.backends.gpu.encoding import Embedding
 
         self.chain = Chain(q_mod, p_mod, log_n, self.device)
+        self._memo: dict[tuple, Any] = {}
+        self._memo_counts: dict[str, int] = {}
         self.embedding = Embedding(log_n, self.device)
         self.q_primes = tuple(math.prod(m) for m in q_mod)
         self.p_primes = tuple(math.prod(m) for m in p_mod)
@@ -160,11 +164,22 @@ class GpuBackend(Backend):
         """NTT residues over the first `rows` words of a small signed polynomial ([N] int64 tensor)."""
         return self.chain.from_signed(values, slice(0, rows))
 
-    @lru_cache(maxsize=512)  # noqa: B019 - one backend per parameter set
+    def _kept(self, key: tuple, make: Callable[[], Any], limit: int | None = None) -> Any:
+        """make(), made once per backend and kept while it lives: a captured bootstrap (graphs.py) reads
+        these tensors at fixed addresses, so none is ever evicted. Past `limit` entries of a kind, new ones
+        are made per call instead (a capture that meets one falls back to plain launches)."""
+        value = self._memo.get(key)
+        if value is None:
+            value = make()
+            if limit is None or self._memo_counts.get(key[0], 0) < limit:
+                self._memo[key] = value
+                self._memo_counts[key[0]] = self._memo_counts.get(key[0], 0) + 1
+        return value
+
     def _permutation(self, galois: int):
         from henn.ckks.backends.gpu.ntt import automorphism_index
 
-        return self._tensor(automorphism_index(self.params.log_n, galois))
+        return self._kept(("permutation", galois), lambda: self._tensor(automorphism_index(self.params.log_n, galois)))
 
     def galois_element(self, step: int) -> int:
         return pow(5, step, 2 * self.params.n)
@@ -306,13 +321,25 @@ class GpuBackend(Backend):
         """The residues of round(c * scale) per word ([rows, 1]): a real constant is the constant
         polynomial, the same value at every NTT point."""
         big = int(round(c.real * scale))
-        return torch.tensor(
-            [big % q for q in self.chain.words[:rows]], dtype=torch.int64, device=self.device
-        ).unsqueeze(1)
+        return self._kept(
+            ("constant", big, rows),
+            lambda: torch.tensor(
+                [big % q for q in self.chain.words[:rows]], dtype=torch.int64, device=self.device
+            ).unsqueeze(1),
+            _CONSTANTS_KEPT,
+        )
+
+    def _complex_constant(self, c: complex, level: int, scale: float) -> RawPlaintext:
+        """c in every slot, encoded once (bootstrapping multiplies by +-i at every call)."""
+        return self._kept(
+            ("complex", c, level, scale),
+            lambda: self._encode(np.full(self.slots, c, np.complex128), level, scale),
+            _COMPLEX_CONSTANTS_KEPT,
+        )
 
     def _add_scalar(self, a, c, level, scale):
         if complex(c).imag != 0:
-            return super()._add_scalar(a, c, level, scale)
+            return self._add_plain(a, self._complex_constant(complex(c), level, scale))
         rows = a.data.shape[1]
         q32, _ = self._q(rows)
         c0 = self.chain.add(a.data[0], self._constant(complex(c), rows, scale).to(torch.int32), q32)
@@ -320,7 +347,7 @@ class GpuBackend(Backend):
 
     def _mul_scalar(self, a, c, level, scale):
         if complex(c).imag != 0:
-            return super()._mul_scalar(a, c, level, scale)
+            return self._mul_plain(a, self._complex_constant(complex(c), level, scale))
         rows = a.data.shape[1]
         return RawCiphertext(self.chain.mul(a.data, self._constant(complex(c), rows, scale), self._q(rows)[1]), a.level)
 
@@ -328,7 +355,20 @@ class GpuBackend(Backend):
         """sum_i ct_i * f_i (f_i [R, N] or [R, 1] residues) a chunk of terms at a time: one product, one
         reduction and one sum per chunk instead of three launches per term."""
         rows = cts[0].data.shape[1]
-        q64 = self._q(rows)[1]
+        q32, q64 = self._q(rows)
+        from henn.ckks.backends.gpu import triton_modular, triton_ntt
+
+        if triton_modular.ENABLED and triton_ntt.usable(cts[0].data) and len({tuple(f.shape) for f in factors}) == 1:
+            parts = [  # [k, 2, R, N] int32 copies, a chunk at a time
+                triton_modular.sum_products(
+                    torch.stack([c.data for c in cts[i : i + _CHUNK]]), torch.stack(factors[i : i + _CHUNK]), q32
+                )
+                for i in range(0, len(cts), _CHUNK)
+            ]
+            out = parts[0]
+            for part in parts[1:]:
+                out = self.chain.add(out, part, q32)
+            return RawCiphertext(out, level)
         acc = None
         for i in range(0, len(cts), _CHUNK):
             stacked = torch.stack([c.data for c in cts[i : i + _CHUNK]]).to(torch.int64)  # [k, 2, R, N]

@@ -19,7 +19,9 @@ scale down to the residual default scale over its levels.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,8 @@ import torch
 from henn.ckks import security
 from henn.ckks.backends.gpu import dft, moduli
 from henn.ckks.backends.gpu.eval_mod import EvalMod
+from henn.ckks.backends.gpu.graphs import BOOTSTRAP, Graphs
+from henn.ckks.backends.gpu.graphs import setting as graphs_setting
 from henn.ckks.backends.gpu.values import RawBootstrapKeys, RawCiphertext, RawSecretKey
 from henn.ckks.params import ParametersLiteral, _build
 from henn.ckks.values import Ciphertext, EvaluationKeys, GaloisKeys, RelinKey
@@ -68,6 +72,7 @@ class Bootstrapper:
         self.m = boot.slots
         self.period = self.m if self.m == params.slots else 2 * self.m
         self._build_transforms()
+        self._graphs: dict[int, Graphs] = {}  # id(keys) -> their captured bootstraps (run)
 
     # ---- plan ---------------------------------------------------------------------------------
     def _build_transforms(self) -> None:
@@ -124,6 +129,34 @@ class Bootstrapper:
 
     # ---- the circuit ----------------------------------------------------------------------------
     def run(self, ct: Ciphertext, divide: float, keys: RawBootstrapKeys) -> RawCiphertext:
+        """The circuit; on a CUDA device (unless HENN_GPU_GRAPHS is 0 or chain), one CUDA graph per keys, input
+        level, scale and bound, captured at its first call and replayed after (graphs.py): a bootstrap is
+        thousands of launches, and what they read (keys, the DFT's plaintexts, constants) stays where it is."""
+        graphs = self._graphs_of(keys)
+        if graphs is None:
+            return self._circuit(ct, divide, keys)
+        level = self.levels.residual
+
+        def circuit(data: torch.Tensor) -> torch.Tensor:
+            out = self._circuit(dataclasses.replace(ct, raw=RawCiphertext(data, ct.level)), divide, keys)
+            if out.level != level:
+                raise AssertionError(f"a bootstrap landed at level {out.level}, not {level}")
+            return out.data
+
+        return RawCiphertext(graphs.run(("bootstrap", ct.level, ct.scale, divide), circuit, ct.raw.data), level)
+
+    def _graphs_of(self, keys: RawBootstrapKeys) -> Graphs | None:
+        """The captured bootstraps over these keys: they die with the keys (a graph reads the keys in place,
+        so it must not outlive them, nor keep a client's keys alive)."""
+        if graphs_setting() != BOOTSTRAP or self.inner.device.type != "cuda":
+            return None
+        graphs = self._graphs.get(id(keys))
+        if graphs is None:
+            graphs = self._graphs[id(keys)] = Graphs(self.inner.device)
+            weakref.finalize(keys, self._graphs.pop, id(keys), None)
+        return graphs
+
+    def _circuit(self, ct: Ciphertext, divide: float, keys: RawBootstrapKeys) -> RawCiphertext:
         inner, key_id = self.inner, ct.key_id
         ev = inner.evaluator(
             EvaluationKeys(

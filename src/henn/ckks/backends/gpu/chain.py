@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from henn.ckks.backends.gpu import ntt, triton_ntt, triton_rns
+from henn.ckks.backends.gpu import ntt, triton_modular, triton_ntt, triton_rns
 from henn.ckks.backends.gpu.graphs import Graphs
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
@@ -79,11 +79,18 @@ class Chain:
         return self._tables_of(tuple(int(i) for i in index))
 
     # ---- arithmetic on [..., R, N] int32 tensors over rows `index` ----------------------------------
+    # one Triton launch each where the kernels run (triton_modular.py), the plain-torch form elsewhere
     def add(self, a: torch.Tensor, b: torch.Tensor, q32: torch.Tensor) -> torch.Tensor:
+        out = _fused(a, b, q32, triton_modular.ADD)
+        if out is not None:
+            return out
         s = a - (q32 - b)
         return torch.where(s < 0, s + q32, s)
 
     def sub(self, a: torch.Tensor, b: torch.Tensor, q32: torch.Tensor) -> torch.Tensor:
+        out = _fused(a, b, q32, triton_modular.SUB)
+        if out is not None:
+            return out
         s = a - b
         return torch.where(s < 0, s + q32, s)
 
@@ -91,6 +98,9 @@ class Chain:
         return torch.where(a == 0, a, q32 - a)
 
     def mul(self, a: torch.Tensor, b: torch.Tensor, q64: torch.Tensor) -> torch.Tensor:
+        out = _fused(a, b, q64, triton_modular.MUL)
+        if out is not None:
+            return out
         return (a.to(torch.int64) * b.to(torch.int64) % q64).to(torch.int32)
 
     def forward(self, x: torch.Tensor, index: torch.Tensor | slice | list[int]) -> torch.Tensor:
@@ -243,6 +253,21 @@ class Chain:
         """P mod q for the digit's Q words, 0 elsewhere ([W, 1] int64): P * g_j of the switching key."""
         g = [self.p_product % q if i in rows_of_digit else 0 for i, q in enumerate(self.words)]
         return torch.tensor(g, dtype=torch.int64, device=self.device).unsqueeze(1)
+
+
+def _fused(a: torch.Tensor, b: torch.Tensor, q: torch.Tensor, op: int) -> torch.Tensor | None:
+    """a op b through triton_modular, or None where the plain-torch form runs (no kernels here, or dtypes
+    whose torch result would not be int32)."""
+    if (
+        not triton_modular.ENABLED
+        or not triton_ntt.usable(a)
+        or a.dtype != torch.int32
+        or b.dtype not in (torch.int32, torch.int64)
+    ):
+        return None
+    if op != triton_modular.MUL and b.dtype != torch.int32:
+        return None
+    return triton_modular.elementwise(a, b, q, op)
 
 
 def _digits(q_moduli: list[tuple[int, ...]], p_product: int) -> list[tuple[int, ...]]:

@@ -10,6 +10,10 @@ stream and every output is copied out before the next, so one graph's scratch ma
 What a captured sequence reads besides its inputs (NTT tables, conversion constants) must outlive the graph:
 the chain keeps those for its whole life (chain.per_chain). On a CPU, with HENN_GPU_GRAPHS=0, or after a
 capture that failed, the sequence runs as plain launches: the same kernels, so the same results bit for bit.
+
+Graphs nest: a whole bootstrap (bootstrap.py; HENN_GPU_GRAPHS=chain keeps to the chain's) is one graph whose sequence
+calls the chain's. While an outer sequence is being captured, an inner `run` launches its kernels into the
+outer graph rather than replaying its own (a replay cannot be captured).
 """
 
 from __future__ import annotations
@@ -25,10 +29,18 @@ import torch
 log = logging.getLogger(__name__)
 
 ENV = "HENN_GPU_GRAPHS"
+# its values: none, the chain's sequences alone, and (the default) whole bootstraps as well
+OFF, CHAIN, BOOTSTRAP = "0", "chain", "bootstrap"
 
 # the executor's threads share a chain, and a bootstrapping chain sits beside the network's: one capture or
-# replay at a time in the process (the launches go to one stream either way)
-_LOCK = threading.Lock()
+# replay at a time in the process (the launches go to one stream either way); reentrant, since the first run
+# of a whole bootstrap captures the chain's sequences inside it
+_LOCK = threading.RLock()
+
+
+def setting() -> str:
+    value = os.environ.get(ENV, BOOTSTRAP)
+    return value if value in (OFF, CHAIN) else BOOTSTRAP
 
 
 class Graphs:
@@ -36,7 +48,7 @@ class Graphs:
 
     def __init__(self, device: torch.device):
         self.device = device
-        self.enabled = device.type == "cuda" and os.environ.get(ENV, "1") != "0"
+        self.enabled = device.type == "cuda" and setting() != OFF
         self._entries: dict[tuple, tuple[Any, list[torch.Tensor], Any]] = {}
         self._pool: Any = None
 
@@ -46,7 +58,7 @@ class Graphs:
 
     def run(self, name: tuple, fn: Callable[..., Any], *inputs: torch.Tensor) -> Any:
         """fn(*inputs), from a graph captured at the first call with these shapes."""
-        if not self.enabled:
+        if not self.enabled or torch.cuda.is_current_stream_capturing():
             return fn(*inputs)
         key = (*name, *((tuple(x.shape), x.dtype) for x in inputs))
         with _LOCK:
