@@ -116,19 +116,20 @@ def signatures() -> dict:
     """name -> (kernel, argument types, constexprs) for an ahead-of-time compile (see triton_ntt)."""
     strides = {k: "i64" for k in ("a_sb", "a_sr", "a_sn", "b_sb", "b_sr", "b_sn")}
     element = {"a_ptr": "*i32", "b_ptr": "*i32", "out_ptr": "*i32", "q_ptr": "*i32", "rows": "i32", "n": "i32"}
+    # add stands for subtract (the same kernel but one branch); the product is compiled with the int64
+    # operands it meets for constants (the int32 form differs only in its loads)
     out = {
-        f"elementwise_{name}": (
+        "elementwise_add": (
             _elementwise,
             {**element, **strides, "OP": "constexpr", "BLOCK": "constexpr"},
-            {"OP": op, "BLOCK": BLOCK},
-        )
-        for name, op in (("add", ADD), ("sub", SUB), ("mul", MUL))
+            {"OP": ADD, "BLOCK": BLOCK},
+        ),
+        "elementwise_mul_by_int64": (
+            _elementwise,
+            {**element, "b_ptr": "*i64", "q_ptr": "*i64", **strides, "OP": "constexpr", "BLOCK": "constexpr"},
+            {"OP": MUL, "BLOCK": BLOCK},
+        ),
     }
-    out["elementwise_mul_by_int64"] = (
-        _elementwise,
-        {**element, "b_ptr": "*i64", "q_ptr": "*i64", **strides, "OP": "constexpr", "BLOCK": "constexpr"},
-        {"OP": MUL, "BLOCK": BLOCK},
-    )
     out["sum_products"] = (
         _sum_products,
         {
