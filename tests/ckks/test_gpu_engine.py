@@ -135,10 +135,12 @@ def test_modular_kernels_match_the_reference_under_the_interpreter():
     through triton_modular give the plain-torch results bit for bit, residues near q included."""
     script = textwrap.dedent("""
         import numpy as np, torch
-        from henn.ckks import presets
+        from henn.ckks import ParametersLiteral
         from henn.ckks.backends.gpu import backend as gpu_backend, triton_ntt
         from henn.ckks.backends.gpu.values import RawCiphertext
-        be = gpu_backend.GpuBackend(presets.get("insecure_boot_gpu_n10"), device="cpu", seed=0)
+        from henn.ckks.params import _build
+        params = _build(ParametersLiteral(10, (60, 30, 30), (61,), 30), "insecure_modular", insecure=True)
+        be = gpu_backend.GpuBackend(params, device="cpu", seed=0)
         chain, rows = be.chain, be.chain.rows(2)
         q32, q64 = be._q(rows)
         rng = np.random.default_rng(0)
