@@ -410,14 +410,17 @@ def _settings(doc: dict) -> str:
     if not s:
         return ""
     graphs = {"0": "without CUDA graphs", "chain": "chain graphs", "bootstrap": "whole-bootstrap graphs"}
-    kernels = "Triton modular kernels" if s["modular_kernels"] else "torch modular arithmetic"
-    return f"{graphs[s['graphs']]}, {kernels}"
+    return f"{graphs[s['graphs']]}, {_kernels(s)}"
+
+
+def _kernels(settings: dict) -> str:
+    return "Triton modular kernels" if settings["modular_kernels"] else "torch modular arithmetic"
 
 
 def _boot_graph_row(doc: dict) -> list[str]:
     """One call's bootstrap as one CUDA graph against the chain's graphs alone, with its kernels' device time."""
     b = doc["boot_graph"]
-    kernels = "Triton modular kernels" if doc["settings"]["modular_kernels"] else "torch modular arithmetic"
+    kernels = _kernels(doc["settings"])
     device = b["whole_profile"][0]
     same = "bit for bit equal" if all(b["equal"]) else "NOT EQUAL"
     return [

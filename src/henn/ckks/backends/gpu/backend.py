@@ -356,9 +356,9 @@ class GpuBackend(Backend):
         reduction and one sum per chunk instead of three launches per term."""
         rows = cts[0].data.shape[1]
         q32, q64 = self._q(rows)
-        from henn.ckks.backends.gpu import triton_modular, triton_ntt
+        from henn.ckks.backends.gpu import triton_modular
 
-        if triton_modular.ENABLED and triton_ntt.usable(cts[0].data) and len({tuple(f.shape) for f in factors}) == 1:
+        if triton_modular.usable(cts[0].data) and len({tuple(f.shape) for f in factors}) == 1:
             parts = [  # [k, 2, R, N] int32 copies, a chunk at a time
                 triton_modular.sum_products(
                     torch.stack([c.data for c in cts[i : i + _CHUNK]]), torch.stack(factors[i : i + _CHUNK]), q32

@@ -258,12 +258,7 @@ class Chain:
 def _fused(a: torch.Tensor, b: torch.Tensor, q: torch.Tensor, op: int) -> torch.Tensor | None:
     """a op b through triton_modular, or None where the plain-torch form runs (no kernels here, or dtypes
     whose torch result would not be int32)."""
-    if (
-        not triton_modular.ENABLED
-        or not triton_ntt.usable(a)
-        or a.dtype != torch.int32
-        or b.dtype not in (torch.int32, torch.int64)
-    ):
+    if not triton_modular.usable(a) or a.dtype != torch.int32 or b.dtype not in (torch.int32, torch.int64):
         return None
     if op != triton_modular.MUL and b.dtype != torch.int32:
         return None

@@ -17,12 +17,19 @@ import os
 
 import torch
 
+from henn.ckks.backends.gpu import triton_ntt
 from henn.ckks.backends.gpu.triton_ntt import triton
 
 ADD, SUB, MUL = 0, 1, 2
 BLOCK = 1024
 # HENN_GPU_MODULAR_KERNELS=0 keeps the plain-torch forms on a GPU too (to measure what these kernels save)
 ENABLED = os.environ.get("HENN_GPU_MODULAR_KERNELS", "1") != "0"
+
+
+def usable(x: torch.Tensor) -> bool:
+    """These kernels run on x: they are enabled, and Triton runs on its device (triton_ntt.usable)."""
+    return ENABLED and triton_ntt.usable(x)
+
 
 if triton is not None:
     import triton.language as tl
