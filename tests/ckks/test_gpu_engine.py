@@ -26,6 +26,7 @@ from henn.ckks.backends.gpu import (  # noqa: E402
     triton_rns,
 )
 from henn.ckks.primes import is_prime, split_word_pair, word_primes  # noqa: E402
+from henn.errors import InputError  # noqa: E402
 
 CPU = torch.device("cpu")
 
@@ -127,6 +128,18 @@ def test_key_switching_kernels_match_the_reference_under_the_interpreter():
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "key switching equal" in done.stdout, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize(("text", "expected"), [("0", False), ("1", True), ("", True)])
+def test_the_modular_kernel_switch_reads_0_or_1(monkeypatch, text, expected):
+    monkeypatch.setenv("HENN_GPU_MODULAR_KERNELS", text)
+    assert triton_modular._enabled() is expected
+
+
+def test_a_mistyped_modular_kernel_switch_is_refused(monkeypatch):
+    monkeypatch.setenv("HENN_GPU_MODULAR_KERNELS", "off")
+    with pytest.raises(InputError, match="HENN_GPU_MODULAR_KERNELS"):
+        triton_modular._enabled()
 
 
 def test_modular_kernels_match_the_reference_under_the_interpreter():
@@ -275,7 +288,7 @@ def test_embedding_round_trip_and_rotation_order():
 def test_a_device_that_does_not_exist_is_a_clear_error():
     from henn.ckks import presets
     from henn.ckks.backends.gpu.backend import GpuBackend
-    from henn.errors import BackendError, InputError
+    from henn.errors import BackendError
 
     params = presets.get("insecure_short_d2")
     with pytest.raises(InputError, match="unknown torch device 'gpu0'"):

@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 from henn.ckks.backends.gpu import moduli  # noqa: E402
 from henn.ckks.backends.gpu.chain import Chain  # noqa: E402
 from henn.ckks.backends.gpu.graphs import ENV, Graphs  # noqa: E402
+from henn.errors import InputError  # noqa: E402
 
 
 def chain(device, log_n: int = 5) -> Chain:
@@ -73,11 +74,22 @@ def test_nested_runs_on_one_thread_do_not_wait_for_each_other():
 def test_the_setting_reads_the_environment(monkeypatch):
     from henn.ckks.backends.gpu import graphs
 
-    for value, expected in (("0", graphs.OFF), ("chain", graphs.CHAIN), ("1", graphs.BOOTSTRAP), ("x", "bootstrap")):
+    for value, expected in (("0", graphs.OFF), ("chain", graphs.CHAIN), ("1", graphs.BOOTSTRAP), ("", "bootstrap")):
         monkeypatch.setenv(ENV, value)
         assert graphs.setting() == expected
     monkeypatch.delenv(ENV)
     assert graphs.setting() == graphs.BOOTSTRAP  # whole bootstraps by default
+
+
+@pytest.mark.parametrize("typo", ["off", "chains", "false"])
+def test_a_mistyped_setting_is_refused_not_read_as_the_default(monkeypatch, typo):
+    from henn.ckks.backends.gpu import graphs
+
+    monkeypatch.setenv(ENV, typo)
+    with pytest.raises(InputError, match=ENV):
+        graphs.setting()
+    with pytest.raises(InputError, match=ENV):
+        Graphs(torch.device("cuda"))
 
 
 @pytest.fixture(scope="module")

@@ -121,7 +121,10 @@ def line_panels(
             ax.set_xscale("log", base=2)
         else:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.tight_layout()
+    # fixed gaps (inches) sized for the panels' titles and tick labels: tight_layout would draw the figure once
+    # more; savefig's tight box then trims the margins
+    height = fig.get_figheight()
+    fig.subplots_adjust(wspace=0.32, hspace=0.45, top=1 - 0.35 / height, bottom=0.5 / height)
     handles, labels = _legend(axes)
     # above the panels; the legend's title is the figure's title (savefig's tight box keeps both)
     fig.legend(

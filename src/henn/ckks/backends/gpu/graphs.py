@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from henn.errors import InputError
+
 log = logging.getLogger(__name__)
 
 ENV = "HENN_GPU_GRAPHS"
@@ -39,8 +41,13 @@ _LOCK = threading.RLock()
 
 
 def setting() -> str:
-    value = os.environ.get(ENV, BOOTSTRAP)
-    return value if value in (OFF, CHAIN) else BOOTSTRAP
+    """$HENN_GPU_GRAPHS: a typo is refused, not read as the default (a measurement would be of the wrong mode)."""
+    value = os.environ.get(ENV, BOOTSTRAP).strip()
+    if value in ("", "1", BOOTSTRAP):
+        return BOOTSTRAP
+    if value not in (OFF, CHAIN):
+        raise InputError(f"{ENV}={value!r}: give {OFF} (no graphs), {CHAIN} (the chain's sequences) or {BOOTSTRAP}")
+    return value
 
 
 class Graphs:

@@ -19,11 +19,21 @@ import torch
 
 from henn.ckks.backends.gpu import triton_ntt
 from henn.ckks.backends.gpu.triton_ntt import triton
+from henn.errors import InputError
 
 ADD, SUB, MUL = 0, 1, 2
 BLOCK = 1024
+
+
 # HENN_GPU_MODULAR_KERNELS=0 keeps the plain-torch forms on a GPU too (to measure what these kernels save)
-ENABLED = os.environ.get("HENN_GPU_MODULAR_KERNELS", "1") != "0"
+def _enabled(name: str = "HENN_GPU_MODULAR_KERNELS") -> bool:
+    text = os.environ.get(name, "1").strip() or "1"
+    if text not in ("0", "1"):
+        raise InputError(f"{name}={text!r}: give 1 (Triton kernels, the default) or 0 (the plain-torch forms)")
+    return text == "1"
+
+
+ENABLED = _enabled()
 
 
 def usable(x: torch.Tensor) -> bool:
