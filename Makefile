@@ -41,10 +41,12 @@ run: setup
 	$(BIN)/henn infer --model mnist-cnn --activation swish-rg7-deg4 --backend lattigo --mode single --images 100
 
 # the default run stays within 10 minutes and 8 GiB on 2 cores (its 20 slowest tests listed at the end: the
-# candidates for tests/suite_gates.py SLOW); the tests marked heavy (minutes each, up
-# to 16 GiB) run in their own target, which CI runs too
+# candidates for tests/suite_gates.py SLOW), in two worker processes (pytest-xdist; a test file stays on one
+# worker, so its module fixtures are made once; the workers' memory peaks add up against the 8 GiB); the
+# tests marked heavy (minutes each, up to 16 GiB) run one at a time in their own target, which CI runs too
+TEST_WORKERS ?= 2
 test: setup $(VENV)/.test-deps
-	$(BIN)/python -m pytest -q --timeout 1800 -m "not heavy" --durations=20
+	$(BIN)/python -m pytest -q --timeout 1800 -m "not heavy" --durations=20 -n $(TEST_WORKERS) --dist loadfile
 
 test-heavy: setup $(VENV)/.test-deps
 	$(BIN)/python -m pytest -q --timeout 1800 -m heavy

@@ -69,8 +69,19 @@ def pytest_runtest_call(item):
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
     precision_table.write_report()  # the measured bits, for benchmarks/precision_spread.py
+    if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: its controller checks the budget
+        session.config.workeroutput["henn_peak"] = suite_gates.worker_peak()
+        return
     if suite_gates.over_budget(session.config.option.markexpr) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: collect each worker's memory peak (a worker's own exit status is dropped)."""
+    peak = getattr(node, "workeroutput", {}).get("henn_peak")
+    if peak is not None:
+        suite_gates.WORKER_PEAKS.append((float(peak[0]), str(peak[1])))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

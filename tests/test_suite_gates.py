@@ -37,6 +37,24 @@ def test_the_default_run_fails_past_its_memory_budget(monkeypatch):
     assert "9.5 GiB" in lines[0] and "mark these tests heavy: tests/b.py::big" in lines[1]
 
 
+def test_a_parallel_default_run_adds_its_workers_peaks(monkeypatch):
+    monkeypatch.setattr(suite_gates, "WORKER_PEAKS", [(3.5, "tests/a.py::one"), (4.0, "tests/b.py::two")])
+    assert suite_gates.over_budget("not heavy") == []  # 7.5 GiB together
+    assert "7.5 GiB at most" in suite_gates.summary("not heavy")[0]
+    monkeypatch.setattr(suite_gates, "WORKER_PEAKS", [(3.5, "tests/a.py::one"), (4.8, "tests/b.py::two")])
+    assert suite_gates.over_budget("not heavy") == [(3.5, "tests/a.py::one"), (4.8, "tests/b.py::two")]
+    assert suite_gates.over_budget("heavy") == []
+    lines = suite_gates.summary("not heavy")
+    assert "8.3 GiB" in lines[0] and "tests/b.py::two (4.8 GiB)" in lines[1]
+
+
+def test_a_worker_reports_its_whole_peak_and_the_test_that_reached_it(monkeypatch):
+    monkeypatch.setattr(suite_gates, "PEAKS", [(0.002, "tests/a.py::small"), (0.003, "tests/b.py::big")])
+    assert suite_gates.worker_peak() == (suite_gates.peak_gib(), "tests/b.py::big")
+    monkeypatch.setattr(suite_gates, "PEAKS", [])
+    assert suite_gates.worker_peak() == (suite_gates.peak_gib(), "the worker's start")
+
+
 def test_peaks_are_noted_only_when_a_test_raises_them(monkeypatch):
     monkeypatch.setattr(suite_gates, "PEAKS", [])
     suite_gates.note_peak(suite_gates.peak_gib(), "tests/a.py::same")
