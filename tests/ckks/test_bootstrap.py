@@ -123,6 +123,31 @@ def test_lattigo_streamed_and_kept_dft_matrices_bootstrap_alike():
         _check(be, "bootstrap", precision_bits(x, values))
 
 
+def test_kept_bootstrap_factors_give_the_streamed_results(boot):
+    """Evaluator.keep_bootstrap_factors: Lattigo's streamed bootstraps keep each DFT factor once encoded
+    and later bootstraps decrypt to the same values bit for bit; a zero budget drops them; a backend that
+    encodes nothing per bootstrap keeps nothing."""
+    be, sk, keys = boot
+    ev = be.evaluator(keys)
+    with pytest.raises(InputError, match="bytes"):
+        ev.keep_bootstrap_factors(-1)
+    need, held = ev.keep_bootstrap_factors()
+    if be.name != "lattigo":
+        assert (need, held) == (0, 0)
+        return
+    assert need > 0 and held == 0
+    x = _values(be, 1.0)
+    ct = be.encrypt(x, keys.public, level=1)
+    streamed = be.decrypt_decode(ev.bootstrap(ct), sk)
+    ev.keep_bootstrap_factors(need)
+    for _ in range(2):  # the bootstrap that keeps the factors, then one that reads them
+        assert np.array_equal(be.decrypt_decode(ev.bootstrap(ct), sk), streamed)
+        kept = ev.keep_bootstrap_factors()[1]  # asking changes nothing
+        assert 0 < kept <= need
+    assert ev.keep_bootstrap_factors()[1] == kept
+    assert ev.keep_bootstrap_factors(0) == (need, 0)
+
+
 def test_lattigo_sparse_slots_bootstrap_a_periodic_vector():
     """log_slots < log_n - 1: a vector repeating with period 2^log_slots is bootstrapped whole."""
     lit = dataclasses.replace(

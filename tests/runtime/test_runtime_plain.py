@@ -146,7 +146,7 @@ def test_the_default_cache_is_all_or_nothing(monkeypatch):
     whole, most = sum(sizes.values()), sum(sizes.values()) - min(sizes.values())
 
     def streamed(budget=None, default_budget=None):
-        monkeypatch.setattr(encoded, "plaintext_budget", lambda p, b: default_budget)
+        monkeypatch.setattr(encoded, "plaintext_budget", lambda p, b, reserved=0: default_budget)
         server = Server(program, be, keys)
         server.executor.prepare(budget)
         out = set(server.executor.weights.streamed)
@@ -200,6 +200,63 @@ def test_the_plaintext_cache_can_be_capped(monkeypatch):
         monkeypatch.setenv("HENN_PLAINTEXT_CACHE", bad)
         with pytest.raises(InputError, match="HENN_PLAINTEXT_CACHE"):
             plaintext_budget(program, be)
+
+
+def test_bootstrap_factors_are_kept_whole_or_not_at_all(monkeypatch):
+    """The bootstraps keep their DFT factors where the memory share holds all of them, and the weight
+    plaintexts' budget then leaves those bytes out; $HENN_PLAINTEXT_CACHE caps both."""
+    from types import SimpleNamespace
+
+    from henn.runtime import memory
+
+    gib = 2**30
+    program = cast(Program, SimpleNamespace(bootstraps=4))  # only its bootstrap count is read here
+    monkeypatch.setattr(memory, "_free_for_plaintexts", lambda p, b: 10 * gib)
+    monkeypatch.delenv("HENN_PLAINTEXT_CACHE", raising=False)
+    assert memory.bootstrap_factor_budget(program, None, 2 * gib) == 2 * gib
+    assert memory.bootstrap_factor_budget(program, None, 7 * gib) == 0  # beyond 60% of 10 GiB: none
+    assert memory.bootstrap_factor_budget(program, None, 0) == 0
+    assert memory.bootstrap_factor_budget(cast(Program, SimpleNamespace(bootstraps=0)), None, gib) == 0
+    assert memory.plaintext_budget(program, None, reserved=4 * gib) == int(6 * gib * memory.MEMORY_SHARE)
+    monkeypatch.setenv("HENN_PLAINTEXT_CACHE", "1")
+    assert memory.bootstrap_factor_budget(program, None, 2 * gib) == 0
+    assert memory.bootstrap_factor_budget(program, None, gib // 2) == gib // 2
+    monkeypatch.setenv("HENN_PLAINTEXT_CACHE", "0")
+    assert memory.bootstrap_factor_budget(program, None, 1) == 0
+
+
+def test_sessions_do_not_promise_the_same_memory_for_bootstrap_factors(monkeypatch):
+    """Kept factors fill as bootstraps run, after the memory check: a second session deciding meanwhile
+    counts what the first may still fill, and the first's filled bytes no longer count twice."""
+    from henn.ckks.evaluator import Evaluator
+    from henn.runtime import executor as executor_module
+
+    gib = 2**30
+    held: dict[int, int] = {}  # id(evaluator) -> bytes its keys hold
+
+    def keep(ev, budget=None):
+        assert budget != 0, "a session must not drop the factors of keys it may share"
+        return 2 * gib, held.get(id(ev), 0)
+
+    def budget(program, backend, need, promised=0):
+        return need if need + promised <= 3 * gib else 0  # room for one session's factors
+
+    monkeypatch.setattr(Evaluator, "keep_bootstrap_factors", keep)
+    monkeypatch.setattr(executor_module, "bootstrap_factor_budget", budget)
+    model = build_cnn([("conv", 2, 3, 2, 0), ("poly", "square"), ("flatten",), ("gemm", 3)], (1, 7, 7), seed=2)
+    program = compile_model(model, None, CompileOptions(mode="batch", params=short_params(3, 10))).program
+    be = open_backend("plain", program.params)
+    keys = Client(program, be).generate_keys()
+    first, second, third = (Server(program, be, keys) for _ in range(3))
+    first.prepare()
+    assert first.executor.bootstrap_factor_budget == 2 * gib
+    second.prepare()  # the first's 2 GiB are promised, not yet filled
+    assert second.executor.bootstrap_factor_budget == 0
+    held[id(first.executor.ev)] = 2 * gib  # its bootstraps filled them: now out of what is available
+    third.prepare()
+    assert third.executor.bootstrap_factor_budget == 2 * gib
+    for server in (first, second, third):
+        server.close()
 
 
 def test_batch_mode_splits_into_sets_of_slots(rng):

@@ -181,6 +181,12 @@ class BackendPrimitives(BackendCore):
         result at scale default_scale / divide (so it holds a's values)."""
         raise self.cannot_bootstrap()
 
+    def _keep_bootstrap_factors(self, keys: Any, budget: int) -> tuple[int, int]:
+        """Let the bootstrapping keys keep up to `budget` bytes of encoded DFT factors that their bootstraps
+        would otherwise encode every time (-1: leave the budget as it is); (bytes keeping all of them
+        takes, bytes kept now). A backend that encodes nothing per bootstrap keeps nothing: (0, 0)."""
+        return 0, 0
+
     def _bootstrap_ciphertext(self, a: Ciphertext, divide: float, keys: Any, parallel: bool) -> Any:
         """_bootstrap of a henn Ciphertext: a backend whose library objects do not carry henn's level and
         scale (openfhe) overrides this one instead."""

@@ -47,7 +47,9 @@ class BootstrapLiteral:
     the slots, relative to the range), for the plain backend's noise model; tests check it.
     `stream_dft`: encode each CoeffsToSlots / SlotsToCoeffs factor when the bootstrap runs instead of
     keeping all of them encoded (3.6 GiB at N = 2^16; the same result bit for bit, a few seconds more
-    per bootstrap)."""
+    per bootstrap). The runtime then lets the keys keep each factor once encoded where memory allows
+    (`Evaluator.keep_bootstrap_factors`, henn.runtime.memory.bootstrap_factor_budget): only the first
+    bootstrap pays the encoding, and a machine short of memory still runs at the streamed footprint."""
 
     log_slots: int | None = None
     cts_log_scales: tuple[tuple[int, ...], ...] = DEFAULT_CTS

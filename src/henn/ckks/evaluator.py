@@ -361,6 +361,19 @@ class Evaluator:
         # s / q_level at every doubling of its basis (2^-4 at T_2 becomes 2^-32 at T_16)
         return self.multiply(out, 1.0, scale=bound) if bound > 1 else out
 
+    def keep_bootstrap_factors(self, budget: int | None = None) -> tuple[int, int]:
+        """Let the bootstrapping keys keep up to `budget` bytes of the DFT factors each bootstrap would
+        otherwise encode again (Lattigo with stream_dft; the same results bit for bit); 0 keeps none, None
+        changes nothing. Returns (bytes all of them take at most, bytes kept now); (0, 0) without
+        bootstrapping keys or where a backend encodes nothing per bootstrap."""
+        keys = self.keys.bootstrap
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
+            raise InputError(f"budget must be a number of bytes >= 0 (or None to ask), got {budget!r}")
+        if keys is None or not self.backend.bootstraps:
+            return 0, 0
+        keys = self.backend._own(keys, type(keys))
+        return self.backend._keep_bootstrap_factors(keys.raw, -1 if budget is None else budget)
+
     # ---- rotations -----------------------------------------------------------------------
     def rotate(self, a: Ciphertext, steps: int) -> Ciphertext:
         """Rotate slots left by `steps` (negative: right); needs the Galois key of that step."""

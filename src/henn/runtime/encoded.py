@@ -36,11 +36,12 @@ class EncodedWeights:
         self._prepare_lock = threading.Lock()
         self.prepared = False
 
-    def prepare(self, pool, budget: int | None = None) -> float:
+    def prepare(self, pool, budget: int | None = None, reserved: int = 0) -> float:
         """Encode the weight plaintexts while they fit in `budget` bytes, the most reused first (a grouped
         layer uses each of its vectors at every position); the rest are encoded when they run (slower,
         but a CIFAR-sized program holds gigabytes of diagonals). Once: later calls return 0.0 at once.
-        Returns the seconds it took.
+        Returns the seconds it took. `reserved`: bytes promised elsewhere (the bootstraps' kept factors)
+        that the default budget leaves out.
 
         By default (no `budget`, no $HENN_PLAINTEXT_CACHE) the cache is all or nothing: a streamed layer
         already encodes each vector once per evaluation, so a cache pays only across evaluations, and a
@@ -50,14 +51,14 @@ class EncodedWeights:
             if self.prepared:
                 return 0.0
             t0 = time.perf_counter()
-            self._fill(pool, budget)
+            self._fill(pool, budget, reserved)
             self.prepared = True
             return time.perf_counter() - t0
 
-    def _fill(self, pool, budget: int | None) -> None:
+    def _fill(self, pool, budget: int | None, reserved: int) -> None:
         steps = [(i, s) for i, s in enumerate(self.program.steps) if s.kind in WEIGHT_KINDS]
         steps.sort(key=lambda item: -_entries(item[1]) / max(1, weight_count(item[1])))
-        left = plaintext_budget(self.program, self.backend) if budget is None else budget
+        left = plaintext_budget(self.program, self.backend, reserved) if budget is None else budget
         whole = sum(weight_count(s) * plaintext_bytes(self.backend, s.level) for _, s in steps)
         if budget is None and plaintext_cache_cap() is None and whole > left:
             log.info(

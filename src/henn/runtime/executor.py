@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from henn.ckks.values import Ciphertext, EvaluationKeys
-from henn.errors import InputError, UnsupportedOperation
+from henn.errors import HennError, InputError, UnsupportedOperation
 from henn.kernels.activation import act_core, complex_act_core
 from henn.kernels.bsgs import Transform, evaluate
 from henn.kernels.chebyshev import evaluate_chain
@@ -53,9 +54,15 @@ from henn.program import (
     weight_vector,
 )
 from henn.runtime.encoded import EncodedWeights
+from henn.runtime.memory import bootstrap_factor_budget
 from henn.runtime.parallel import Parallel
 
 log = logging.getLogger(__name__)
+
+# executors whose bootstrapping keys may keep DFT factors (prepare): what they have yet to fill is promised
+# (their keys fill them as their bootstraps run, so it is not yet out of the memory available)
+_KEEPING: weakref.WeakSet[Executor] = weakref.WeakSet()
+_KEEPING_LOCK = threading.Lock()
 
 Handler = Callable[["Executor", int, Any, list], list]
 _HANDLERS: dict[StepKind, Handler] = {}
@@ -94,15 +101,40 @@ class Executor:
         self._step_uses: dict[int, int] = {}  # a streamed step's reads left of each vector
         self.step_seconds: dict[str, float] = {}
         self._registers: dict[int, list[Ciphertext]] = {}  # a graph-shaped network's values kept for later
+        self._factor_budget: int | None = None  # bytes of bootstrap DFT factors kept, once decided (prepare)
 
     # ---- setup -----------------------------------------------------------------------------
     def prepare(self, budget: int | None = None) -> float:
-        """Encode the weights (henn.runtime.encoded), unless shared weights were already: the seconds it took."""
-        return self.weights.prepare(self.pool, budget)
+        """Let the bootstrapping keys keep their DFT factors where memory allows (bootstrap_factor_budget;
+        once per executor, since each holds its session's keys), then encode the weights
+        (henn.runtime.encoded) unless shared weights were already: the seconds it took."""
+        if self._factor_budget is None:
+            need, _ = self.ev.keep_bootstrap_factors()
+            with _KEEPING_LOCK:  # sessions opening at once must not promise the same memory twice
+                promised = sum(e._factors_to_fill() for e in list(_KEEPING))
+                self._factor_budget = bootstrap_factor_budget(self.program, self.backend, need, promised)
+                if self._factor_budget:
+                    _KEEPING.add(self)
+            if self._factor_budget:
+                self.ev.keep_bootstrap_factors(self._factor_budget)
+                log.info("bootstraps keep their DFT factors once encoded (at most %.2f GiB)", need / 2**30)
+        return self.weights.prepare(self.pool, budget, reserved=self._factor_budget)
 
     @property
     def prepared(self) -> bool:
-        return self.weights.prepared
+        return self.weights.prepared and self._factor_budget is not None
+
+    def _factors_to_fill(self) -> int:
+        """Bytes of its factor budget that this executor's keys have yet to fill (0 once they are gone)."""
+        try:
+            return self.bootstrap_factor_budget - self.ev.keep_bootstrap_factors()[1]
+        except HennError:
+            return 0
+
+    @property
+    def bootstrap_factor_budget(self) -> int:
+        """Bytes of encoded DFT factors this executor's bootstrapping keys may keep (0: none; set by prepare)."""
+        return self._factor_budget or 0
 
     def _weight(self, i: int, step: Step, row: int):
         if i not in self.weights.streamed:

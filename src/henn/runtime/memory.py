@@ -148,21 +148,40 @@ def bootstrap_working_bytes(program: Program, backend) -> int:
     return BOOTSTRAP_WORKING_CTS * 2 * (len(info["q"]) + len(info["p"])) * program.params.n * 8
 
 
-def plaintext_budget(program: Program, backend) -> int:
+def plaintext_budget(program: Program, backend, reserved: int = 0) -> int:
     """Bytes of weight plaintexts the executor caches: the share of the memory available now that the
-    ciphertexts of an evaluation and the bootstraps' working set will not need (a secure deep MLP was
-    once killed for memory when its cache took what its bootstrap needed later), at most
-    $HENN_PLAINTEXT_CACHE GiB when set (0: every weight plaintext is encoded when it runs, the least
-    memory; ResNet-20 uses each diagonal once per image, so a cache only pays across images)."""
+    ciphertexts of an evaluation, the bootstraps' working set and `reserved` bytes (the bootstraps' kept
+    factors, filled later) will not need (a secure deep MLP was once killed for memory when its cache
+    took what its bootstrap needed later), at most $HENN_PLAINTEXT_CACHE GiB when set (0: every weight
+    plaintext is encoded when it runs, the least memory; ResNet-20 uses each diagonal once per image, so
+    a cache only pays across images)."""
+    budget = int(max(0, _free_for_plaintexts(program, backend) - reserved) * MEMORY_SHARE)
+    cap = plaintext_cache_cap()
+    return budget if cap is None else min(budget, cap)
+
+
+def bootstrap_factor_budget(program: Program, backend, need: int, promised: int = 0) -> int:
+    """Bytes of encoded DFT factors the bootstrapping keys keep (need: what all of them take): all where
+    the share of the memory available now holds them beside the evaluation's ciphertexts, a bootstrap's
+    working set and the factors `promised` to other sessions' keys (kept as their bootstraps run, so not
+    yet out of what is available), else none, as for weight plaintexts (a part would leave most factors
+    encoded at every bootstrap anyway). Every bootstrap after the first then skips their encoding: 4 an
+    image in ResNet-20. $HENN_PLAINTEXT_CACHE caps these plaintexts too (0: none kept)."""
+    if program.bootstraps == 0 or need <= 0:
+        return 0
+    budget = int(max(0, _free_for_plaintexts(program, backend) - promised) * MEMORY_SHARE)
+    cap = plaintext_cache_cap()
+    budget = budget if cap is None else min(budget, cap)
+    return need if need <= budget else 0
+
+
+def _free_for_plaintexts(program: Program, backend) -> int:
     return_freed_memory()  # what the compiler's noise simulation freed (4 GiB for CIFAR-10) counts as available
-    free = (
+    return (
         psutil.virtual_memory().available
         - ciphertext_bytes(program, backend)
         - bootstrap_working_bytes(program, backend)
     )
-    budget = int(max(0, free) * MEMORY_SHARE)
-    cap = plaintext_cache_cap()
-    return budget if cap is None else min(budget, cap)
 
 
 def plaintext_cache_cap() -> int | None:

@@ -287,6 +287,11 @@ class LattigoBackend(Backend):
     def _bootstrap(self, a, divide, keys, parallel):
         return self._new("henn_bootstrap", a, keys, float(divide), int(parallel))
 
+    def _keep_bootstrap_factors(self, keys, budget):
+        need, held = c_int64(), c_int64()
+        self._bridge.call("henn_bootstrap_keep_dft", self._c(), keys.value, int(budget), byref(need), byref(held))
+        return need.value, held.value
+
     # ---- encoding, encryption --------------------------------------------------------------------
     def _encode(self, values, level, scale):
         return self._encode_periodic(values, level, scale)  # every slot: a period of all of them

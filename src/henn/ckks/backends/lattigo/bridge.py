@@ -104,6 +104,7 @@ SIGNATURES: dict[str, tuple] = {
     "henn_enable_bootstrapping": (H, c_char_p, POINTER(c_void_p)),
     "henn_keygen_bootstrap": (H, H, OUT_H),
     "henn_bootstrap_key_bytes": (H, H, INT64S),
+    "henn_bootstrap_keep_dft": (H, H, c_int64, INT64S, INT64S),
     "henn_bootstrap": (H, H, H, c_double, c_int, OUT_H),
     "henn_kind": (H, POINTER(c_int)),
     "henn_wire_meta_size": (POINTER(c_int),),

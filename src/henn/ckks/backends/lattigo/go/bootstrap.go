@@ -55,7 +55,9 @@ type btpKeyObj struct {
 	keys   *bootstrapping.EvaluationKeys
 	eval   *bootstrapping.Evaluator
 	stream *dftDiagonals // nil: the evaluator keeps its encoded DFT matrices (bootstrap_stream.go)
-	ecd    *ckks.Encoder // over the bootstrapping parameters, for streamed DFT factors
+	// streamed factors kept once encoded, within a budget (bootstrap_dft_cache.go)
+	keptDFT dftCache
+	ecd     *ckks.Encoder // over the bootstrapping parameters, for streamed DFT factors
 }
 
 func (o *btpKeyObj) owner() *ctxObj { return o.c }

@@ -47,6 +47,19 @@ func (b *btpKeyObj) factor(mat dft.Matrix, diags []lintrans.Diagonals[complex128
 	if diags == nil {
 		return kept, nil
 	}
+	key := dftFactorKey{slotsToCoeffs: mat.Type == dft.HomomorphicDecode, idx: idx, level: level}
+	if lt, ok := b.keptDFT.get(key); ok {
+		return lt, nil
+	}
+	lt, err := b.encodedFactor(kept, diags, idx, level, parallel)
+	if err == nil {
+		b.keptDFT.keep(key, lt)
+	}
+	return lt, err
+}
+
+// encodedFactor encodes factor idx for a ciphertext at level.
+func (b *btpKeyObj) encodedFactor(kept ltckks.LinearTransformation, diags []lintrans.Diagonals[complex128], idx, level int, parallel bool) (ltckks.LinearTransformation, error) {
 	params := b.eval.BootstrappingParameters
 	lt := lintrans.NewLinearTransformation(params, lintrans.Parameters{
 		DiagonalsIndexList:        diags[idx].DiagonalsIndexList(),

@@ -75,3 +75,30 @@ func henn_bootstrap(ctxH, aH, keyH C.uintptr_t, divide C.double, parallel C.int,
 		return k.bootstrap(a, float64(divide), parallel != 0)
 	})
 }
+
+// henn_bootstrap_keep_dft lets a bootstrapping key set keep up to budget bytes of encoded DFT factors
+// (bootstrap_dft_cache.go; 0 keeps none, a negative budget leaves it as it is) and reports in *need what
+// keeping all of them takes at most (0 where the evaluator keeps Lattigo's matrices anyway) and in *held
+// what it holds now.
+//
+//export henn_bootstrap_keep_dft
+func henn_bootstrap_keep_dft(ctxH, keyH C.uintptr_t, budget C.int64_t, need, held *C.int64_t, errOut **C.char) C.int {
+	return call(errOut, func() error {
+		c, err := getCtx(uintptr(ctxH))
+		if err != nil {
+			return err
+		}
+		k, err := get[*btpKeyObj](c, uintptr(keyH), "bootstrapping key set")
+		if err != nil {
+			return err
+		}
+		if need == nil || held == nil {
+			return fmt.Errorf("no output slots given")
+		}
+		if budget >= 0 {
+			k.keptDFT.setBudget(int64(budget))
+		}
+		*need, *held = C.int64_t(k.dftKeepBytes()), C.int64_t(k.keptDFT.held())
+		return nil
+	})
+}

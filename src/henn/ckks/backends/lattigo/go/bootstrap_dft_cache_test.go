@@ -1,0 +1,52 @@
+package main
+
+import "testing"
+
+// Kept factors are the streamed ones: every bootstrap gives the ciphertext of a bootstrap that encodes
+// each factor, the one that fills the cache and those that read it; a budget below one factor keeps
+// none, and lowering the budget drops what was kept.
+func TestKeptStreamedFactorsGiveTheStreamedCiphertext(t *testing.T) {
+	c, _, pk, kept := testBootCtx(t, true)
+	p, err := c.bootstrapParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.btpStreamDFT = true
+	streamed, err := c.wrapBootstrapKeys(p, kept.keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	need := streamed.dftKeepBytes()
+	if need <= 0 || kept.dftKeepBytes() != 0 {
+		t.Fatalf("keeping the factors takes %d bytes (Lattigo's kept matrices: %d), want > 0 (0)", need, kept.dftKeepBytes())
+	}
+	_, ct := encryptRandom(t, c, pk, 4, 1)
+	want, err := streamed.bootstrap(ct, 4, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed.keptDFT.setBudget(1)
+	if _, err := streamed.bootstrap(ct, 4, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := streamed.keptDFT.held(); got != 0 {
+		t.Fatalf("a 1-byte budget kept %d bytes", got)
+	}
+	streamed.keptDFT.setBudget(need)
+	for i, parallel := range []bool{true, true, false} {
+		got, err := streamed.bootstrap(ct, 4, parallel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.ct.Equal(want.ct) {
+			t.Fatalf("bootstrap %d with kept factors (parallel %v) gives another ciphertext", i, parallel)
+		}
+		if held := streamed.keptDFT.held(); held <= 0 || held > need {
+			t.Fatalf("after bootstrap %d: %d bytes kept, want 1..%d", i, held, need)
+		}
+	}
+	streamed.keptDFT.setBudget(0)
+	if got := streamed.keptDFT.held(); got != 0 {
+		t.Fatalf("a zero budget still holds %d bytes", got)
+	}
+}
