@@ -7,15 +7,7 @@ import "testing"
 // none, and lowering the budget drops what was kept.
 func TestKeptStreamedFactorsGiveTheStreamedCiphertext(t *testing.T) {
 	c, _, pk, kept := testBootCtx(t, true)
-	p, err := c.bootstrapParams()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.btpStreamDFT = true
-	streamed, err := c.wrapBootstrapKeys(p, kept.keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	streamed := streamedKeys(t, c, kept)
 	need := streamed.dftKeepBytes()
 	if need <= 0 || kept.dftKeepBytes() != 0 {
 		t.Fatalf("keeping the factors takes %d bytes (Lattigo's kept matrices: %d), want > 0 (0)", need, kept.dftKeepBytes())

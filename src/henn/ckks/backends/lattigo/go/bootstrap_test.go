@@ -202,15 +202,7 @@ func TestStreamedDFTMatchesCached(t *testing.T) {
 
 func streamedMatchesCached(t *testing.T, logSlots int) {
 	c, sk, pk, kept := testBootCtxSlots(t, true, logSlots)
-	p, err := c.bootstrapParams()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.btpStreamDFT = true
-	streamed, err := c.wrapBootstrapKeys(p, kept.keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	streamed := streamedKeys(t, c, kept)
 	for _, lt := range append(streamed.eval.C2SDFTMatrix.Matrices, streamed.eval.S2CDFTMatrix.Matrices...) {
 		if lt.Vec != nil {
 			t.Fatal("a streamed DFT factor is still held encoded")
@@ -253,4 +245,19 @@ func streamedMatchesCached(t *testing.T, logSlots int) {
 	if bits := -math.Log2(maxError(t, c, sk, a, want) / 4); bits < 19 {
 		t.Errorf("%.1f bits of precision, want >= 19", bits)
 	}
+}
+
+// streamedKeys is an evaluator on kept's keys that streams its DFT factors.
+func streamedKeys(t *testing.T, c *ctxObj, kept *btpKeyObj) *btpKeyObj {
+	t.Helper()
+	p, err := c.bootstrapParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.btpStreamDFT = true
+	streamed, err := c.wrapBootstrapKeys(p, kept.keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return streamed
 }

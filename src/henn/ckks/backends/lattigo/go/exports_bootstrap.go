@@ -53,11 +53,7 @@ func henn_keygen_bootstrap(ctxH, skH C.uintptr_t, out *C.uintptr_t, errOut **C.c
 //export henn_bootstrap_key_bytes
 func henn_bootstrap_key_bytes(ctxH, keyH C.uintptr_t, n *C.int64_t, errOut **C.char) C.int {
 	return call(errOut, func() error {
-		c, err := getCtx(uintptr(ctxH))
-		if err != nil {
-			return err
-		}
-		k, err := get[*btpKeyObj](c, uintptr(keyH), "bootstrapping key set")
+		k, err := bootstrapKeys(ctxH, keyH)
 		if err != nil {
 			return err
 		}
@@ -84,11 +80,7 @@ func henn_bootstrap(ctxH, aH, keyH C.uintptr_t, divide C.double, parallel C.int,
 //export henn_bootstrap_keep_dft
 func henn_bootstrap_keep_dft(ctxH, keyH C.uintptr_t, budget C.int64_t, need, held *C.int64_t, errOut **C.char) C.int {
 	return call(errOut, func() error {
-		c, err := getCtx(uintptr(ctxH))
-		if err != nil {
-			return err
-		}
-		k, err := get[*btpKeyObj](c, uintptr(keyH), "bootstrapping key set")
+		k, err := bootstrapKeys(ctxH, keyH)
 		if err != nil {
 			return err
 		}
@@ -101,4 +93,13 @@ func henn_bootstrap_keep_dft(ctxH, keyH C.uintptr_t, budget C.int64_t, need, hel
 		*need, *held = C.int64_t(k.dftKeepBytes()), C.int64_t(k.keptDFT.held())
 		return nil
 	})
+}
+
+// bootstrapKeys is the bootstrapping key set keyH of context ctxH.
+func bootstrapKeys(ctxH, keyH C.uintptr_t) (*btpKeyObj, error) {
+	c, err := getCtx(uintptr(ctxH))
+	if err != nil {
+		return nil, err
+	}
+	return get[*btpKeyObj](c, uintptr(keyH), "bootstrapping key set")
 }
