@@ -204,7 +204,8 @@ def test_the_plaintext_cache_can_be_capped(monkeypatch):
 
 def test_bootstrap_factors_are_kept_whole_or_not_at_all(monkeypatch):
     """The bootstraps keep their DFT factors where the memory share holds all of them, and the weight
-    plaintexts' budget then leaves those bytes out; $HENN_PLAINTEXT_CACHE caps both."""
+    plaintexts' budget then leaves those bytes out; $HENN_PLAINTEXT_CACHE caps both together (a Ray worker
+    sets it to what it declared)."""
     from types import SimpleNamespace
 
     from henn.runtime import memory
@@ -221,6 +222,7 @@ def test_bootstrap_factors_are_kept_whole_or_not_at_all(monkeypatch):
     monkeypatch.setenv("HENN_PLAINTEXT_CACHE", "1")
     assert memory.bootstrap_factor_budget(program, None, 2 * gib) == 0
     assert memory.bootstrap_factor_budget(program, None, gib // 2) == gib // 2
+    assert memory.plaintext_budget(program, None, reserved=gib // 2) == gib // 2  # the cap holds both together
     monkeypatch.setenv("HENN_PLAINTEXT_CACHE", "0")
     assert memory.bootstrap_factor_budget(program, None, 1) == 0
 

@@ -152,12 +152,12 @@ def plaintext_budget(program: Program, backend, reserved: int = 0) -> int:
     """Bytes of weight plaintexts the executor caches: the share of the memory available now that the
     ciphertexts of an evaluation, the bootstraps' working set and `reserved` bytes (the bootstraps' kept
     factors, filled later) will not need (a secure deep MLP was once killed for memory when its cache
-    took what its bootstrap needed later), at most $HENN_PLAINTEXT_CACHE GiB when set (0: every weight
-    plaintext is encoded when it runs, the least memory; ResNet-20 uses each diagonal once per image, so
-    a cache only pays across images)."""
+    took what its bootstrap needed later), at most $HENN_PLAINTEXT_CACHE GiB less `reserved` when set (0:
+    every weight plaintext is encoded when it runs, the least memory; ResNet-20 uses each diagonal once
+    per image, so a cache only pays across images)."""
     budget = int(max(0, _free_for_plaintexts(program, backend) - reserved) * MEMORY_SHARE)
     cap = plaintext_cache_cap()
-    return budget if cap is None else min(budget, cap)
+    return budget if cap is None else min(budget, max(0, cap - reserved))  # the cap holds both together
 
 
 def bootstrap_factor_budget(program: Program, backend, need: int, promised: int = 0) -> int:
