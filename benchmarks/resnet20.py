@@ -170,6 +170,7 @@ def _add(totals: dict, timings: dict) -> None:
     for k, v in timings["steps"].items():
         steps[k] = steps.get(k, 0.0) + v
     totals["keygen"], totals["prepare"] = timings["keygen"], timings["prepare"]
+    totals["bootstrap_factor_bytes"] = timings.get("bootstrap_factor_bytes", 0)
     totals["sets"] = totals.get("sets", 0) + 1
 
 
@@ -188,6 +189,8 @@ def _summary(out: np.ndarray, ref: np.ndarray, labels, t: dict) -> dict:
         "keygen_seconds": t["keygen"],
         "prepare_seconds": t["prepare"],
         "peak_rss_mib": peak_rss_mib(),
+        # the bootstraps' DFT factors kept once encoded where memory was free (0: a machine without the room)
+        "bootstrap_factor_mib": t["bootstrap_factor_bytes"] / 2**20,
     }
 
 

@@ -403,6 +403,7 @@ class CompiledModel:
             "total": time.perf_counter() - t0,
             "keygen": client.seconds["keygen"],
             "prepare": server.seconds["prepare"],
+            "bootstrap_factor_bytes": server.executor.kept_bootstrap_factor_bytes(),  # optional memory: the DFT's
             "encrypted": bool(encrypted),
             "steps": steps,
             "bootstrap": steps.get("bootstrap", 0.0),

@@ -131,6 +131,10 @@ class Executor:
         except HennError:
             return 0
 
+    def kept_bootstrap_factor_bytes(self) -> int:
+        """Bytes of encoded DFT factors this executor's bootstrapping keys hold now."""
+        return self.bootstrap_factor_budget - self._factors_to_fill() if self.bootstrap_factor_budget else 0
+
     @property
     def bootstrap_factor_budget(self) -> int:
         """Bytes of encoded DFT factors this executor's bootstrapping keys may keep (0: none; set by prepare)."""
