@@ -126,14 +126,17 @@ class Executor:
 
     def _factors_to_fill(self) -> int:
         """Bytes of its factor budget that this executor's keys have yet to fill (0 once they are gone)."""
-        try:
-            return self.bootstrap_factor_budget - self.ev.keep_bootstrap_factors()[1]
-        except HennError:
-            return 0
+        return self.bootstrap_factor_budget - self.kept_bootstrap_factor_bytes()
 
     def kept_bootstrap_factor_bytes(self) -> int:
-        """Bytes of encoded DFT factors this executor's bootstrapping keys hold now."""
-        return self.bootstrap_factor_budget - self._factors_to_fill() if self.bootstrap_factor_budget else 0
+        """Bytes of encoded DFT factors this executor's bootstrapping keys hold now (its whole budget once
+        the keys are gone: nothing is left to fill)."""
+        if not self.bootstrap_factor_budget:
+            return 0
+        try:
+            return self.ev.keep_bootstrap_factors()[1]
+        except HennError:
+            return self.bootstrap_factor_budget
 
     @property
     def bootstrap_factor_budget(self) -> int:
