@@ -246,7 +246,7 @@ func hasNativeDot() bool { return C.henn_dot_native() != 0 }
 // c1 and p hold each term's limb addresses; the caller has pinned the limbs. Primes below 2^50
 // take the AVX-512 IFMA kernel where the CPU has it (reduced limbs are below 2^52; it checks).
 func dotPrimeNative(c0, c1, p []uintptr, q, r64 uint64, bred [2]uint64, chunk int, dst0, dst1 []uint64) {
-	if q < nttMaxModulus && len(dst0)%8 == 0 && hasNTTAcceleration() {
+	if q < nttMaxModulus && len(dst0)%8 == 0 && hasIFMA() {
 		k := dot52Constants(q, bred)
 		if C.henn_dot_prime52((*C.uintptr_t)(unsafe.Pointer(&c0[0])), (*C.uintptr_t)(unsafe.Pointer(&c1[0])),
 			(*C.uintptr_t)(unsafe.Pointer(&p[0])), C.int(len(p)), C.size_t(len(dst0)), C.uint64_t(q),
@@ -283,7 +283,7 @@ func dot52Constants(q uint64, bred [2]uint64) [5]uint64 {
 func dotPartsNative(c0, c1 []uintptr, rows []uint64, stride int, baby, vec, bounds []int32, n, g int, q uint64,
 	bred [2]uint64, dst0, dst1 []uintptr) {
 	parts := C.int(len(bounds) - 1)
-	if q < nttMaxModulus && n%8 == 0 && hasNTTAcceleration() {
+	if q < nttMaxModulus && n%8 == 0 && hasIFMA() {
 		k := dot52Constants(q, bred)
 		if C.henn_dot_parts52((*C.uintptr_t)(unsafe.Pointer(&c0[0])), (*C.uintptr_t)(unsafe.Pointer(&c1[0])),
 			(*C.uint64_t)(unsafe.Pointer(&rows[0])), C.size_t(stride), (*C.int32_t)(unsafe.Pointer(&baby[0])),

@@ -56,7 +56,6 @@ static void henn_signed_row(const uint64_t *mag, const uint8_t *negs, size_t n, 
 import "C"
 
 import (
-	"os"
 	"unsafe"
 
 	"github.com/tuneinsight/lattigo/v6/ring"
@@ -64,7 +63,7 @@ import (
 
 // quantizeKernel: the AVX-512 quantization of slot encodings (every IFMA CPU has the F and DQ
 // instructions it needs); HENN_LATTIGO_NTT=go keeps the Go path, as for the other kernels.
-var quantizeKernel = os.Getenv("HENN_LATTIGO_NTT") != "go" && hasNTTAcceleration()
+var quantizeKernel = hasIFMA()
 
 // quantizeRows writes the first n coefficients of each of polys' rows (their rings' primes) from the
 // inverse-FFT'd slots, with encodeScratch's exact conventions, and zeroes the rest. It declines

@@ -113,7 +113,6 @@ static void henn_extend64(const uintptr_t *in, const uint64_t *offsets, const ui
 import "C"
 
 import (
-	"os"
 	"runtime"
 	"unsafe"
 
@@ -123,7 +122,7 @@ import (
 func init() {
 	// HENN_LATTIGO_NTT=go keeps Lattigo's own code here too. The extension kernel's double sum
 	// also needs AVX-512 DQ, which every IFMA CPU has.
-	if os.Getenv("HENN_LATTIGO_NTT") != "go" && hasNTTAcceleration() {
+	if hasIFMA() {
 		ring.SetLiftAccelerator(acceleratedLift)
 		ring.SetBasisExtensionAccelerator(acceleratedExtension)
 	}

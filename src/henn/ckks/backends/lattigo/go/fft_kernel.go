@@ -95,7 +95,6 @@ import "C"
 
 import (
 	"math/bits"
-	"os"
 	"sync"
 	"unsafe"
 
@@ -109,7 +108,7 @@ import (
 // made once per (slots, 2N) and gives Lattigo's output bit for bit (TestIFFTMatchesLattigo).
 
 // ifftKernel: on wherever the other AVX-512 kernels are (HENN_LATTIGO_NTT=go keeps Lattigo's Go).
-var ifftKernel = os.Getenv("HENN_LATTIGO_NTT") != "go" && hasNTTAcceleration()
+var ifftKernel = hasIFMA()
 
 var ifftTables sync.Map // [2]int{slots, m} -> *ifftTable
 

@@ -219,7 +219,7 @@ func (c *ctxObj) linearCombinations(in []*ctObj, weights []float64, m, level int
 		ct.MetaData = &meta
 		outs[o] = &ctObj{c: c, ct: ct}
 	}
-	c.accumulate(plan, in, outs, hasIFMA())
+	c.accumulate(plan, in, outs, lcBlock == 64 && hasIFMA()) // the IFMA kernel's tile
 	return outs, nil
 }
 

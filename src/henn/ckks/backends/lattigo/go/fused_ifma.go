@@ -7,8 +7,6 @@ package main
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "ifma.h"
 
-static int henn_lc_has_ifma(void) { return henn_has_avx512_ifma(); }
-
 // (hi, lo)[x] += sum_t src_t[off + x] * mult[t] for the 64 coefficients x of one tile, with
 // 52-bit multiply-accumulate: every src value and multiplier must be < 2^52 (limbs of primes
 // below 2^52), and nterms <= 4096 so that the 52-bit halves summed in 64 bits cannot overflow.
@@ -47,7 +45,6 @@ static void henn_lc_macc52(const uintptr_t *bases, size_t off, const uint64_t *m
 	}
 }
 #else
-static int henn_lc_has_ifma(void) { return 0; }
 static void henn_lc_macc52(const uintptr_t *bases, size_t off, const uint64_t *mult, int nterms,
                            uint64_t *lo, uint64_t *hi) {}
 #endif
@@ -65,10 +62,6 @@ const ifmaMaxTerms = 4096
 // ifmaMaxModulus: the 52-bit multiply-accumulate needs limbs and multipliers below 2^52. Primes
 // below 2^51 keep even a lazily reduced limb (below 2q) within that; larger ones take the Go path.
 const ifmaMaxModulus = uint64(1) << 51
-
-// hasIFMA reports whether this CPU runs the AVX-512 IFMA kernel (asked each time: no globals;
-// the check is a few instructions once GCC's CPU model is initialised).
-func hasIFMA() bool { return lcBlock == 64 && C.henn_lc_has_ifma() != 0 }
 
 // macc52 adds sum_t limb_t[off:off+64] * mult[t] into the 128-bit accumulators (hi, lo) of one
 // tile. bases[t] is the address of term t's limb, pinned by the caller; len(mult) <= ifmaMaxTerms.

@@ -36,9 +36,35 @@ func lattigoNTT(forward, lazy bool, ringType ring.Type, s *ring.SubRing, p1, p2 
 	}
 }
 
+// nttKernelsHere lists the transforms this CPU runs (AVX2, and IFMA's where it has it), skipping the
+// test where it runs none.
+func nttKernelsHere(t testing.TB) []simdLevel {
+	var levels []simdLevel
+	for l := simdAVX2; l <= cpuSIMD; l++ {
+		levels = append(levels, l)
+	}
+	if len(levels) == 0 {
+		t.Skip("this CPU has no AVX2: Lattigo's own code runs unchanged")
+	}
+	return levels
+}
+
+// HENN_LATTIGO_NTT lowers the level, never raises it.
+func TestSIMDLevelSetting(t *testing.T) {
+	for _, tc := range []struct {
+		setting   string
+		cpu, want simdLevel
+	}{{"", simdIFMA, simdIFMA}, {"", simdAVX2, simdAVX2}, {"", simdNone, simdNone}, {"go", simdIFMA, simdNone},
+		{"avx2", simdIFMA, simdAVX2}, {"avx2", simdAVX2, simdAVX2}, {"avx2", simdNone, simdNone}} {
+		if got := simdFor(tc.setting, tc.cpu); got != tc.want {
+			t.Errorf("HENN_LATTIGO_NTT=%q on level %d: level %d, want %d", tc.setting, tc.cpu, got, tc.want)
+		}
+	}
+}
+
 // skipWithoutIFMA skips a kernel test on CPUs without AVX-512 IFMA, where Lattigo's own code runs.
 func skipWithoutIFMA(t *testing.T) {
-	if !hasNTTAcceleration() {
+	if !hasIFMA() {
 		t.Skip("this CPU has no AVX-512 IFMA: Lattigo's own code runs unchanged")
 	}
 }
@@ -59,13 +85,18 @@ func primesFor(t testing.TB, bitSize int, nthRoot uint64, k int) []uint64 {
 	return primes
 }
 
-// The IFMA transform gives Lattigo's values exactly (fully reduced; the lazy variants' values
-// modulo q), for both rings, both directions, degrees 2^6..2^16, primes of 30 to 49 bits (IFMA)
+// Each transform (AVX2, and IFMA's) gives Lattigo's values exactly (fully reduced; the lazy variants'
+// values modulo q), for both rings, both directions, degrees 2^6..2^16, primes of 30 to 49 bits (IFMA)
 // and of 55 to 61 bits (64-bit lanes, 61 bits: above 2^61), inputs
 // below q and below 2q (lazy producers), below 4q (what Lattigo's key switching hands the forward
 // transform) and any 64-bit value (a rescale's, an unreduced encoding's), in place and out of place.
-func TestIFMANTTMatchesLattigo(t *testing.T) {
-	skipWithoutIFMA(t)
+func TestNTTKernelsMatchLattigo(t *testing.T) {
+	for _, simd := range nttKernelsHere(t) {
+		checkNTTKernel(t, simd)
+	}
+}
+
+func checkNTTKernel(t *testing.T, simd simdLevel) {
 	rng := rand.New(rand.NewSource(7))
 	for _, ringType := range []ring.Type{ring.Standard, ring.ConjugateInvariant} {
 		for _, logN := range []int{6, 7, 10, 11, 13, 14, 16} {
@@ -114,13 +145,13 @@ func TestIFMANTTMatchesLattigo(t *testing.T) {
 								if forward {
 									nInv = 0
 								}
-								if !acceleratedNTT(forward, ringType == ring.ConjugateInvariant, got, got, n, q, s.MRedConstant, nInv, rootsOf(s, forward)) {
-									t.Fatalf("ring %v n=%d q=%d: the accelerator declined", ringType, n, q)
+								if !nttWith(simd, forward, ringType == ring.ConjugateInvariant, got, got, n, q, s.MRedConstant, nInv, rootsOf(s, forward)) {
+									t.Fatalf("kernel %d ring %v n=%d q=%d: the accelerator declined", simd, ringType, n, q)
 								}
 								for i := range want {
 									if got[i] >= q || (lazy && got[i] != want[i]%q) || (!lazy && got[i] != want[i]) {
-										t.Fatalf("ring %v n=%d q=%d (%d bits) forward=%v lazy=%v input<%dq: coefficient %d = %d, Lattigo %d",
-											ringType, n, q, bitSize, forward, lazy, bound/q, i, got[i], want[i])
+										t.Fatalf("kernel %d ring %v n=%d q=%d (%d bits) forward=%v lazy=%v input<%dq: coefficient %d = %d, Lattigo %d",
+											simd, ringType, n, q, bitSize, forward, lazy, bound/q, i, got[i], want[i])
 									}
 								}
 							}
@@ -132,9 +163,14 @@ func TestIFMANTTMatchesLattigo(t *testing.T) {
 	}
 }
 
-// Primes from 2^61.4 are left to Lattigo, with the output untouched.
-func TestIFMANTTDeclines(t *testing.T) {
-	skipWithoutIFMA(t)
+// Primes from 2^61.4 are left to Lattigo, with the output untouched, by every kernel.
+func TestNTTKernelsDecline(t *testing.T) {
+	for _, simd := range nttKernelsHere(t) {
+		checkNTTKernelDeclines(t, simd)
+	}
+}
+
+func checkNTTKernelDeclines(t *testing.T, simd simdLevel) {
 	n := 1 << 10
 	for _, tc := range []struct {
 		bits    int
@@ -159,7 +195,7 @@ func TestIFMANTTDeclines(t *testing.T) {
 		if !tc.forward {
 			nInv = s.NInv
 		}
-		if acceleratedNTT(tc.forward, false, in, out, n, s.Modulus, s.MRedConstant, nInv, rootsOf(s, tc.forward)) {
+		if nttWith(simd, tc.forward, false, in, out, n, s.Modulus, s.MRedConstant, nInv, rootsOf(s, tc.forward)) {
 			t.Fatalf("%d-bit prime, forward %v: accelerated, want declined", tc.bits, tc.forward)
 		}
 		for _, v := range out {
@@ -170,18 +206,15 @@ func TestIFMANTTDeclines(t *testing.T) {
 	}
 }
 
-// One 2^13-point forward transform, Lattigo's and henn's, for a 36-bit (IFMA) and a 60-bit prime
-// (64-bit lanes): go test -run '^$' -bench NTT (docs/benchmarks.md, "AVX-512 kernels under Lattigo").
+// One forward transform of 2^13 and 2^16 points, Lattigo's and each of henn's kernels, for a 36-bit
+// (IFMA) and a 60-bit prime (64-bit lanes): go test -run '^$' -bench NTT (docs/benchmarks.md).
 func BenchmarkNTT(b *testing.B) {
-	if !hasNTTAcceleration() {
-		b.Skip("this CPU has no AVX-512 IFMA")
-	}
 	for _, logN := range []int{13, 16} {
-		benchNTT(b, 1<<logN)
+		benchNTT(b, 1<<logN, nttKernelsHere(b))
 	}
 }
 
-func benchNTT(b *testing.B, n int) {
+func benchNTT(b *testing.B, n int, kernels []simdLevel) {
 	for _, bitSize := range []int{36, 60} {
 		r, err := ring.NewRing(n, primesFor(b, bitSize, uint64(2*n), 1))
 		if err != nil {
@@ -197,11 +230,13 @@ func benchNTT(b *testing.B, n int) {
 				lattigoNTT(true, false, ring.Standard, s, a, a)
 			}
 		})
-		b.Run(fmt.Sprintf("n%d/%dbit/henn", n, bitSize), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				acceleratedNTT(true, false, a, a, n, s.Modulus, s.MRedConstant, 0, s.RootsForward)
-			}
-		})
+		for _, simd := range kernels {
+			b.Run(fmt.Sprintf("n%d/%dbit/%s", n, bitSize, []string{"", "avx2", "ifma"}[simd]), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					nttWith(simd, true, false, a, a, n, s.Modulus, s.MRedConstant, 0, s.RootsForward)
+				}
+			})
+		}
 	}
 }
 

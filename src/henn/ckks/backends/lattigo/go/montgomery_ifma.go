@@ -48,14 +48,13 @@ static void henn_mulcoeffs(const uint64_t *x, const uint64_t *y, uint64_t *z, si
 import "C"
 
 import (
-	"os"
 	"unsafe"
 
 	"github.com/tuneinsight/lattigo/v6/ring"
 )
 
 func init() {
-	if os.Getenv("HENN_LATTIGO_NTT") != "go" && hasNTTAcceleration() {
+	if hasIFMA() {
 		ring.SetMulCoeffsAccelerator(acceleratedMulCoeffs)
 	}
 }

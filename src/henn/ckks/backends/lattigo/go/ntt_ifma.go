@@ -7,6 +7,7 @@ package main
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "ifma.h"
+#include "ntt_avx2.h"
 
 // 1 when every a[0..n) < bound (n a multiple of 8).
 HENN_TGT static int henn_ntt_below(const uint64_t *a, size_t n, uint64_t bound) {
@@ -42,21 +43,23 @@ static const henn_lanes henn_lanes_t1 = {{0, 2, 4, 6, 8, 10, 12, 14}, {1, 3, 5, 
 #define HENN_MULSHOUP1 henn_mulshoup1_64
 #include "ntt_kernels.h"
 
-// The transform of one prime, 52-bit lanes (wide = 0, q < 2^50) or 64-bit lanes (q < 2^61), with
-// the twiddles' Shoup constants computed for that width; any input below 2^64.
+// The transform of one prime: simd 1 the AVX2 kernel (64-bit Shoup constants), 2 the AVX-512 ones,
+// 52-bit lanes (wide = 0, q < 2^50) or 64-bit lanes (q < 2^61); any input below 2^64.
 static void henn_ntt(const uint64_t *in, uint64_t *out, size_t n, uint64_t q, const uint64_t *w,
                      const uint64_t *ws, int forward, int ci, uint64_t f, uint64_t fs, uint64_t s, uint64_t ss,
-                     uint64_t r64, int wide) {
-	if (wide) henn_ntt_64(in, out, n, q, w, ws, forward, ci, f, fs, s, ss, r64);
+                     uint64_t r64, int wide, int simd) {
+	if (simd == 1) henn_ntt_avx2(in, out, n, q, w, ws, forward, ci, f, fs, s, ss, r64);
+	else if (wide) henn_ntt_64(in, out, n, q, w, ws, forward, ci, f, fs, s, ss, r64);
 	else henn_ntt_52(in, out, n, q, w, ws, forward, ci, f, fs, s, ss, r64);
 }
 
-static int henn_ntt_has_ifma(void) { return henn_has_avx512_ifma(); }
+// 2 where the CPU runs AVX-512 IFMA, 1 where it runs AVX2, 0 elsewhere.
+static int henn_cpu_simd(void) { return henn_has_avx512_ifma() ? 2 : henn_has_avx2() ? 1 : 0; }
 #else
 static void henn_ntt(const uint64_t *in, uint64_t *out, size_t n, uint64_t q, const uint64_t *w,
                      const uint64_t *ws, int forward, int ci, uint64_t f, uint64_t fs, uint64_t s, uint64_t ss,
-                     uint64_t r64, int wide) {}
-static int henn_ntt_has_ifma(void) { return 0; }
+                     uint64_t r64, int wide, int simd) {}
+static int henn_cpu_simd(void) { return 0; }
 #endif
 */
 import "C"
@@ -69,6 +72,36 @@ import (
 
 	"github.com/tuneinsight/lattigo/v6/ring"
 )
+
+// simdLevel: the instruction set of the bridge's C kernels.
+type simdLevel int
+
+const (
+	simdNone simdLevel = iota // Lattigo's own Go code and henn's portable C
+	simdAVX2                  // the AVX2 transform; Lattigo's code elsewhere
+	simdIFMA                  // every AVX-512 kernel
+)
+
+// bridgeSIMD is what this process runs: the CPU's best, or less by HENN_LATTIGO_NTT ("go": no vector
+// kernel, Lattigo's own code; "avx2": what a CPU without IFMA runs), for comparison and diagnosis.
+var bridgeSIMD = simdFor(os.Getenv("HENN_LATTIGO_NTT"), cpuSIMD)
+
+// cpuSIMD: the best level this CPU (and its OS) runs.
+var cpuSIMD = simdLevel(C.henn_cpu_simd())
+
+func simdFor(setting string, cpu simdLevel) simdLevel {
+	switch setting {
+	case "go":
+		return simdNone
+	case "avx2":
+		return min(cpu, simdAVX2)
+	}
+	return cpu
+}
+
+// hasIFMA reports whether this process runs the AVX-512 IFMA kernels (the CPU has AVX-512 F, DQ and
+// IFMA, and HENN_LATTIGO_NTT does not lower the level).
+func hasIFMA() bool { return bridgeSIMD == simdIFMA }
 
 // nttMaxModulus: Harvey's lazy butterflies keep values below 4q, which IFMA's 52-bit lanes hold
 // for primes below 2^50 (the IFMA kernels of this package share this bound).
@@ -96,18 +129,15 @@ type nttKey struct {
 	q, root1 uint64
 	n        int
 	fwd, ci  bool
+	simd     simdLevel
 }
 
 // nttTables caches one table per (prime, degree, direction, ring, root), which fix 1/n too: a handful
 // per parameter set.
 var nttTables sync.Map
 
-// hasNTTAcceleration reports whether this CPU runs the IFMA kernels (AVX-512 F, DQ and IFMA).
-func hasNTTAcceleration() bool { return C.henn_ntt_has_ifma() != 0 }
-
 func init() {
-	// HENN_LATTIGO_NTT=go keeps Lattigo's own transform (for comparison and diagnosis).
-	if os.Getenv("HENN_LATTIGO_NTT") != "go" && hasNTTAcceleration() {
+	if bridgeSIMD != simdNone {
 		ring.SetNTTAccelerator(acceleratedNTT)
 	}
 }
@@ -129,7 +159,8 @@ func shoupFor(w, q uint64, wide bool) uint64 {
 
 // newNTTTable converts Lattigo's Montgomery-form, bit-reversed roots into the kernel's layout.
 // The conjugate-invariant ring's stage with m blocks reads roots[2m + i]; the standard ring's roots[m + i].
-func newNTTTable(fwd, ci bool, n int, q, mred, nInv uint64, roots []uint64) *nttTable {
+// The AVX2 kernel takes 64-bit Shoup constants for every prime.
+func newNTTTable(fwd, ci bool, n int, q, mred, nInv uint64, roots []uint64, simd simdLevel) *nttTable {
 	need := n
 	if ci {
 		need = n + n/2
@@ -139,7 +170,7 @@ func newNTTTable(fwd, ci bool, n int, q, mred, nInv uint64, roots []uint64) *ntt
 	}
 	mem := C.malloc(C.size_t(2 * n * 8))
 	both := unsafe.Slice((*uint64)(mem), 2*n) // w and ws as one Go view of the C allocation
-	t := &nttTable{w: (*C.uint64_t)(mem), ws: (*C.uint64_t)(unsafe.Pointer(&both[n])), wide: q >= nttMaxModulus}
+	t := &nttTable{w: (*C.uint64_t)(mem), ws: (*C.uint64_t)(unsafe.Pointer(&both[n])), wide: q >= nttMaxModulus || simd == simdAVX2}
 	w, ws := both[:n], both[n:]
 	w[0], ws[0] = 0, 0
 	for m := 1; m < n; m <<= 1 {
@@ -163,17 +194,22 @@ func newNTTTable(fwd, ci bool, n int, q, mred, nInv uint64, roots []uint64) *ntt
 }
 
 // acceleratedNTT is the ring.NTTAccelerator: the AVX-512 transform, IFMA for primes below 2^50 and
-// 64-bit lanes for primes below 2^61.
+// 64-bit lanes for primes below 2^61, or on CPUs without IFMA the AVX2 transform.
 func acceleratedNTT(forward, ci bool, p1, p2 []uint64, n int, q, mred, nInv uint64, roots []uint64) bool {
-	if q >= nttMaxWideModulus || n < nttMinDegree || n&(n-1) != 0 || len(p1) < n || len(p2) < n || len(roots) < 2 {
+	return nttWith(bridgeSIMD, forward, ci, p1, p2, n, q, mred, nInv, roots)
+}
+
+// nttWith runs the kernel of the given level (AVX2 or IFMA; the tests run each one the CPU has).
+func nttWith(simd simdLevel, forward, ci bool, p1, p2 []uint64, n int, q, mred, nInv uint64, roots []uint64) bool {
+	if simd == simdNone || q >= nttMaxWideModulus || n < nttMinDegree || n&(n-1) != 0 || len(p1) < n || len(p2) < n || len(roots) < 2 {
 		return false
 	}
-	key := nttKey{q: q, root1: roots[1], n: n, fwd: forward, ci: ci}
+	key := nttKey{q: q, root1: roots[1], n: n, fwd: forward, ci: ci, simd: simd}
 	var t *nttTable
 	if v, ok := nttTables.Load(key); ok {
 		t = v.(*nttTable)
 	} else {
-		if t = newNTTTable(forward, ci, n, q, mred, nInv, roots); t == nil {
+		if t = newNTTTable(forward, ci, n, q, mred, nInv, roots, simd); t == nil {
 			return false
 		}
 		if v, loaded := nttTables.LoadOrStore(key, t); loaded { // another goroutine built it first
@@ -183,7 +219,7 @@ func acceleratedNTT(forward, ci bool, p1, p2 []uint64, n int, q, mred, nInv uint
 	}
 	C.henn_ntt((*C.uint64_t)(unsafe.Pointer(&p1[0])), (*C.uint64_t)(unsafe.Pointer(&p2[0])), C.size_t(n), C.uint64_t(q),
 		t.w, t.ws, cbool(forward), cbool(ci), C.uint64_t(t.f), C.uint64_t(t.fs), C.uint64_t(t.s), C.uint64_t(t.ss),
-		C.uint64_t(t.r64), cbool(t.wide))
+		C.uint64_t(t.r64), cbool(t.wide), C.int(simd))
 	return true
 }
 
