@@ -136,6 +136,7 @@ def test_kept_bootstrap_factors_give_the_streamed_results(boot):
         assert (need, held) == (0, 0)
         return
     assert need > 0 and held == 0
+    assert be.bootstrap_info["dft_factor_bytes"] == need  # known from the parameters, before the keys
     x = _values(be, 1.0)
     ct = be.encrypt(x, keys.public, level=1)
     streamed = be.decrypt_decode(ev.bootstrap(ct), sk)

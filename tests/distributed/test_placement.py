@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import cast
+
 import pytest
 
-from henn.distributed import ClusterAddress, ClusterMemoryError
+from henn.distributed import ClusterAddress, ClusterMemoryError, placement
 from henn.distributed.placement import PROCESS_BYTES, NodeCapacity, WorkerNeed, plan
+from henn.program import WEIGHT_KINDS, Program
 from henn.errors import CapacityError, InputError
 
 GIB = 2**30
@@ -51,3 +55,31 @@ def test_cluster_addresses(text, address):
 def test_bad_cluster_addresses(text):
     with pytest.raises(InputError):
         ClusterAddress.parse(text)
+
+
+def test_a_worker_declares_the_bootstrap_factors_then_the_weights_where_they_fit(monkeypatch):
+    """The optional plaintexts in the order a single process grants them: a bootstrap's DFT factors, then the
+    weights; each only where the largest node still holds the worker with it; the worker's plaintext cap is
+    what it declared for both."""
+    sizes = {"ciphertext_bytes": GIB, "key_bytes": 2 * GIB, "bootstrap_working_bytes": GIB}
+    sizes["bootstrap_factor_bytes"] = 3 * GIB
+    for name, value in sizes.items():
+        monkeypatch.setattr(placement.memory, name, lambda *_, v=value: v)
+    monkeypatch.setattr(placement.memory, "plaintext_bytes", lambda *_: GIB // 4)
+    monkeypatch.setattr(placement.memory, "ciphertext_size", lambda *_: GIB)  # the sets read ahead: none at depth 1
+    monkeypatch.setattr(placement, "weight_count", lambda _: 8)  # 2 GiB of weights
+    step = SimpleNamespace(kind=next(iter(WEIGHT_KINDS)), level=1)
+    program = SimpleNamespace(steps=[step], input_cts=1, input_level=0)
+    core = 4 * GIB + PROCESS_BYTES
+    for largest, factors, weights in [
+        (16 * GIB, 3, 2),
+        (core + 5 * GIB, 3, 2),
+        (core + 4 * GIB, 3, 0),
+        (core + 3 * GIB, 3, 0),
+        (core + 2 * GIB, 0, 2),
+        (core + GIB, 0, 0),
+    ]:
+        need = placement.worker_need(cast(Program, program), None, 0, 1, largest, depth=1)
+        assert (need.factors, need.weights) == (factors * GIB, weights * GIB), largest / GIB
+        assert need.core == core and need.cached == need.factors + need.weights
+        assert need.memory == core + need.cached <= largest

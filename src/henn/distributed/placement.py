@@ -1,12 +1,13 @@
 """How many workers a cluster takes, and the memory each declares (Ray's `memory` resource), from henn's
 memory model (henn.runtime.memory): the ciphertexts alive during one evaluation, the input sets read ahead
-of it, the evaluation keys, a bootstrap's working set, the weight plaintexts when they fit beside those,
-and the process itself. Ray then never puts more workers on a node than its memory holds; a cluster where
+of it, the evaluation keys, a bootstrap's working set, its DFT factors kept once encoded and then the
+weight plaintexts when they fit beside those (the order in which a single process grants them), and the
+process itself. Ray then never puts more workers on a node than its memory holds; a cluster where
 no node holds one gets a ClusterMemoryError before any key is made or image encrypted."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from henn.distributed.errors import ClusterMemoryError
 from henn.program import WEIGHT_KINDS, Program, weight_count
@@ -33,6 +34,7 @@ class WorkerNeed:
     weights: int  # weight plaintexts cached (0: encoded when their layer runs)
     cpus: int
     ahead: int = 0  # the input ciphertexts of the sets parsed while one evaluates (worker.py)
+    factors: int = 0  # bootstrap DFT factors kept once encoded (0: encoded at every bootstrap)
 
     @property
     def core(self) -> int:
@@ -40,15 +42,21 @@ class WorkerNeed:
         return self.ciphertexts + self.ahead + self.keys + self.bootstrap + self.model + PROCESS_BYTES
 
     @property
+    def cached(self) -> int:
+        """Bytes of plaintexts kept encoded: the worker's $HENN_PLAINTEXT_CACHE, which caps both."""
+        return self.factors + self.weights
+
+    @property
     def memory(self) -> int:
-        return self.core + self.weights
+        return self.core + self.cached
 
     def describe(self) -> str:
         gib = lambda b: f"{b / 2**30:.2f} GiB"
         return (
             f"{gib(self.memory)} per worker (ciphertexts {gib(self.ciphertexts)}, next sets' inputs "
             f"{gib(self.ahead)}, evaluation keys {gib(self.keys)}, "
-            f"bootstrap working set {gib(self.bootstrap)}, weight plaintexts {gib(self.weights)}, model file "
+            f"bootstrap working set {gib(self.bootstrap)}, its DFT factors {gib(self.factors)}, "
+            f"weight plaintexts {gib(self.weights)}, model file "
             f"{gib(self.model)}, process {gib(PROCESS_BYTES)}), {self.cpus} CPU"
         )
 
@@ -64,9 +72,9 @@ def worker_need(
     program: Program, backend, model_bytes: int, threads: int, largest_node: int, depth: int = 2
 ) -> WorkerNeed:
     """The memory of one worker of `program` on `backend` (the client's: same parameters) with `depth` sets in
-    flight (depth - 1 of them parsed while one evaluates); the weight plaintexts count only where the worker
-    still fits the largest node with them (else they are encoded when their layer runs, as a single process
-    does when they do not fit: henn.runtime.encoded)."""
+    flight (depth - 1 of them parsed while one evaluates). The bootstraps' DFT factors, then the weight
+    plaintexts, count only where the worker still fits the largest node with them (else they are encoded
+    when they run, as a single process does when they do not fit: henn.runtime.encoded)."""
     weights = sum(
         weight_count(s) * memory.plaintext_bytes(backend, s.level) for s in program.steps if s.kind in WEIGHT_KINDS
     )
@@ -78,8 +86,11 @@ def worker_need(
         weights,
         threads,
         max(0, depth - 1) * program.input_cts * memory.ciphertext_size(backend, program.input_level),
+        memory.bootstrap_factor_bytes(program, backend),
     )
-    return need if need.memory <= largest_node else WorkerNeed(**{**need.__dict__, "weights": 0})
+    factors = need.factors if need.core + need.factors <= largest_node else 0
+    weights = need.weights if need.core + factors + need.weights <= largest_node else 0
+    return replace(need, factors=factors, weights=weights)
 
 
 def plan(nodes: list[NodeCapacity], need: WorkerNeed, sets: int, workers: int | None = None) -> Placement:

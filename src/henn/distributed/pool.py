@@ -25,7 +25,7 @@ def start_workers(ray: ModuleType, placement: Placement, model_ref, keys_ref, de
         max_task_retries=MAX_TASK_RETRIES,
         max_concurrency=max(1, depth),
     )
-    cache = need.weights if need.weights else 0
+    cache = need.cached
     return [actor.remote(model_ref, keys_ref, need.cpus, cache) for _ in range(placement.workers)]
 
 

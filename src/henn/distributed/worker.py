@@ -67,9 +67,9 @@ class WorkerStats:
 class SetWorker:
     def __init__(self, model: bytes, keys: list, threads: int, plaintext_cache: int | None = None):
         """model: the model file's bytes; keys: Client.key_blobs() out of band (request.out_of_band: read in
-        place from the object store); plaintext_cache: the weight plaintexts' share of the memory this worker
-        declared (bytes), so that workers on one node do not each take the share of the whole machine that a
-        single process would."""
+        place from the object store); plaintext_cache: the share of the memory this worker declared (bytes)
+        for plaintexts kept encoded, a bootstrap's DFT factors and the weights, so that workers on one node
+        do not each take the share of the whole machine that a single process would."""
         from henn.deploy.artefact import Artefact
         from henn.deploy.local import Server
 

@@ -148,6 +148,16 @@ def bootstrap_working_bytes(program: Program, backend) -> int:
     return BOOTSTRAP_WORKING_CTS * 2 * (len(info["q"]) + len(info["p"])) * program.params.n * 8
 
 
+def bootstrap_factor_bytes(program: Program, backend) -> int:
+    """What the bootstrapping keys' DFT factors take when kept once encoded, as the backend computes it from
+    the parameters before any key exists (0 without bootstraps, or where the backend keeps its own matrices):
+    what bootstrap_factor_budget grants all or nothing."""
+    info = backend.bootstrap_info
+    if program.bootstraps == 0 or not info:
+        return 0
+    return int(info.get("dft_factor_bytes", 0))
+
+
 def plaintext_budget(program: Program, backend, reserved: int = 0) -> int:
     """Bytes of weight plaintexts the executor caches: the share of the memory available now that the
     ciphertexts of an evaluation, the bootstraps' working set and `reserved` bytes (the bootstraps' kept

@@ -5,11 +5,12 @@ module makes that directory: it downloads the pinned release through the Go modu
 checksum checked by Go against the public sum database), copies it, adds
 lattigo_patch/accelerator.go to its ring package and calls to it (at the top of each exported NTT
 function and of ModUpExact, in both branches of the key-switching decomposition, in the lazy Montgomery
-products), so that the bridge can install its AVX-512 kernels (go/ntt_ifma.go, go/extend_ifma.go,
+products), so that the bridge can install its vector kernels (go/ntt_ifma.go, go/extend_ifma.go,
 go/montgomery_ifma.go); and lattigo_patch/dft/shapes.go to its DFT package with switches in
 NewMatrixFromLiteral and GenMatrices, so that a bootstrapping evaluator whose DFT factors the bridge encodes
 as they run is built without encoding them all first, their values generated in complex128
-(lattigo_patch/dft/diagonals128.go); and lattigo_patch/sampling/drbg.go to its sampling package, so
+(lattigo_patch/dft/diagonals128.go), and what keeping them encoded takes is known from the parameters;
+and lattigo_patch/sampling/drbg.go to its sampling package, so
 that key generation and encryption draw their randomness from AES-256-CTR seeded by crypto/rand (18x faster
 here) rather than from crypto/rand for every KiB; and lattigo_patch/rlwe/seeded.go to its rlwe package, with
 the seed of a compressed evaluation key moved to its GadgetCiphertext and calls at the top of the gadget

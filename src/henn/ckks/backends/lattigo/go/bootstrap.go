@@ -46,6 +46,8 @@ type btpInfo struct {
 	LevelCtS    int      `json:"level_cts"`
 	LevelEvMod  int      `json:"level_evalmod"`
 	LevelStC    int      `json:"level_stc"`
+	// the CoeffsToSlots and SlotsToCoeffs factors' bytes when kept once encoded (stream_dft; else 0)
+	DFTFactorBytes int64 `json:"dft_factor_bytes"`
 }
 
 // btpKeyObj holds the bootstrapping evaluation keys (public: made under the client's secret, they
@@ -121,7 +123,25 @@ func (c *ctxObj) btpInfo() *btpInfo {
 	b := p.BootstrappingParameters
 	return &btpInfo{Q: b.Q(), P: b.P(), LogQP: b.LogQP(), Depth: p.Depth(), OutputLevel: p.ResidualParameters.MaxLevel(),
 		LogSlots: p.LogMaxSlots(), GaloisKeys: len(p.GaloisElements(b)), LevelCtS: p.CoeffsToSlotsParameters.LevelQ,
-		LevelEvMod: p.Mod1ParametersLiteral.LevelQ, LevelStC: p.SlotsToCoeffsParameters.LevelQ}
+		LevelEvMod: p.Mod1ParametersLiteral.LevelQ, LevelStC: p.SlotsToCoeffsParameters.LevelQ,
+		DFTFactorBytes: dftFactorBytes(p, c.btpStreamDFT)}
+}
+
+// dftFactorBytes is what keeping every streamed factor takes, each at the top level of its transform
+// (btpKeyObj.dftKeepBytes once the keys exist): 0 without stream_dft, where the evaluator keeps its
+// own matrices.
+func dftFactorBytes(p *bootstrapping.Parameters, stream bool) int64 {
+	if !stream {
+		return 0
+	}
+	logN, n := p.BootstrappingParameters.LogN(), int64(p.BootstrappingParameters.N())*8
+	var total int64
+	for _, lit := range []dft.MatrixLiteral{p.CoeffsToSlotsParameters, p.SlotsToCoeffsParameters} {
+		for _, diags := range lit.FactorDiagonals(logN) {
+			total += int64(diags) * int64(lit.LevelQ+1+lit.LevelP+1) * n
+		}
+	}
+	return total
 }
 
 func (c *ctxObj) bootstrapParams() (*bootstrapping.Parameters, error) {

@@ -12,6 +12,14 @@ func TestKeptStreamedFactorsGiveTheStreamedCiphertext(t *testing.T) {
 	if need <= 0 || kept.dftKeepBytes() != 0 {
 		t.Fatalf("keeping the factors takes %d bytes (Lattigo's kept matrices: %d), want > 0 (0)", need, kept.dftKeepBytes())
 	}
+	// what the parameters alone tell (btpInfo, before any key: a cluster worker's declared memory)
+	p, err := c.bootstrapParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dftFactorBytes(p, true); got != need || dftFactorBytes(p, false) != 0 {
+		t.Fatalf("the parameters give %d bytes of factors (%d without stream_dft), the keys %d", got, dftFactorBytes(p, false), need)
+	}
 	_, ct := encryptRandom(t, c, pk, 4, 1)
 	want, err := streamed.bootstrap(ct, 4, true)
 	if err != nil {

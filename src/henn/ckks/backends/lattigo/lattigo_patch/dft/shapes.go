@@ -93,3 +93,14 @@ func shapeOnly(ltparams ltcommon.Parameters) ltcommon.LinearTransformation {
 		LevelP:                    ltparams.LevelP,
 	}
 }
+
+// FactorDiagonals is the number of diagonals of each factor the literal makes (in GenMatrices' order),
+// from their index maps alone: what keeping its factors encoded takes, known before any key or value.
+func (d MatrixLiteral) FactorDiagonals(logN int) []int {
+	maps := d.computeBootstrappingDFTIndexMap(logN)
+	counts := make([]int, len(maps))
+	for i, m := range maps {
+		counts[i] = len(m)
+	}
+	return counts
+}
