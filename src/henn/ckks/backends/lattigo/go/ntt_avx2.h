@@ -12,9 +12,11 @@
 #include <immintrin.h>
 
 #define HENN_AVX2 __attribute__((target("avx2")))
+// the helpers, inlined whatever the optimisation level (GCC at -O2 called the butterfly: 2x slower)
+#define HENN_AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
 
 // The high 64 bits of a * b in 4 lanes, from four 32x32-bit products.
-HENN_AVX2 static inline __m256i henn_mulhi64_4(__m256i a, __m256i b) {
+HENN_AVX2_INLINE __m256i henn_mulhi64_4(__m256i a, __m256i b) {
 	const __m256i lo32 = _mm256_set1_epi64x(0xffffffffLL);
 	__m256i ah = _mm256_srli_epi64(a, 32), bh = _mm256_srli_epi64(b, 32);
 	__m256i ll = _mm256_mul_epu32(a, b), lh = _mm256_mul_epu32(a, bh);
@@ -26,20 +28,20 @@ HENN_AVX2 static inline __m256i henn_mulhi64_4(__m256i a, __m256i b) {
 }
 
 // The low 64 bits of a * b in 4 lanes (AVX2 has no 64-bit multiply), from three 32x32-bit products.
-HENN_AVX2 static inline __m256i henn_mullo64_4(__m256i a, __m256i b) {
+HENN_AVX2_INLINE __m256i henn_mullo64_4(__m256i a, __m256i b) {
 	__m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), b),
 	                                 _mm256_mul_epu32(a, _mm256_srli_epi64(b, 32)));
 	return _mm256_add_epi64(_mm256_mul_epu32(a, b), _mm256_slli_epi64(cross, 32));
 }
 
 // Shoup's product y*w mod q in [0, 2q) for q < 2^61.4: ws = floor(w * 2^64 / q), any y < 2^64.
-HENN_AVX2 static inline __m256i henn_mulshoup64_4(__m256i y, __m256i w, __m256i ws, __m256i q) {
+HENN_AVX2_INLINE __m256i henn_mulshoup64_4(__m256i y, __m256i w, __m256i ws, __m256i q) {
 	return _mm256_sub_epi64(henn_mullo64_4(y, w), henn_mullo64_4(henn_mulhi64_4(y, ws), q));
 }
 
 // x mod c for x < 2c: x - c wraps above x when x < c, so the unsigned minimum picks the reduced
 // one (AVX2 compares signed only: both sides are flipped at the sign bit first).
-HENN_AVX2 static inline __m256i henn_csub4(__m256i x, __m256i c) {
+HENN_AVX2_INLINE __m256i henn_csub4(__m256i x, __m256i c) {
 	const __m256i sign = _mm256_set1_epi64x((long long)0x8000000000000000ULL);
 	__m256i d = _mm256_sub_epi64(x, c);
 	__m256i x_above = _mm256_cmpgt_epi64(_mm256_xor_si256(x, sign), _mm256_xor_si256(d, sign));
@@ -56,7 +58,7 @@ static inline uint64_t henn_mulshoup1_64x(uint64_t y, uint64_t w, uint64_t ws, u
 
 // Forward (Cooley-Tukey) A, B = X + WY, X - WY, values below 4q; inverse (Gentleman-Sande)
 // A, B = X + Y, (X - Y)W, values below 2q.
-HENN_AVX2 static inline void henn_butterfly4(__m256i X, __m256i Y, __m256i W, __m256i WS, __m256i q, __m256i q2,
+HENN_AVX2_INLINE void henn_butterfly4(__m256i X, __m256i Y, __m256i W, __m256i WS, __m256i q, __m256i q2,
                                              int forward, __m256i *A, __m256i *B) {
 	if (forward) {
 		X = henn_csub4(X, q2);
