@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <immintrin.h>
+#include "ifma.h"  // henn_mulshoup1_64, the scalar Shoup product (plain C: no AVX-512 needed)
 
 #define HENN_AVX2 __attribute__((target("avx2")))
 // the helpers, inlined whatever the optimisation level (GCC at -O2 called the butterfly: 2x slower)
@@ -46,11 +47,6 @@ HENN_AVX2_INLINE __m256i henn_csub4(__m256i x, __m256i c) {
 	__m256i d = _mm256_sub_epi64(x, c);
 	__m256i x_above = _mm256_cmpgt_epi64(_mm256_xor_si256(x, sign), _mm256_xor_si256(d, sign));
 	return _mm256_blendv_epi8(x, d, x_above);
-}
-
-static inline uint64_t henn_mulshoup1_64x(uint64_t y, uint64_t w, uint64_t ws, uint64_t q) {
-	uint64_t quot = (uint64_t)(((unsigned __int128)y * ws) >> 64);
-	return y * w - quot * q;
 }
 
 #define HENN_LD(p) _mm256_loadu_si256((const __m256i *)(p))
@@ -130,10 +126,10 @@ HENN_AVX2 static void henn_ci_fold_avx2(const uint64_t *in, uint64_t *out, size_
 	}
 	for (; j < n / 2; j++) {
 		uint64_t x = in[j], y = in[n - j];
-		out[j] = x + 2 * qs - henn_mulshoup1_64x(y, fs, fss, qs);
-		out[n - j] = y + 2 * qs - henn_mulshoup1_64x(x, fs, fss, qs);
+		out[j] = x + 2 * qs - henn_mulshoup1_64(y, fs, fss, qs);
+		out[n - j] = y + 2 * qs - henn_mulshoup1_64(x, fs, fss, qs);
 	}
-	out[n / 2] = in[n / 2] + 2 * qs - henn_mulshoup1_64x(in[n / 2], fs, fss, qs);
+	out[n / 2] = in[n / 2] + 2 * qs - henn_mulshoup1_64(in[n / 2], fs, fss, qs);
 	out[0] = in[0];
 }
 
