@@ -21,7 +21,7 @@ from henn.ckks.backends import backend_class
 from henn.ckks.params import Parameters
 from henn.ckks.selection import fixed_literal, select_parameters
 from henn.ckks.values import Ciphertext, Plaintext
-from henn.errors import BackendError, SerializationError
+from henn.errors import BackendError, InputError, SerializationError
 
 lattigo = pytest.importorskip("henn.ckks.backends.lattigo")
 LattigoBackend = lattigo.LattigoBackend
@@ -451,3 +451,16 @@ def test_go_collector_slack_follows_the_evaluation_size():
     assert gc_percent_for(13 * gib, 23 * gib) == gc_percent_for(6 * gib, 23 * gib) == GO_GC_PERCENT == 5
     assert gc_percent_for(4 * gib, 20 * gib) == 25  # (5 - 4) / 4
     assert gc_percent_for(0, 0) == GO_GC_PERCENT
+
+
+@pytest.mark.parametrize("value", ["avx512", "Go", "1", " "])
+def test_a_mistyped_kernel_setting_is_refused_before_the_bridge_loads(monkeypatch, value):
+    """HENN_LATTIGO_NTT takes avx2 or go (or nothing): anything else would silently run the default kernels."""
+    from henn.ckks.backends.lattigo import bridge, build
+
+    monkeypatch.setenv("HENN_LATTIGO_NTT", value)
+    with pytest.raises(InputError, match="HENN_LATTIGO_NTT"):
+        bridge.Bridge(build.LIBRARY)
+    for ok in bridge.KERNEL_SETTINGS:
+        monkeypatch.setenv("HENN_LATTIGO_NTT", ok)
+        bridge._check_kernel_setting()

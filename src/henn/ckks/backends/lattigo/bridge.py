@@ -22,7 +22,7 @@ import weakref
 from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint64, c_void_p
 from pathlib import Path
 
-from henn.errors import BackendError, SerializationError
+from henn.errors import BackendError, InputError, SerializationError
 
 log = logging.getLogger(__name__)
 
@@ -159,10 +159,27 @@ _bytes_from = ctypes.pythonapi.PyBytes_FromStringAndSize
 _bytes_from.restype, _bytes_from.argtypes = ctypes.py_object, (c_void_p, ctypes.c_ssize_t)
 
 
+# HENN_LATTIGO_NTT lowers the bridge's vector kernels below the CPU's best (go/ntt_ifma.go: bridgeSIMD),
+# read by Go when the library loads: "avx2" runs what a CPU without AVX-512 IFMA runs, "go" Lattigo's own code
+KERNEL_SETTINGS = ("", "avx2", "go")
+
+
+def _check_kernel_setting() -> None:
+    """A mistyped HENN_LATTIGO_NTT is refused (Go would silently run the default, so a measurement meant
+    for one set of kernels would run another)."""
+    value = os.environ.get("HENN_LATTIGO_NTT", "")
+    if value not in KERNEL_SETTINGS:
+        raise InputError(
+            f"HENN_LATTIGO_NTT={value!r}: give 'avx2' (the AVX2 transform and no AVX-512 kernel) or 'go' "
+            "(Lattigo's own code), or unset it for the best this CPU runs"
+        )
+
+
 class Bridge:
     """The loaded library with its signatures applied; `call` turns statuses into henn errors."""
 
     def __init__(self, path: Path):
+        _check_kernel_setting()
         try:
             self.lib = ctypes.CDLL(str(path))
         except OSError as exc:
