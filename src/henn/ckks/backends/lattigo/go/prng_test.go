@@ -50,7 +50,8 @@ func TestThreadSafePRNGStreamsAreUniformAndIndependent(t *testing.T) {
 }
 
 // henn's sampling loops (lattigo_patch/samplers.go) give Lattigo's polynomials for the same PRNG stream:
-// uniform at every level, Gaussian (Read, ReadAndAdd, Montgomery form) over primes on both sides of 2^k.
+// uniform at every level, Gaussian (Read, ReadAndAdd, Montgomery form; Read overwrites what the
+// polynomial held) over primes on both sides of 2^k.
 func TestSamplersMatchLattigosLoops(t *testing.T) {
 	gen := ring.NewNTTFriendlyPrimesGenerator(40, 1<<13)
 	primes, err := gen.NextAlternatingPrimes(5)
@@ -67,12 +68,14 @@ func TestSamplersMatchLattigosLoops(t *testing.T) {
 		defer ring.UseReferenceSamplers(false)
 		prng, _ := sampling.NewKeyedPRNG([]byte("henn sampler test"))
 		rl := r.AtLevel(level)
-		polys := []ring.Poly{rl.NewPoly(), rl.NewPoly(), rl.NewPoly(), rl.NewPoly()}
+		polys := []ring.Poly{rl.NewPoly(), rl.NewPoly(), rl.NewPoly(), rl.NewPoly(), rl.NewPoly()}
 		ring.NewUniformSampler(prng, rl).Read(polys[0])
 		ring.NewGaussianSampler(prng, rl, xe, false).Read(polys[1])
 		ring.NewGaussianSampler(prng, rl, xe, true).Read(polys[2])
 		ring.NewUniformSampler(prng, rl).Read(polys[3])
 		ring.NewGaussianSampler(prng, rl, xe, false).ReadAndAdd(polys[3])
+		ring.NewUniformSampler(prng, rl).Read(polys[4])
+		ring.NewGaussianSampler(prng, rl, xe, false).Read(polys[4])
 		return polys
 	}
 	for _, level := range []int{4, 2, 0} {

@@ -58,7 +58,7 @@ func (u *UniformSampler) fastRead(pol Poly) bool {
 const gaussianBlock = 256
 
 // fastRead covers Lattigo's small-deviation case (every deviation henn uses); false leaves the others
-// to Lattigo.
+// to Lattigo. f combines the old coefficient with the sample (ReadAndAdd); nil writes the sample (Read).
 func (g *GaussianSampler) fastRead(pol Poly, f func(a, b, c uint64) uint64) bool {
 	sigma, bound := float64(g.xe.Sigma), g.xe.Bound
 	if referenceSamplers || (sigma > 0x20000000000000 && bound > 0xffffffffffffffff) {
@@ -84,6 +84,12 @@ func (g *GaussianSampler) fastRead(pol Poly, f func(a, b, c uint64) uint64) bool
 		}
 		for j, qi := range moduli {
 			row := pol.Coeffs[j][lo : lo+n]
+			if f == nil { // Read: written, never read
+				for k := range row {
+					row[k] = (values[k] * signs[k]) | (qi-values[k])*(signs[k]^1)
+				}
+				continue
+			}
 			for k := range row {
 				row[k] = f(row[k], (values[k]*signs[k])|(qi-values[k])*(signs[k]^1), qi)
 			}
