@@ -87,3 +87,22 @@ func TestSamplersMatchLattigosLoops(t *testing.T) {
 		}
 	}
 }
+
+// Keystream writes the keystream whatever p held (it never reads p), across its zero source's length.
+func TestKeystreamOverwritesWithoutReading(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	const size = 200<<10 + 5 // more than three of Keystream's 64 KiB pieces, and a ragged end
+	want := make([]byte, size)
+	ref, err := newSeedStream(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref.XORKeyStream(want, want)
+	got := bytes.Repeat([]byte{0xa5}, size)
+	stream, _ := newSeedStream(key)
+	sampling.Keystream(stream.Stream, got[:1000])
+	sampling.Keystream(stream.Stream, got[1000:])
+	if !bytes.Equal(got, want) {
+		t.Fatal("Keystream differs from the keystream XORed onto zeros")
+	}
+}

@@ -12,23 +12,17 @@ import (
 // stream's next 8-byte words, big-endian, masked to the bit length of its prime, keeping those below the
 // prime until it has N. The keystream is written straight into the limb and filtered in place: the
 // sampler's copy through a 1 KiB buffer, cleared and then encrypted a block at a time, took half of
-// expanding a seed. A nil limb is allocated as it is reached (readCompact): zeroed just before it is
-// written, it is still in cache when it is, and the keystream is XORed onto its zeros without clearing.
+// expanding a seed. A nil limb is allocated as it is reached (readCompact) and only written (seedStream.Read).
 func sampleUniformAES(stream seedStream, subRings []*ring.SubRing, c1 ring.Poly) {
 	for j, s := range subRings {
-		zero := c1.Coeffs[j] == nil
-		if zero {
+		if c1.Coeffs[j] == nil {
 			c1.Coeffs[j] = make([]uint64, s.N)
 		}
 		q, mask, row := s.Modulus, s.Mask, c1.Coeffs[j]
-		for filled := 0; filled < len(row); zero = false { // a later round's words were read already
+		for filled := 0; filled < len(row); { // a later round's words were read already
 			chunk := row[filled:]
 			buf := unsafe.Slice((*byte)(unsafe.Pointer(&chunk[0])), 8*len(chunk))
-			if zero {
-				stream.XORKeyStream(buf, buf)
-			} else {
-				stream.Read(buf)
-			}
+			stream.Read(buf)
 			k := filled
 			for i := range chunk { // row[k] with k <= filled+i: only words already read are overwritten
 				v := binary.BigEndian.Uint64(buf[8*i:]) & mask

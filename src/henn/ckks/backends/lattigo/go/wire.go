@@ -52,9 +52,9 @@ func newSeedStream(seed []byte) (seedStream, error) {
 	return seedStream{cipher.NewCTR(block, make([]byte, aes.BlockSize))}, nil
 }
 
+// Read writes the stream's next len(p) bytes into p without reading p.
 func (s seedStream) Read(p []byte) (int, error) {
-	clear(p)
-	s.XORKeyStream(p, p)
+	sampling.Keystream(s.Stream, p)
 	return len(p), nil
 }
 

@@ -26,6 +26,7 @@ import (
 
 	"github.com/tuneinsight/lattigo/v6/ring"
 	"github.com/tuneinsight/lattigo/v6/ring/ringqp"
+	"github.com/tuneinsight/lattigo/v6/utils/sampling"
 	"github.com/tuneinsight/lattigo/v6/utils/structs"
 )
 
@@ -48,8 +49,7 @@ func fillUniform(stream cipher.Stream, s *ring.SubRing, row []uint64) {
 	for filled := 0; filled < len(row); {
 		chunk := row[filled:]
 		buf := unsafe.Slice((*byte)(unsafe.Pointer(&chunk[0])), 8*len(chunk))
-		clear(buf)
-		stream.XORKeyStream(buf, buf)
+		sampling.Keystream(stream, buf)
 		k := filled
 		for _, v := range chunk { // row[k] with k <= filled+i: only words already read are overwritten
 			if bigEndian {
