@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"unsafe"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
@@ -327,17 +328,20 @@ func unpackLimb(src []byte, coeffs []uint64, b int, q uint64) int {
 		mask = ^uint64(0)
 	}
 	j := 0
-	if b <= 56 { // a coefficient lies within the 8 bytes from its first: one load, no branch on the data
-		var bad uint64
-		for ; j < len(coeffs) && (j*b)>>3+8 <= len(src); j++ {
-			p := j * b
-			x := binary.LittleEndian.Uint64(src[p>>3:]) >> (p & 7) & mask
-			bad |= ^((x - q) >> 63) & 1 // 1 where x >= q (both below 2^63)
-			coeffs[j] = x
+	if b <= 56 && len(src) >= 8 { // a coefficient lies within the 8 bytes from its first: one load, no branch
+		// on the data, no bounds check: the coefficients whose 8 bytes lie within src, counted once
+		fast := coeffs[:min(len(coeffs), ((len(src)-8)*8+7)/b+1)]
+		base, below, bad := unsafe.Pointer(unsafe.SliceData(src)), q-1, uint64(0)
+		for i := range fast {
+			p := uint(i * b)
+			x := binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(base, p>>3))[:]) >> (p & 7) & mask
+			bad |= below - x // the top bit set where x >= q (both below 2^63)
+			fast[i] = x
 		}
-		if bad != 0 {
-			return slices.IndexFunc(coeffs[:j], func(x uint64) bool { return x >= q })
+		if bad>>63 != 0 {
+			return slices.IndexFunc(fast, func(x uint64) bool { return x >= q })
 		}
+		j = len(fast)
 	}
 	for ; j < len(coeffs); j++ {
 		p := j * b

@@ -210,6 +210,15 @@ func TestPackLimbRoundTrip(t *testing.T) {
 					t.Fatalf("b=%d n=%d: coefficient %d is %d, was %d", b, n, i, out[i], in[i])
 				}
 			}
+			for _, k := range []int{1, n / 2, n - 2} { // q itself (q-1 with its low bit set) is refused, where it is
+				in[k] = q - 1
+				packLimb(buf, in, bits.Len64(q), q)
+				buf[k*b>>3] |= 1 << (k * b & 7)
+				if j := unpackLimb(buf, out, bits.Len64(q), q); j != k {
+					t.Fatalf("b=%d n=%d: coefficient %d holds q, refused at %d", b, n, k, j)
+				}
+			}
+			packLimb(buf, in, bits.Len64(q), q)
 			if n*b%8 != 0 {
 				buf[len(buf)-1] |= 0x80
 				if unpackLimb(buf, out, bits.Len64(q), q) < 0 {
