@@ -79,3 +79,21 @@ def test_the_bridge_checks_the_count_before_it_reads_the_arrays(lattigo):
             call(count)
     with pytest.raises(BackendError, match="no array given"):
         call(1)
+
+
+def test_a_header_repeated_in_a_set_is_checked_once_and_each_payload_still(lattigo):
+    """A batch request's hundreds of ciphertexts share one header, parsed and checked once; each member's
+    size and payload are still checked: a copy of a good member cut short, or with a coefficient above its
+    prime, refuses the set."""
+    be, blobs = lattigo
+    same = [blobs[0]] * 5
+    want = be.serialize(be.deserialize(blobs[0]))
+    assert [be.serialize(g) for g in be.deserialize_many(same, 1)] == [want] * 5
+    payload = bytes(serialization.unpack(blobs[0])[2])
+    assert serialization.split(_repack(blobs[0], payload[:-1]))[1] == serialization.split(blobs[0])[1]
+    with pytest.raises(SerializationError, match="implies"):
+        be.deserialize_many(same + [_repack(blobs[0], payload[:-1])], 1)
+    forged = bytearray(payload)
+    forged[be._wire_overhead() : be._wire_overhead() + 8] = b"\xff" * 8
+    with pytest.raises(SerializationError, match="ciphertext 5 of the set: .*not below its prime"):
+        be.deserialize_many(same + [_repack(blobs[0], bytes(forged))], 1)

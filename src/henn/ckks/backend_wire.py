@@ -122,8 +122,10 @@ class BackendWire(BackendPrimitives):
         """The objects of a request, in order, each as deserialize() reads it: every header is checked before
         any payload is parsed, and the compact ciphertexts among them (a batch request's hundreds) are read
         in one library call on `threads` threads where the backend has one (_deserialize_ciphertexts); the
-        other payloads with `each` (map, or a thread pool's)."""
-        parts = [self._read_header(b) for b in blobs]
+        other payloads with `each` (map, or a thread pool's). A header met before in the request (a batch
+        request's 784 are one) is parsed and checked once; its checked meta is shared, read only."""
+        checked: dict[tuple[str, bytes, int], dict] = {}
+        parts = [self._read_header(b, checked) for b in blobs]
         compact = [i for i, (kind, meta, _) in enumerate(parts) if kind == "ciphertext" and meta.get("encoding")]
         raws: dict[int, Any] = {}
         if compact:
@@ -133,10 +135,19 @@ class BackendWire(BackendPrimitives):
         raws.update(zip(rest, each(lambda i: self._read_payload(*parts[i]), rest)))
         return [self._wrap(kind, meta, raws[i], len(payload)) for i, (kind, meta, payload) in enumerate(parts)]
 
-    def _read_header(self, data: bytes | memoryview) -> tuple[str, dict, bytes | memoryview]:
-        """(kind, checked meta, payload) of serialized data; SerializationError before any payload is parsed."""
-        kind, meta, payload = serialization.unpack(data, payload_view=self.payload_views)
-        return kind, self.check_header(kind, meta, len(payload)), payload
+    def _read_header(
+        self, data: bytes | memoryview, checked: dict[tuple[str, bytes, int], dict] | None = None
+    ) -> tuple[str, dict, bytes | memoryview]:
+        """(kind, checked meta, payload) of serialized data; SerializationError before any payload is parsed.
+        checked: the metas checked so far, by (kind, meta bytes, payload size), all that check_header reads."""
+        kind, meta_b, payload = serialization.split(data, payload_view=self.payload_views)
+        key = (kind, meta_b, len(payload))
+        meta = None if checked is None else checked.get(key)
+        if meta is None:
+            meta = self.check_header(kind, serialization.parse_meta(meta_b), len(payload))
+            if checked is not None:
+                checked[key] = meta
+        return kind, meta, payload
 
     def _read_payload(self, kind: str, meta: dict, payload: bytes | memoryview) -> Any:
         if kind == "galois_keys" and not payload:

@@ -51,6 +51,13 @@ def pack(kind: str, meta: dict, payload: bytes) -> bytes:
 def unpack(data: bytes | bytearray | memoryview, *, payload_view: bool = False) -> tuple[str, dict, bytes | memoryview]:
     """Split and check serialized data; raise SerializationError naming the problem. payload_view: the payload
     as a memoryview into `data` rather than a copy, for a reader that is done with it before `data` is."""
+    kind_name, meta_b, payload = split(data, payload_view=payload_view)
+    return kind_name, parse_meta(meta_b), payload
+
+
+def split(data: bytes | bytearray | memoryview, *, payload_view: bool = False) -> tuple[str, bytes, bytes | memoryview]:
+    """unpack() with the metadata left as its JSON bytes (checked against the checksum, not parsed): a reader of
+    many objects with the same header parses and checks it once."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise SerializationError(f"expected bytes, got {type(data).__name__}")
     view = memoryview(data).cast("B")  # slices below are views: a payload is copied once, at the end
@@ -70,7 +77,7 @@ def unpack(data: bytes | bytearray | memoryview, *, payload_view: bool = False) 
     if zlib.crc32(body, zlib.crc32(view[:_CRC_OFFSET])) != crc:
         raise SerializationError("checksum mismatch: the data is corrupted")
     payload = body[meta_len:]
-    return kind_name, parse_meta(bytes(body[:meta_len])), payload if payload_view else bytes(payload)
+    return kind_name, bytes(body[:meta_len]), payload if payload_view else bytes(payload)
 
 
 HEADER_SIZE = _HEADER.size
