@@ -1,6 +1,7 @@
 // Modular arithmetic shared by the bridge's AVX-512 kernels (each cgo file is its own C unit and
 // includes this header): Shoup's products in 52-bit IFMA lanes and in 64-bit lanes, the conditional
-// subtraction, the CPU check. Include it inside `#if defined(__x86_64__) && defined(__GNUC__)`.
+// subtraction, the CPU checks (AVX-512 IFMA, AVX2). Include it inside
+// `#if defined(__x86_64__) && defined(__GNUC__)`.
 #ifndef HENN_IFMA_H
 #define HENN_IFMA_H
 #include <stdint.h>
@@ -68,5 +69,11 @@ HENN_TGT static inline __m512i henn_mulshoup52s(__m512i y, uint64_t w, uint64_t 
 static inline int henn_has_avx512_ifma(void) {
 	__builtin_cpu_init();
 	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512ifma");
+}
+
+// 1 when the CPU (and the OS) run AVX2.
+static inline int henn_has_avx2(void) {
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2");
 }
 #endif

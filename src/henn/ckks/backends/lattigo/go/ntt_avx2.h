@@ -174,11 +174,6 @@ HENN_AVX2 static void henn_ntt_avx2(const uint64_t *in, uint64_t *out, size_t n,
 	for (size_t k = 0; k < n; k += 4) HENN_ST(out + k, henn_csub4(henn_mulshoup64_4(HENN_LD(out + k), S, SS, q), q));
 }
 
-static inline int henn_has_avx2(void) {
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2");
-}
-
 #undef HENN_LD
 #undef HENN_ST
 #endif

@@ -5,6 +5,9 @@ package main
 #include <stddef.h>
 #include <stdlib.h>
 
+// The kernels' levels (simdLevel in Go): Lattigo's code, the AVX2 transform, every AVX-512 kernel.
+enum { HENN_SIMD_NONE = 0, HENN_SIMD_AVX2 = 1, HENN_SIMD_IFMA = 2 };
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "ifma.h"
 #include "ntt_avx2.h"
@@ -43,23 +46,25 @@ static const henn_lanes henn_lanes_t1 = {{0, 2, 4, 6, 8, 10, 12, 14}, {1, 3, 5, 
 #define HENN_MULSHOUP1 henn_mulshoup1_64
 #include "ntt_kernels.h"
 
-// The transform of one prime: simd 1 the AVX2 kernel (64-bit Shoup constants), 2 the AVX-512 ones,
-// 52-bit lanes (wide = 0, q < 2^50) or 64-bit lanes (q < 2^61); any input below 2^64.
+// The transform of one prime: the AVX2 kernel (64-bit Shoup constants) or the AVX-512 ones, 52-bit
+// lanes (wide = 0, q < 2^50) or 64-bit lanes (q < 2^61); any input below 2^64.
 static void henn_ntt(const uint64_t *in, uint64_t *out, size_t n, uint64_t q, const uint64_t *w,
                      const uint64_t *ws, int forward, int ci, uint64_t f, uint64_t fs, uint64_t s, uint64_t ss,
                      uint64_t r64, int wide, int simd) {
-	if (simd == 1) henn_ntt_avx2(in, out, n, q, w, ws, forward, ci, f, fs, s, ss, r64);
+	if (simd == HENN_SIMD_AVX2) henn_ntt_avx2(in, out, n, q, w, ws, forward, ci, f, fs, s, ss, r64);
 	else if (wide) henn_ntt_64(in, out, n, q, w, ws, forward, ci, f, fs, s, ss, r64);
 	else henn_ntt_52(in, out, n, q, w, ws, forward, ci, f, fs, s, ss, r64);
 }
 
-// 2 where the CPU runs AVX-512 IFMA, 1 where it runs AVX2, 0 elsewhere.
-static int henn_cpu_simd(void) { return henn_has_avx512_ifma() ? 2 : henn_has_avx2() ? 1 : 0; }
+// The best level the CPU runs.
+static int henn_cpu_simd(void) {
+	return henn_has_avx512_ifma() ? HENN_SIMD_IFMA : henn_has_avx2() ? HENN_SIMD_AVX2 : HENN_SIMD_NONE;
+}
 #else
 static void henn_ntt(const uint64_t *in, uint64_t *out, size_t n, uint64_t q, const uint64_t *w,
                      const uint64_t *ws, int forward, int ci, uint64_t f, uint64_t fs, uint64_t s, uint64_t ss,
                      uint64_t r64, int wide, int simd) {}
-static int henn_cpu_simd(void) { return 0; }
+static int henn_cpu_simd(void) { return HENN_SIMD_NONE; }
 #endif
 */
 import "C"
@@ -77,9 +82,9 @@ import (
 type simdLevel int
 
 const (
-	simdNone simdLevel = iota // Lattigo's own Go code and henn's portable C
-	simdAVX2                  // the AVX2 transform; Lattigo's code elsewhere
-	simdIFMA                  // every AVX-512 kernel
+	simdNone = simdLevel(C.HENN_SIMD_NONE) // Lattigo's own Go code and henn's portable C
+	simdAVX2 = simdLevel(C.HENN_SIMD_AVX2) // the AVX2 transform; Lattigo's code elsewhere
+	simdIFMA = simdLevel(C.HENN_SIMD_IFMA) // every AVX-512 kernel
 )
 
 // bridgeSIMD is what this process runs: the CPU's best, or less by HENN_LATTIGO_NTT ("go": no vector
