@@ -3,8 +3,9 @@
 On a preset with bootstrap parameters (default boot-n16: N = 2^16, 2^15 slots, 13 levels left):
 key generation once; then a ciphertext at level 1 holding uniform [-1, 1] values in every slot is
 bootstrapped `--repeats` times with the two EvalMod halves on two goroutines ("halves"), then one
-after the other ("sequential"), then two ciphertexts at once from two Python threads ("pair": the
-throughput of a layer with several ciphertexts). Precision: -log2 of the largest error over the
+after the other ("sequential"; each key switch still on two goroutines unless HENN_PARALLEL_KEYSWITCH=0),
+then two ciphertexts at once from two Python threads ("pair": the throughput of a layer with several
+ciphertexts). Precision: -log2 of the largest error over the
 slots (and of the mean error). Medians of the repeats; the machine's load before the run is
 recorded, since a shared 2-core machine distorts everything that runs beside it. `--dft keep` keeps
 Lattigo's encoded CoeffsToSlots/SlotsToCoeffs matrices for the whole run instead of encoding each
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import resource
 import sys
 import time
@@ -72,6 +74,7 @@ def run(preset: str, repeats: int, dft: str = "preset") -> dict:
         "bootstrap_info": be.bootstrap_info,
         "stream_dft": params.bootstrap.literal.stream_dft,
         "cpu_busy_before": busy,
+        "parallel_key_switch": os.environ.get("HENN_PARALLEL_KEYSWITCH", "") != "0",  # go/keyswitch.go
     }
     t0 = time.perf_counter()
     sk, keys = be.generate_keys(bootstrap=True)

@@ -12,8 +12,9 @@ default's ratio to the best:
 The settings (docs/benchmarks.md, "The default is the fast path"): the plaintext cache
 ($HENN_PLAINTEXT_CACHE GiB: none, or all), Go's collector (GOGC: Go's own 100, or a lax 400, against
 henn's choice), worker threads (1 against the default 2), the bridge's kernels (HENN_LATTIGO_NTT=go:
-Lattigo's Go NTT instead of henn's vector one) and the Galois keys' form (HENN_SEEDED_KEYS=0: full keys
-instead of seeded ones regenerated per key switch).
+Lattigo's Go NTT instead of henn's vector one), the Galois keys' form (HENN_SEEDED_KEYS=0: full keys
+instead of seeded ones regenerated per key switch) and the key switch on one goroutine
+(HENN_PARALLEL_KEYSWITCH=0, as Lattigo runs it, instead of two).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ CONFIGS: dict[str, tuple[dict[str, str], list[str]]] = {
     "go_ntt": ({"HENN_LATTIGO_NTT": "go"}, []),
     "go_madv_free": ({"GODEBUG": "madvdontneed=0"}, []),
     "full_keys": ({"HENN_SEEDED_KEYS": "0"}, []),
+    "serial_key_switch": ({"HENN_PARALLEL_KEYSWITCH": "0"}, []),
 }
 # the variables a configuration may set: cleared from the inherited environment so "default" is the default
 KNOBS = {
@@ -51,6 +53,7 @@ KNOBS = {
     "HENN_THREADS",
     "HENN_LATTIGO_NTT",
     "HENN_SEEDED_KEYS",
+    "HENN_PARALLEL_KEYSWITCH",
 }
 
 

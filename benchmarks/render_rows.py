@@ -47,7 +47,14 @@ def bootstrap(docs: list[dict]) -> Rows:
                 f"one bootstrap, 2 cores ({d['preset']}, {d['levels_left']} levels left)",
                 f"**{_g(h['median'])} s** ({_g(h['min'])}-{_g(h['max'])}, median of {h['repeats']})",
             ],
-            ["one bootstrap, one goroutine", f"{_g(s['median'])} s"],
+            [
+                # since the two-goroutine key switch (HENN_PARALLEL_KEYSWITCH), "sequential" runs EvalMod's halves
+                # in turn, each key switch still on two goroutines; files before it have no such field
+                "one bootstrap, EvalMod's halves in turn"
+                if d.get("parallel_key_switch")
+                else "one bootstrap, one goroutine",
+                f"{_g(s['median'])} s",
+            ],
             ["two ciphertexts at once, per bootstrap", f"{_g(pair.get('per_bootstrap_median'))} s"],
             [
                 "precision: max / mean error over the slots",

@@ -453,14 +453,25 @@ def test_go_collector_slack_follows_the_evaluation_size():
     assert gc_percent_for(0, 0) == GO_GC_PERCENT
 
 
-@pytest.mark.parametrize("value", ["avx512", "Go", "1", " "])
-def test_a_mistyped_kernel_setting_is_refused_before_the_bridge_loads(monkeypatch, value):
-    """HENN_LATTIGO_NTT takes avx2 or go (or nothing): anything else would silently run the default kernels."""
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("HENN_LATTIGO_NTT", "avx512"),
+        ("HENN_LATTIGO_NTT", "Go"),
+        ("HENN_LATTIGO_NTT", "1"),
+        ("HENN_LATTIGO_NTT", " "),
+        ("HENN_PARALLEL_KEYSWITCH", "off"),
+        ("HENN_PARALLEL_KEYSWITCH", "false"),
+        ("HENN_SEEDED_KEYS", "no"),
+    ],
+)
+def test_a_mistyped_bridge_setting_is_refused_before_the_bridge_loads(monkeypatch, name, value):
+    """Each setting Go reads takes its listed values (or nothing): anything else would silently run the default."""
     from henn.ckks.backends.lattigo import bridge, build
 
-    monkeypatch.setenv("HENN_LATTIGO_NTT", value)
-    with pytest.raises(InputError, match="HENN_LATTIGO_NTT"):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(InputError, match=name):
         bridge.Bridge(build.LIBRARY)
-    for ok in bridge.KERNEL_SETTINGS:
-        monkeypatch.setenv("HENN_LATTIGO_NTT", ok)
-        bridge._check_kernel_setting()
+    for ok in bridge.BRIDGE_SETTINGS[name][0]:
+        monkeypatch.setenv(name, ok)
+        bridge._check_bridge_settings()

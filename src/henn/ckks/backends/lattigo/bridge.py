@@ -159,27 +159,38 @@ _bytes_from = ctypes.pythonapi.PyBytes_FromStringAndSize
 _bytes_from.restype, _bytes_from.argtypes = ctypes.py_object, (c_void_p, ctypes.c_ssize_t)
 
 
-# HENN_LATTIGO_NTT lowers the bridge's vector kernels below the CPU's best (go/ntt_ifma.go: bridgeSIMD),
-# read by Go when the library loads: "avx2" runs what a CPU without AVX-512 IFMA runs, "go" Lattigo's own code
-KERNEL_SETTINGS = ("", "avx2", "go")
+# The settings Go reads when the library loads, each with the values it takes ("" = unset) and what they mean.
+# HENN_LATTIGO_NTT lowers the vector kernels below the CPU's best (go/ntt_ifma.go: bridgeSIMD): "avx2" runs
+# what a CPU without AVX-512 IFMA runs, "go" Lattigo's own code. HENN_PARALLEL_KEYSWITCH=0 runs each key
+# switch on one goroutine (go/keyswitch.go), HENN_SEEDED_KEYS=0 makes full Galois keys (go/keygen.go).
+BRIDGE_SETTINGS = {
+    "HENN_LATTIGO_NTT": (
+        ("", "avx2", "go"),
+        "give 'avx2' (the AVX2 transform and no AVX-512 kernel) or 'go' (Lattigo's own code), or unset it for "
+        "the best this CPU runs",
+    ),
+    "HENN_PARALLEL_KEYSWITCH": (
+        ("", "0", "1"),
+        "give 0 (each key switch on one goroutine, as Lattigo runs it) or 1, or unset it (two goroutines)",
+    ),
+    "HENN_SEEDED_KEYS": (("", "0", "1"), "give 0 (full Galois keys) or 1, or unset it (seeded keys)"),
+}
 
 
-def _check_kernel_setting() -> None:
-    """A mistyped HENN_LATTIGO_NTT is refused (Go would silently run the default, so a measurement meant
-    for one set of kernels would run another)."""
-    value = os.environ.get("HENN_LATTIGO_NTT", "")
-    if value not in KERNEL_SETTINGS:
-        raise InputError(
-            f"HENN_LATTIGO_NTT={value!r}: give 'avx2' (the AVX2 transform and no AVX-512 kernel) or 'go' "
-            "(Lattigo's own code), or unset it for the best this CPU runs"
-        )
+def _check_bridge_settings() -> None:
+    """A mistyped setting is refused: Go reads anything else as the default, so a measurement meant for one
+    configuration would silently run another."""
+    for name, (values, hint) in BRIDGE_SETTINGS.items():
+        value = os.environ.get(name, "")
+        if value not in values:
+            raise InputError(f"{name}={value!r}: {hint}")
 
 
 class Bridge:
     """The loaded library with its signatures applied; `call` turns statuses into henn errors."""
 
     def __init__(self, path: Path):
-        _check_kernel_setting()
+        _check_bridge_settings()
         try:
             self.lib = ctypes.CDLL(str(path))
         except OSError as exc:

@@ -234,13 +234,21 @@ _SEEDED_VIEW = (
     "\tif gadgetCt.Seed != nil {\n\t\tview, release := eval.seededView(levelQ, gadgetCt)\n"
     "\t\tdefer release()\n\t\tgadgetCt = view\n\t}\n"
 )
+# one key switch on two cores (lattigo_patch/rlwe/parallel.go): the gadget product's digits in two halves
+# (after the seeded view), the hoisted decomposition's too, ModDown's two polynomials at once
+_PARALLEL_PRODUCT = "\tif eval.gadgetProductMultiplePLazyParallel(levelQ, cx, gadgetCt, ctQP) {\n\t\treturn\n\t}\n"
 _SEED_PRODUCTS = tuple(
-    (f"func (eval Evaluator) {name}(levelQ int, {arg}, gadgetCt *GadgetCiphertext, {out}) {{\n", _SEEDED_VIEW)
-    for name, arg, out in (
-        ("gadgetProductMultiplePLazy", "cx ring.Poly", "ctQP *Element[ringqp.Poly]"),
-        ("gadgetProductSinglePAndBitDecompLazy", "cx ring.Poly", "ctQP *Element[ringqp.Poly]"),
-        ("gadgetProductMultiplePLazyHoisted", "BuffQPDecompQP []ringqp.Poly", "ct *Element[ringqp.Poly]"),
+    (f"func (eval Evaluator) {name}(levelQ int, {arg}, gadgetCt *GadgetCiphertext, {out}) {{\n", _SEEDED_VIEW + more)
+    for name, arg, out, more in (
+        ("gadgetProductMultiplePLazy", "cx ring.Poly", "ctQP *Element[ringqp.Poly]", _PARALLEL_PRODUCT),
+        ("gadgetProductSinglePAndBitDecompLazy", "cx ring.Poly", "ctQP *Element[ringqp.Poly]", ""),
+        ("gadgetProductMultiplePLazyHoisted", "BuffQPDecompQP []ringqp.Poly", "ct *Element[ringqp.Poly]", ""),
     )
+) + (
+    (
+        "func (eval Evaluator) ModDown(levelQ, levelP int, ctQP *Element[ringqp.Poly], ct *Ciphertext) {\n",
+        "\tif eval.modDownParallel(levelQ, levelP, ctQP, ct) {\n\t\treturn\n\t}\n",
+    ),
 )
 # (text, replacement) in a patched file; the text must occur exactly once
 _REPLACEMENTS = {
@@ -249,7 +257,16 @@ _REPLACEMENTS = {
             "\tSeed *[32]byte // Must be != nil iff EvaluationKey.IsCompressed() = true\n",
             "\t// Seed: in GadgetCiphertext (henn: lattigo_patch/rlwe/seeded.go)\n",
         ),
-    )
+    ),
+    "core/rlwe/evaluator_gadget_product.go": (
+        (
+            "\tBaseRNSDecompositionVectorSize := eval.params.BaseRNSDecompositionVectorSize(levelQ, levelP)\n"
+            "\tfor i := 0; i < BaseRNSDecompositionVectorSize; i++ {\n"
+            "\t\teval.DecomposeSingleNTT(levelQ, levelP, nbPi, i, polyNTT, polyInvNTT, decompQP[i].Q, decompQP[i].P)\n"
+            "\t}\n",
+            "\teval.decomposeDigits(levelQ, levelP, nbPi, polyNTT, polyInvNTT, decompQP) // henn: parallel.go\n",
+        ),
+    ),
 }
 
 # the hooks of each patched file, by its path in the module

@@ -121,6 +121,7 @@ func (eval Evaluator) seededView(levelQ int, ct *GadgetCiphertext) (*GadgetCiphe
 	}
 	value := make(structs.Matrix[VectorQP], len(ct.Value))
 	var used [][]uint64
+	var expand [][2]int // the elements (i, j) whose a halves are regenerated
 	for i := range ct.Value {
 		value[i] = make([]VectorQP, len(ct.Value[i]))
 		for j := range ct.Value[i] {
@@ -134,9 +135,19 @@ func (eval Evaluator) seededView(levelQ int, ct *GadgetCiphertext) (*GadgetCiphe
 			if nP > 0 {
 				a.P = ring.Poly{Coeffs: rs[levelQ+1:]}
 			}
-			expandSeededA(block, i, j, ringQP.RingQ, ringQP.RingP, a)
 			value[i][j] = VectorQP{ct.Value[i][j][0], a}
+			expand = append(expand, [2]int{i, j})
 		}
+	}
+	run := func(from, to int) {
+		for _, e := range expand[from:to] {
+			expandSeededA(block, e[0], e[1], ringQP.RingQ, ringQP.RingP, value[e[0]][e[1]][1])
+		}
+	}
+	if split := (len(expand) + 1) / 2; len(expand) > 1 && parallelKeySwitch() { // as the key switch's digits (parallel.go)
+		both(func(half int) { run(half*split, min(len(expand), (half+1)*split)) })
+	} else {
+		run(0, len(expand))
 	}
 	return &GadgetCiphertext{BaseTwoDecomposition: ct.BaseTwoDecomposition, Value: value}, func() { putRows(used) }
 }
