@@ -235,9 +235,10 @@ _SEEDED_VIEW = (
     "\t\tdefer release()\n\t\tgadgetCt = view\n\t}\n"
 )
 # one key switch on two cores (lattigo_patch/rlwe/parallel.go): the gadget product's digits in two halves
-# (after the seeded view), the hoisted decomposition's too, ModDown's two polynomials at once
+# (after the seeded view), the hoisted decomposition's too (_REPLACEMENTS), ModDown's two polynomials at once;
+# the gadget products' hooks: the seeded view in all three, then that split in the first
 _PARALLEL_PRODUCT = "\tif eval.gadgetProductMultiplePLazyParallel(levelQ, cx, gadgetCt, ctQP) {\n\t\treturn\n\t}\n"
-_SEED_PRODUCTS = tuple(
+_GADGET_PRODUCT_HOOKS = tuple(
     (f"func (eval Evaluator) {name}(levelQ int, {arg}, gadgetCt *GadgetCiphertext, {out}) {{\n", _SEEDED_VIEW + more)
     for name, arg, out, more in (
         ("gadgetProductMultiplePLazy", "cx ring.Poly", "ctQP *Element[ringqp.Poly]", _PARALLEL_PRODUCT),
@@ -274,7 +275,7 @@ _HOOKS = {
     "core/rlwe/gadgetciphertext.go": _SEED_FIELD,
     "core/rlwe/keys.go": _SEED_EXPAND,
     "core/rlwe/keygenerator.go": _SEED_KEYGEN,
-    "core/rlwe/evaluator_gadget_product.go": _SEED_PRODUCTS,
+    "core/rlwe/evaluator_gadget_product.go": _GADGET_PRODUCT_HOOKS,
     "ring/ntt.go": _NTT_HOOKS,
     "ring/basis_extension.go": _EXTENSION_HOOKS,
     "ring/vec_ops.go": _VEC_HOOKS,
