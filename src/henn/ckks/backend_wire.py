@@ -141,13 +141,11 @@ class BackendWire(BackendPrimitives):
         """(kind, checked meta, payload) of serialized data; SerializationError before any payload is parsed.
         checked: the metas checked so far, by (kind, meta bytes, payload size), all that check_header reads."""
         kind, meta_b, payload = serialization.split(data, payload_view=self.payload_views)
+        checked = {} if checked is None else checked
         key = (kind, meta_b, len(payload))
-        meta = None if checked is None else checked.get(key)
-        if meta is None:
-            meta = self.check_header(kind, serialization.parse_meta(meta_b), len(payload))
-            if checked is not None:
-                checked[key] = meta
-        return kind, meta, payload
+        if key not in checked:
+            checked[key] = self.check_header(kind, serialization.parse_meta(meta_b), len(payload))
+        return kind, checked[key], payload
 
     def _read_payload(self, kind: str, meta: dict, payload: bytes | memoryview) -> Any:
         if kind == "galois_keys" and not payload:

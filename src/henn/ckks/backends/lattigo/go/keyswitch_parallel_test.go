@@ -16,6 +16,7 @@ import (
 func TestParallelKeySwitchIsLattigos(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	defer rlwe.SetParallelKeySwitch(true)
+	defer func(was bool) { seededKeys = was }(seededKeys)
 	logQ := []int{50, 36, 36, 36, 36, 36, 36, 36, 36}
 	for _, seeded := range []bool{false, true} {
 		c, err := newContext(12, nil, nil, logQ, []int{50, 50}, 36, ring.Standard)
@@ -26,7 +27,6 @@ func TestParallelKeySwitchIsLattigos(t *testing.T) {
 		sk := c.genSecretKey()
 		steps := []int64{1, 5, 100}
 		gk, err := c.genGaloisKeys(sk, steps, false)
-		seededKeys = true
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,15 +28,21 @@ func SetParallelKeySwitch(on bool) { keySwitchSerial.Store(!on) }
 
 func parallelKeySwitch() bool { return !keySwitchSerial.Load() && runtime.GOMAXPROCS(0) > 1 }
 
-// both runs f(0) on a new goroutine and f(1) on this one, and returns when both are done.
-func both(f func(half int)) {
+// halves runs f over [0, n): as f(0, m) on a new goroutine and f(m, n) on this one (m = ceil(n/2)) where a
+// key switch may use two cores and n >= 2, else as f(0, n); it returns when every part is done.
+func halves(n int, f func(from, to int)) {
+	if n < 2 || !parallelKeySwitch() {
+		f(0, n)
+		return
+	}
+	m := (n + 1) / 2
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		f(0)
+		f(0, m)
 	}()
-	f(1)
+	f(m, n)
 	wg.Wait()
 }
 
@@ -62,16 +68,18 @@ func (eval Evaluator) gadgetProductMultiplePLazyParallel(levelQ int, cx ring.Pol
 	second := [2]*ringqp.Poly{poolQP.GetBuffPolyQP(), poolQP.GetBuffPolyQP()}
 	defer poolQP.RecycleBuffPolyQP(second[0])
 	defer poolQP.RecycleBuffPolyQP(second[1])
-	split := (digits + 1) / 2
-	both(func(half int) {
-		if half == 0 {
-			eval.sumDigits(levelQ, levelP, 0, split, cxNTT, cxInvNTT, gadgetCt, ctQP.Value[0], ctQP.Value[1])
-		} else {
-			eval.sumDigits(levelQ, levelP, split, digits, cxNTT, cxInvNTT, gadgetCt, *second[0], *second[1])
+	split := false // set by the second half, which halves runs on this goroutine
+	halves(digits, func(from, to int) {
+		acc := [2]ringqp.Poly{ctQP.Value[0], ctQP.Value[1]}
+		if from > 0 {
+			acc, split = [2]ringqp.Poly{*second[0], *second[1]}, true
 		}
+		eval.sumDigits(levelQ, levelP, from, to, cxNTT, cxInvNTT, gadgetCt, acc[0], acc[1])
 	})
-	ringQP.Add(ctQP.Value[0], *second[0], ctQP.Value[0])
-	ringQP.Add(ctQP.Value[1], *second[1], ctQP.Value[1])
+	if split {
+		ringQP.Add(ctQP.Value[0], *second[0], ctQP.Value[0])
+		ringQP.Add(ctQP.Value[1], *second[1], ctQP.Value[1])
+	}
 	return true
 }
 
@@ -119,22 +127,9 @@ func (eval Evaluator) sumDigits(levelQ, levelP, from, to int, cxNTT, cxInvNTT ri
 // decomposeDigits is DecomposeNTT's loop over the digits, in two halves where a key switch may use both
 // cores (each digit writes its own decompQP[i]).
 func (eval Evaluator) decomposeDigits(levelQ, levelP, nbPi int, polyNTT, polyInvNTT ring.Poly, decompQP []ringqp.Poly) {
-	digits := eval.params.BaseRNSDecompositionVectorSize(levelQ, levelP)
-	run := func(from, to int) {
+	halves(eval.params.BaseRNSDecompositionVectorSize(levelQ, levelP), func(from, to int) {
 		for i := from; i < to; i++ {
 			eval.DecomposeSingleNTT(levelQ, levelP, nbPi, i, polyNTT, polyInvNTT, decompQP[i].Q, decompQP[i].P)
-		}
-	}
-	if digits < 2 || !parallelKeySwitch() {
-		run(0, digits)
-		return
-	}
-	split := (digits + 1) / 2
-	both(func(half int) {
-		if half == 0 {
-			run(0, split)
-		} else {
-			run(split, digits)
 		}
 	})
 }
@@ -145,8 +140,10 @@ func (eval Evaluator) modDownParallel(levelQ, levelP int, ctQP *Element[ringqp.P
 	if levelP == -1 || !ctQP.IsNTT || !ct.IsNTT || len(ctQP.Value) < 2 || len(ct.Value) < 2 || !parallelKeySwitch() {
 		return false
 	}
-	both(func(k int) {
-		eval.BasisExtender.ModDownQPtoQNTT(levelQ, levelP, ctQP.Value[k].Q, ctQP.Value[k].P, ct.Value[k])
+	halves(2, func(from, to int) {
+		for k := from; k < to; k++ {
+			eval.BasisExtender.ModDownQPtoQNTT(levelQ, levelP, ctQP.Value[k].Q, ctQP.Value[k].P, ct.Value[k])
+		}
 	})
 	return true
 }

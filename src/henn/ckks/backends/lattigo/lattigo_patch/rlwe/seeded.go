@@ -139,16 +139,11 @@ func (eval Evaluator) seededView(levelQ int, ct *GadgetCiphertext) (*GadgetCiphe
 			expand = append(expand, [2]int{i, j})
 		}
 	}
-	run := func(from, to int) {
+	halves(len(expand), func(from, to int) { // on two goroutines as the key switch's digits (parallel.go)
 		for _, e := range expand[from:to] {
 			expandSeededA(block, e[0], e[1], ringQP.RingQ, ringQP.RingP, value[e[0]][e[1]][1])
 		}
-	}
-	if split := (len(expand) + 1) / 2; len(expand) > 1 && parallelKeySwitch() { // as the key switch's digits (parallel.go)
-		both(func(half int) { run(half*split, min(len(expand), (half+1)*split)) })
-	} else {
-		run(0, len(expand))
-	}
+	})
 	return &GadgetCiphertext{BaseTwoDecomposition: ct.BaseTwoDecomposition, Value: value}, func() { putRows(used) }
 }
 
