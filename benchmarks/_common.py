@@ -35,20 +35,39 @@ def time_op(fn, repeats: int, warmup: int = 2) -> dict:
 
 
 def machine() -> dict:
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
+    """The CPU by name and, since names hide the generation (every AMD VM here is "AMD EPYC"), by family and
+    model with the widest vector extension henn's kernels use: results from an AVX2-only and an AVX-512 VM
+    differ 2-4x and must not be mixed."""
+    info = _cpuinfo()
+    flags = set(info.get("flags", "").split())
+    simd = "AVX-512 IFMA" if "avx512ifma" in flags else "AVX2" if "avx2" in flags else "no AVX2"
     mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {
-        "cpu": cpu,
+        "cpu": info.get("model name", platform.processor()),
+        "cpu_id": f"family {info.get('cpu family', '?')} model {info.get('model', '?')}",
+        "simd": simd,
         "cores": os.cpu_count(),
         "ram_gib": round(mem_gib, 1),
         "python": platform.python_version(),
         "henn": henn.__version__,
     }
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo ({} where there is none)."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if not sep:
+                    if fields:
+                        break  # the first processor's block ends with a blank line
+                    continue
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    return fields
 
 
 def write_json(path: str | Path, payload: dict) -> Path:

@@ -185,6 +185,8 @@ def _machine(doc: dict) -> str:
     if "device" in m:
         return f"{m['device']} (torch {m.get('torch', '?')}, Triton {m.get('triton', '?')})"
     cpu = str(m.get("cpu", "?")).replace("(R)", "")
+    if "simd" in m:  # which VM class a result comes from (older results lack it)
+        cpu += f" ({m.get('cpu_id', '?')}, {m['simd']})"
     return f"{cpu}, {m.get('cores', '?')} cores, {m.get('ram_gib', '?')} GiB"
 
 

@@ -42,3 +42,18 @@ def test_every_results_file_named_by_a_benchmark_table_exists():
     named = {f for fig in render.FIGURES.values() for f in fig.files}
     missing = sorted(f for f in named if not (render.RESULTS / f"{f}.json").is_file())
     assert not missing, f"benchmarks/render.py names results that are not in benchmarks/results/: {missing}"
+
+
+def test_a_results_machine_names_its_vm_class():
+    """Every AMD VM here is "AMD EPYC" by name while AVX2-only and AVX-512 ones differ 2-4x: results record
+    the CPU's family and model and its vector extension, and the tables say them; older results render as
+    before."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import _common
+    import render
+
+    m = _common.machine()
+    assert m["simd"] in ("AVX-512 IFMA", "AVX2", "no AVX2") and m["cpu_id"].startswith("family ")
+    assert f"({m['cpu_id']}, {m['simd']}), {m['cores']} cores" in render._machine({"machine": m})
+    old = {"cpu": "AMD EPYC", "cores": 2, "ram_gib": 23.5}
+    assert render._machine({"machine": old}) == "AMD EPYC, 2 cores, 23.5 GiB"
