@@ -147,6 +147,12 @@ FIGURES: dict[str, Figure] = {
         "--out benchmarks/results/X.json",
         ROWS["default_flags"],
     ),
+    "default-flags-zen5": Figure(
+        ("default_flags_mnist_zen5",),
+        ".venv/bin/python benchmarks/default_flags.py --model mnist-cnn --images 10 --rounds 3 "
+        "--out benchmarks/results/X.json",
+        ROWS["default_flags"],
+    ),
     "gpu": Figure(
         (
             "gpu_h100",

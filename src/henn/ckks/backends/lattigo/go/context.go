@@ -28,6 +28,7 @@ type ctxObj struct {
 	btp            *bootstrapping.Parameters // nil until bootstrapping is enabled
 	btpKeysAtUsage bool                      // make bootstrapping keys at the level where they are used
 	btpStreamDFT   bool                      // encode the DFT matrices when a bootstrap runs (bootstrap_stream.go)
+	fullKeys       bool                      // full Galois keys for this context (keygen.go: preferFullKeys)
 
 	recycled      []sync.Pool    // per level: the plaintexts of released encodings (plaintext_pool.go)
 	plaintextMeta *rlwe.MetaData // the metadata ckks.NewPlaintext gives (recycled plaintexts get a copy)
@@ -223,7 +224,7 @@ func (c *ctxObj) genGaloisKeys(sk *skObj, steps []int64, conjugate bool) (*gkObj
 	}
 	keys := make([]*rlwe.GaloisKey, len(els))
 	generateKeys(c.params, len(els), func(kgen *rlwe.KeyGenerator, i int) {
-		keys[i] = kgen.GenGaloisKeyNew(els[i], sk.sk, keyAt(c.params.MaxLevelQ(), c.params.MaxLevelP()))
+		keys[i] = kgen.GenGaloisKeyNew(els[i], sk.sk, c.keyAt(c.params.MaxLevelQ(), c.params.MaxLevelP()))
 	})
 	return c.wrapGaloisKeys(keys...), nil
 }

@@ -115,6 +115,24 @@ func henn_version(out **C.char, errOut **C.char) C.int {
 	})
 }
 
+// henn_prefer_full_keys lets the context make full keys where they are small and faster
+// (ctxObj.preferFullKeys) and reports in *seeded whether its keys are seeded; before key generation.
+//
+//export henn_prefer_full_keys
+func henn_prefer_full_keys(ctx C.uintptr_t, small C.int, seeded *C.int, errOut **C.char) C.int {
+	return call(errOut, func() error {
+		c, err := getCtx(uintptr(ctx))
+		if err != nil {
+			return err
+		}
+		*seeded = 0
+		if c.preferFullKeys(small != 0) {
+			*seeded = 1
+		}
+		return nil
+	})
+}
+
 // henn_seeded_keys reports whether Galois and bootstrapping keys are made seeded (keygen.go).
 //
 //export henn_seeded_keys
