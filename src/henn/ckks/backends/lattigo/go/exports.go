@@ -133,7 +133,8 @@ func henn_prefer_full_keys(ctx C.uintptr_t, small C.int, seeded *C.int, errOut *
 	})
 }
 
-// henn_seeded_keys reports whether Galois and bootstrapping keys are made seeded (keygen.go).
+// henn_seeded_keys reports whether Galois and bootstrapping keys are made seeded by default (keygen.go; a
+// context may make full ones: henn_prefer_full_keys).
 //
 //export henn_seeded_keys
 func henn_seeded_keys(out *C.int, errOut **C.char) C.int {

@@ -14,6 +14,7 @@ import (
 // (docs/benchmarks.md); HENN_SEEDED_KEYS=0 makes full keys, =1 seeded ones whatever preferFullKeys says.
 var seededKeys = os.Getenv("HENN_SEEDED_KEYS") != "0"
 
+// seededKeysChosen: HENN_SEEDED_KEYS is set, either way, and preferFullKeys leaves the choice to it.
 var seededKeysChosen = os.Getenv("HENN_SEEDED_KEYS") != ""
 
 // preferFullKeys makes this context's keys full where the evaluation's keys take a small share of the
