@@ -184,7 +184,7 @@ class LattigoBackend(Backend):
             )
         self._ctx: bridge.Handle | None = bridge.Handle(self._bridge, out.value)
         self.q_primes, self.p_primes = tuple(q_out), tuple(p_out)
-        self.key_polys = 1 if self._bridge.seeded_keys() else 2
+        self.key_polys = 1 if self._bridge.seeded_keys(self._c()) else 2
         if params.bootstrap is not None:
             self.bootstrap_info = self._enable_bootstrapping(params)
         log.debug("Lattigo context opened: %s, primes q=%s p=%s", params.describe(), self.q_primes, self.p_primes)
@@ -235,10 +235,8 @@ class LattigoBackend(Backend):
         (go/keygen.go: preferFullKeys)."""
         if "GOGC" not in os.environ:
             self._bridge.call("henn_set_memory_policy", bridge.gc_percent_for(need, available), 0)
-        seeded = c_int()
-        small = need <= available * bridge.FULL_KEYS_SHARE
-        self._bridge.call("henn_prefer_full_keys", self._c(), int(small), byref(seeded))
-        self.key_polys = 1 if seeded.value else 2
+        self._bridge.call("henn_prefer_full_keys", self._c(), int(need <= available * bridge.FULL_KEYS_SHARE))
+        self.key_polys = 1 if self._bridge.seeded_keys(self._c()) else 2
 
     # ---- helpers -------------------------------------------------------------------------------
     def _c(self) -> int:

@@ -116,31 +116,30 @@ func henn_version(out **C.char, errOut **C.char) C.int {
 }
 
 // henn_prefer_full_keys lets the context make full keys where they are small and faster
-// (ctxObj.preferFullKeys) and reports in *seeded whether its keys are seeded; before key generation.
+// (ctxObj.preferFullKeys); before key generation.
 //
 //export henn_prefer_full_keys
-func henn_prefer_full_keys(ctx C.uintptr_t, small C.int, seeded *C.int, errOut **C.char) C.int {
+func henn_prefer_full_keys(ctx C.uintptr_t, small C.int, errOut **C.char) C.int {
+	return call(errOut, func() error {
+		c, err := getCtx(uintptr(ctx))
+		if err == nil {
+			c.preferFullKeys(small != 0)
+		}
+		return err
+	})
+}
+
+// henn_seeded_keys reports whether the context makes its Galois and bootstrapping keys seeded (keygen.go).
+//
+//export henn_seeded_keys
+func henn_seeded_keys(ctx C.uintptr_t, out *C.int, errOut **C.char) C.int {
 	return call(errOut, func() error {
 		c, err := getCtx(uintptr(ctx))
 		if err != nil {
 			return err
 		}
-		*seeded = 0
-		if c.preferFullKeys(small != 0) {
-			*seeded = 1
-		}
-		return nil
-	})
-}
-
-// henn_seeded_keys reports whether Galois and bootstrapping keys are made seeded by default (keygen.go; a
-// context may make full ones: henn_prefer_full_keys).
-//
-//export henn_seeded_keys
-func henn_seeded_keys(out *C.int, errOut **C.char) C.int {
-	return call(errOut, func() error {
 		*out = 0
-		if seededKeys {
+		if c.seededKeys() {
 			*out = 1
 		}
 		return nil

@@ -23,10 +23,9 @@ var seededKeysChosen = os.Getenv("HENN_SEEDED_KEYS") != ""
 // them, while without IFMA it was the other way round. Paper 000's MNIST CNN, one image a set: 0.077
 // against 0.086 s full against seeded on a Zen 5 VM (AVX-512 IFMA, 5 alternations); 0.413 against 0.358 s
 // on an AVX2-only Zen 3 VM (docs/benchmarks.md, the default's sweep). Where keys are large (ResNet-20:
-// 7.7 against 12.9 GiB) the memory decides. It reports whether the context's keys are seeded.
-func (c *ctxObj) preferFullKeys(small bool) bool {
+// 7.7 against 12.9 GiB) the memory decides.
+func (c *ctxObj) preferFullKeys(small bool) {
 	c.fullKeys = !seededKeysChosen && small && hasIFMA()
-	return c.seededKeys()
 }
 
 // seededKeys: whether this context makes its Galois and bootstrapping keys seeded.
