@@ -5,8 +5,8 @@ module makes that directory: it downloads the pinned release through the Go modu
 checksum checked by Go against the public sum database), copies it, adds
 lattigo_patch/accelerator.go to its ring package and calls to it (at the top of each exported NTT
 function and of ModUpExact, in both branches of the key-switching decomposition, in the lazy Montgomery
-products), so that the bridge can install its vector kernels (go/ntt_ifma.go, go/extend_ifma.go,
-go/montgomery_ifma.go); and lattigo_patch/dft/shapes.go to its DFT package with switches in
+products and in five element-wise loops), so that the bridge can install its vector kernels (go/ntt_ifma.go,
+go/extend_ifma.go, go/montgomery_ifma.go, go/vec_ifma.go); and lattigo_patch/dft/shapes.go to its DFT package with switches in
 NewMatrixFromLiteral and GenMatrices, so that a bootstrapping evaluator whose DFT factors the bridge encodes
 as they run is built without encoding them all first, their values generated in complex128
 (lattigo_patch/dft/diagonals128.go), and what keeping them encoded takes is known from the parameters;
@@ -15,7 +15,8 @@ that key generation and encryption draw their randomness from AES-256-CTR seeded
 here) rather than from crypto/rand for every KiB; and lattigo_patch/rlwe/seeded.go to its rlwe package, with
 the seed of a compressed evaluation key moved to its GadgetCiphertext and calls at the top of the gadget
 products, key generation and Expand, so that a seeded key stays seeded while it is used: each key switch
-regenerates the a halves it reads from per-prime AES-256-CTR streams (half the key memory).
+regenerates the a halves it reads from per-prime AES-256-CTR streams (half the key memory), prime by prime
+as it multiplies (lattigo_patch/rlwe/seeded_product.go).
 Everything else is Lattigo's code, unchanged (Apache-2.0: its LICENSE is copied with it).
 """
 
@@ -132,8 +133,33 @@ _EXTENSION_HOOKS = (
 )
 
 
-# (anchor, code inserted after it) in ring/vec_ops.go: the lazy Montgomery products of key switching
+# (anchor, code inserted after it) in ring/vec_ops.go: the lazy Montgomery products of key switching, and
+# the element-wise loops of VecAccelerator
 _VEC_HOOKS = (
+    (
+        "func reducevec(p1, p2 []uint64, modulus uint64, bredconstant [2]uint64) {\n",
+        "\tif vecAccelerator.Reduce != nil && vecAccelerator.Reduce(p1, p2, modulus) {\n\t\treturn\n\t}\n",
+    ),
+    (
+        "func addvec(p1, p2, p3 []uint64, modulus uint64) {\n",
+        "\tif vecAccelerator.Add != nil && vecAccelerator.Add(p1, p2, p3, modulus) {\n\t\treturn\n\t}\n",
+    ),
+    (
+        "func addscalarvec(p1 []uint64, scalar uint64, p2 []uint64, modulus uint64) {\n",
+        "\tif vecAccelerator.AddScalar != nil && vecAccelerator.AddScalar(p1, scalar, p2, modulus) {\n"
+        "\t\treturn\n\t}\n",
+    ),
+    (
+        "func subscalarvec(p1 []uint64, scalar uint64, p2 []uint64, modulus uint64) {\n",
+        "\tif vecAccelerator.AddScalar != nil && vecAccelerator.AddScalar(p1, modulus-scalar, p2, modulus) {\n"
+        "\t\treturn\n\t}\n",
+    ),
+    (
+        "func subthenmulscalarmontgomeryTwoModulusvec(p1, p2 []uint64, scalarMont uint64, p3 []uint64, modulus, "
+        "mredconstant uint64) {\n",
+        "\tif f := vecAccelerator.SubThenMulScalarMontgomeryTwoModulus; f != nil && "
+        "f(p1, p2, scalarMont, p3, modulus, mredconstant) {\n\t\treturn\n\t}\n",
+    ),
     (
         "func mulcoeffsmontgomerylazyvec(p1, p2, p3 []uint64, modulus, mredconstant uint64) {\n",
         "\tif mulCoeffsAccelerated(p1, p2, p3, modulus, mredconstant, false) {\n\t\treturn\n\t}\n",
@@ -234,16 +260,22 @@ _SEEDED_VIEW = (
     "\tif gadgetCt.Seed != nil {\n\t\tview, release := eval.seededView(levelQ, gadgetCt)\n"
     "\t\tdefer release()\n\t\tgadgetCt = view\n\t}\n"
 )
-# one key switch on two cores (lattigo_patch/rlwe/parallel.go): the gadget product's digits in two halves
-# (after the seeded view), the hoisted decomposition's too (_REPLACEMENTS), ModDown's two polynomials at once;
-# the gadget products' hooks: the seeded view in all three, then that split in the first
+# one key switch on two cores (lattigo_patch/rlwe/parallel.go): the gadget product's digits in two halves,
+# the hoisted decomposition's too (_REPLACEMENTS), ModDown's two polynomials at once. The gadget products'
+# hooks: that split first in the plain product, then the seeded view where it runs on one goroutine and in the
+# single-prime product; the hoisted product's own loop for seeded keys (seeded_product.go). The split and the
+# hoisted loop regenerate a seeded key's a halves prime by prime as they multiply.
 _PARALLEL_PRODUCT = "\tif eval.gadgetProductMultiplePLazyParallel(levelQ, cx, gadgetCt, ctQP) {\n\t\treturn\n\t}\n"
+_HOISTED_SEEDED = (
+    "\tif gadgetCt.Seed != nil {\n\t\teval.gadgetProductHoistedSeeded(levelQ, BuffQPDecompQP, gadgetCt, ct)\n"
+    "\t\treturn\n\t}\n"
+)
 _GADGET_PRODUCT_HOOKS = tuple(
-    (f"func (eval Evaluator) {name}(levelQ int, {arg}, gadgetCt *GadgetCiphertext, {out}) {{\n", _SEEDED_VIEW + more)
-    for name, arg, out, more in (
-        ("gadgetProductMultiplePLazy", "cx ring.Poly", "ctQP *Element[ringqp.Poly]", _PARALLEL_PRODUCT),
-        ("gadgetProductSinglePAndBitDecompLazy", "cx ring.Poly", "ctQP *Element[ringqp.Poly]", ""),
-        ("gadgetProductMultiplePLazyHoisted", "BuffQPDecompQP []ringqp.Poly", "ct *Element[ringqp.Poly]", ""),
+    (f"func (eval Evaluator) {name}(levelQ int, {arg}, gadgetCt *GadgetCiphertext, {out}) {{\n", hook)
+    for name, arg, out, hook in (
+        ("gadgetProductMultiplePLazy", "cx ring.Poly", "ctQP *Element[ringqp.Poly]", _PARALLEL_PRODUCT + _SEEDED_VIEW),
+        ("gadgetProductSinglePAndBitDecompLazy", "cx ring.Poly", "ctQP *Element[ringqp.Poly]", _SEEDED_VIEW),
+        ("gadgetProductMultiplePLazyHoisted", "BuffQPDecompQP []ringqp.Poly", "ct *Element[ringqp.Poly]", _HOISTED_SEEDED),
     )
 ) + (
     (

@@ -62,11 +62,16 @@ func init() {
 // mulCoeffsMinLength: shorter vectors are not worth the cgo call and the constants' set-up.
 const mulCoeffsMinLength = 1024
 
-// acceleratedMulCoeffs is the ring.MulCoeffsAccelerator for primes below 2^50.
+// acceleratedMulCoeffs is the ring.MulCoeffsAccelerator: 52-bit lanes for primes below 2^50, 64-bit
+// lanes (vec_ifma.go) for the others.
 func acceleratedMulCoeffs(p1, p2, p3 []uint64, q, mredConstant uint64, add bool) bool {
 	n := len(p1)
-	if q >= nttMaxModulus || n < mulCoeffsMinLength || n%8 != 0 || len(p2) < n || len(p3) < n {
+	if n < mulCoeffsMinLength || n%8 != 0 || len(p2) < n || len(p3) < n {
 		return false
+	}
+	if q >= nttMaxModulus {
+		mulCoeffs64(p1, p2, p3, q, mredConstant, add)
+		return true
 	}
 	qinv64 := mredConstant // Lattigo's MRedConstant is q^-1 mod 2^64
 	qinv52 := qinv64 & (1<<52 - 1)

@@ -110,12 +110,7 @@ func (c *ctxObj) encryptSeeded(pt *ptObj, sk *skObj) (*ctObj, error) {
 // encodingSeededAES: AES-CTR).
 func (c *ctxObj) sampleC1(seed []byte, encoding, level int, c1 ring.Poly) error {
 	if encoding == encodingSeededAES {
-		stream, err := newSeedStream(seed)
-		if err != nil {
-			return err
-		}
-		sampleUniformAES(stream, c.params.RingQ().SubRings[:level+1], c1)
-		return nil
+		return sampleUniformAES(seed, c.params.RingQ().SubRings[:level+1], c1)
 	}
 	prng, err := sampling.NewKeyedPRNG(seed)
 	if err != nil {

@@ -94,3 +94,22 @@ func SetMulCoeffsAccelerator(f MulCoeffsAccelerator) { mulCoeffsAccelerator = f 
 func mulCoeffsAccelerated(p1, p2, p3 []uint64, q, mredConstant uint64, add bool) bool {
 	return mulCoeffsAccelerator != nil && mulCoeffsAccelerator(p1, p2, p3, q, mredConstant, add)
 }
+
+// VecAccelerator holds faster versions of element-wise loops of vec_ops.go. Each writes what Lattigo's
+// loop writes, bit for bit, and reports whether it did; where it declines (false, nothing written) or
+// is nil, Lattigo's loop runs.
+type VecAccelerator struct {
+	// Reduce: p2[j] = p1[j] mod q (reducevec).
+	Reduce func(p1, p2 []uint64, q uint64) bool
+	// Add: p3[j] = CRed(p1[j]+p2[j], q) (addvec).
+	Add func(p1, p2, p3 []uint64, q uint64) bool
+	// AddScalar: p2[j] = CRed(p1[j]+scalar, q) (addscalarvec; subscalarvec with q-scalar).
+	AddScalar func(p1 []uint64, scalar uint64, p2 []uint64, q uint64) bool
+	// SubThenMulScalarMontgomeryTwoModulus: p3[j] = MRed(2q-p2[j]+p1[j], scalarMont, q) (ModDown's last step).
+	SubThenMulScalarMontgomeryTwoModulus func(p1, p2 []uint64, scalarMont uint64, p3 []uint64, q, mredConstant uint64) bool
+}
+
+var vecAccelerator VecAccelerator
+
+// SetVecAccelerator installs v (the zero value restores Lattigo's own loops), before any ring is used.
+func SetVecAccelerator(v VecAccelerator) { vecAccelerator = v }

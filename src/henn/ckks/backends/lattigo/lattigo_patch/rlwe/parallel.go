@@ -84,44 +84,16 @@ func (eval Evaluator) gadgetProductMultiplePLazyParallel(levelQ int, cx ring.Pol
 }
 
 // sumDigits is gadgetProductMultiplePLazy's loop over the digits [from, to): each decomposed and multiplied
-// by the key's digit into (acc0, acc1), reduced as often as Lattigo reduces, and fully reduced at the end.
+// by the key's digit into (acc0, acc1) (seeded_product.go).
 func (eval Evaluator) sumDigits(levelQ, levelP, from, to int, cxNTT, cxInvNTT ring.Poly, gadgetCt *GadgetCiphertext, acc0, acc1 ringqp.Poly) {
-	ringQP := eval.params.RingQP().AtLevel(levelQ, levelP)
 	poolQP := eval.pool.AtLevel(levelQ, levelP)
 	buff := poolQP.GetBuffPolyQP()
 	defer poolQP.RecycleBuffPolyQP(buff)
 	c2QP := *buff
-	qiOverF := eval.params.QiOverflowMargin(levelQ) >> 1
-	piOverF := eval.params.PiOverflowMargin(levelP) >> 1
-	el := gadgetCt.Value
-	reduce := 0
-	for i := from; i < to; i++ {
+	eval.accumulateDigits(levelQ, levelP, from, to, newGadgetKey(gadgetCt), func(i int) ringqp.Poly {
 		eval.DecomposeSingleNTT(levelQ, levelP, levelP+1, i, cxNTT, cxInvNTT, c2QP.Q, c2QP.P)
-		if i == from {
-			ringQP.MulCoeffsMontgomeryLazy(el[i][0][0], c2QP, acc0)
-			ringQP.MulCoeffsMontgomeryLazy(el[i][0][1], c2QP, acc1)
-		} else {
-			ringQP.MulCoeffsMontgomeryLazyThenAddLazy(el[i][0][0], c2QP, acc0)
-			ringQP.MulCoeffsMontgomeryLazyThenAddLazy(el[i][0][1], c2QP, acc1)
-		}
-		if reduce%qiOverF == qiOverF-1 {
-			ringQP.RingQ.Reduce(acc0.Q, acc0.Q)
-			ringQP.RingQ.Reduce(acc1.Q, acc1.Q)
-		}
-		if reduce%piOverF == piOverF-1 {
-			ringQP.RingP.Reduce(acc0.P, acc0.P)
-			ringQP.RingP.Reduce(acc1.P, acc1.P)
-		}
-		reduce++
-	}
-	if reduce%qiOverF != 0 {
-		ringQP.RingQ.Reduce(acc0.Q, acc0.Q)
-		ringQP.RingQ.Reduce(acc1.Q, acc1.Q)
-	}
-	if reduce%piOverF != 0 {
-		ringQP.RingP.Reduce(acc0.P, acc0.P)
-		ringQP.RingP.Reduce(acc1.P, acc1.P)
-	}
+		return c2QP
+	}, acc0, acc1)
 }
 
 // decomposeDigits is DecomposeNTT's loop over the digits, in two halves where a key switch may use both

@@ -7,9 +7,11 @@ package rlwe
 // must be expanded in full (Expand) before a key switch can read it. Here every prime of every element
 // has a stream of its own: AES-256-CTR under the seed, with the element's digit, row, basis and prime
 // index as the counter block's first bytes. A key switch at level l then regenerates only the primes it
-// reads, for the digits it reads, into pooled buffers, while the key holds half its memory for its whole
-// life. The seed is public, as a is: a key's security is that of b = -a*s + e + gadget*s', the same
-// whichever uniform a; AES-CTR under a random key stands for the uniform sampler, as Lattigo's BLAKE2b
+// reads, for the digits it reads (prime by prime as it multiplies in the multiple-prime gadget products:
+// seeded_product.go; into pooled buffers in the single-prime one), while the key holds half its memory for
+// its whole life. A UniformAccelerator (the bridge's VAES kernel) may write the rows in Go's place. The
+// seed is public, as a is: a key's security is that of b = -a*s + e + gadget*s', the same whichever
+// uniform a; AES-CTR under a random key stands for the uniform sampler, as Lattigo's BLAKE2b
 // stream does.
 //
 // The patch moves Seed from EvaluationKey to its GadgetCiphertext (EvaluationKey's code reads it
@@ -30,15 +32,37 @@ import (
 	"github.com/tuneinsight/lattigo/v6/utils/structs"
 )
 
-// seededStream is the AES-256-CTR keystream of one prime of one gadget element.
-func seededStream(block cipher.Block, i, j, basis, k int) cipher.Stream {
+// seedStreams are a seeded key's streams: one AES-256-CTR keystream for each prime of each gadget element.
+type seedStreams struct {
+	seed  *[32]byte
+	block cipher.Block
+}
+
+func newSeedStreams(seed *[32]byte) seedStreams { return seedStreams{seed, seedCipher(seed)} }
+
+// fill writes prime k's row of element (i, j)'s a half (basis 0: Q, 1: P): the stream whose counter block
+// starts with the element's digit, row, basis and prime index, filtered by fillUniform (by the installed
+// UniformAccelerator where it takes the row).
+func (st seedStreams) fill(i, j, basis, k int, s *ring.SubRing, row []uint64) {
 	var iv [aes.BlockSize]byte
 	binary.BigEndian.PutUint16(iv[0:], uint16(i))
 	binary.BigEndian.PutUint16(iv[2:], uint16(j))
 	iv[4] = byte(basis)
-	binary.BigEndian.PutUint16(iv[5:], uint16(k))
-	return cipher.NewCTR(block, iv[:]) // bytes 7..15 count blocks: 2^72 bytes, far beyond one prime
+	binary.BigEndian.PutUint16(iv[5:], uint16(k)) // bytes 7..15 count blocks: 2^72 bytes, far beyond one prime
+	if uniformAccelerator != nil && uniformAccelerator(st.seed, &iv, row, s.Modulus, s.Mask) {
+		return
+	}
+	fillUniform(cipher.NewCTR(st.block, iv[:]), s, row)
 }
+
+// UniformAccelerator writes row as fillUniform writes it from the AES-256-CTR keystream under key from
+// counter block iv, and reports whether it did (false: nothing written that counts).
+type UniformAccelerator func(key *[32]byte, iv *[16]byte, row []uint64, q, mask uint64) bool
+
+var uniformAccelerator UniformAccelerator
+
+// SetUniformAccelerator installs f (nil restores Go's stream), before any key is made or used.
+func SetUniformAccelerator(f UniformAccelerator) { uniformAccelerator = f }
 
 // fillUniform writes row (len N) with the stream's 8-byte little-endian words masked to the prime's bit
 // length, keeping those below the prime: uniform modulo q. The keystream is written straight into the row
@@ -67,13 +91,13 @@ var bigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
 
 // expandSeededA writes element (i, j)'s a half into a, on the primes of ringQ and ringP (nil: none) up to
 // their levels (a ring at a level keeps every SubRing).
-func expandSeededA(block cipher.Block, i, j int, ringQ, ringP *ring.Ring, a ringqp.Poly) {
+func expandSeededA(st seedStreams, i, j int, ringQ, ringP *ring.Ring, a ringqp.Poly) {
 	for k := 0; k <= ringQ.Level(); k++ {
-		fillUniform(seededStream(block, i, j, 0, k), ringQ.SubRings[k], a.Q.Coeffs[k])
+		st.fill(i, j, 0, k, ringQ.SubRings[k], a.Q.Coeffs[k])
 	}
 	if ringP != nil {
 		for k := 0; k <= ringP.Level(); k++ {
-			fillUniform(seededStream(block, i, j, 1, k), ringP.SubRings[k], a.P.Coeffs[k])
+			st.fill(i, j, 1, k, ringP.SubRings[k], a.P.Coeffs[k])
 		}
 	}
 }
@@ -113,7 +137,7 @@ func (eval Evaluator) seededView(levelQ int, ct *GadgetCiphertext) (*GadgetCiphe
 	levelP := ct.LevelP()
 	ringQP := eval.params.RingQP().AtLevel(levelQ, levelP)
 	digits := min(len(ct.Value), eval.params.BaseRNSDecompositionVectorSize(levelQ, levelP))
-	block := seedCipher(ct.Seed)
+	st := newSeedStreams(ct.Seed)
 	n := eval.params.N()
 	nP := 0
 	if ringQP.RingP != nil {
@@ -141,7 +165,7 @@ func (eval Evaluator) seededView(levelQ int, ct *GadgetCiphertext) (*GadgetCiphe
 	}
 	halves(len(expand), func(from, to int) { // on two goroutines as the key switch's digits (parallel.go)
 		for _, e := range expand[from:to] {
-			expandSeededA(block, e[0], e[1], ringQP.RingQ, ringQP.RingP, value[e[0]][e[1]][1])
+			expandSeededA(st, e[0], e[1], ringQP.RingQ, ringQP.RingP, value[e[0]][e[1]][1])
 		}
 	})
 	return &GadgetCiphertext{BaseTwoDecomposition: ct.BaseTwoDecomposition, Value: value}, func() { putRows(used) }
@@ -155,7 +179,7 @@ func (kgen KeyGenerator) genSeededEvaluationKey(skIn ring.Poly, skOut ringqp.Pol
 		panic("unable to sample evaluation key seed")
 	}
 	evk.Seed = seed
-	block := seedCipher(seed)
+	st := newSeedStreams(seed)
 	levelQ, levelP := evk.LevelQ(), evk.LevelP()
 	ringQP := kgen.params.RingQP().AtLevel(levelQ, levelP)
 	a := kgen.pool.AtLevel(levelQ, levelP).GetBuffPolyQP()
@@ -164,7 +188,7 @@ func (kgen KeyGenerator) genSeededEvaluationKey(skIn ring.Poly, skOut ringqp.Pol
 	meta := &CiphertextMetaData{IsNTT: true, IsMontgomery: true}
 	for i := range evk.Value {
 		for j := range evk.Value[i] {
-			expandSeededA(block, i, j, ringQP.RingQ, ringQP.RingP, *a)
+			expandSeededA(st, i, j, ringQP.RingQ, ringQP.RingP, *a)
 			if err := kgen.encryptZeroSkFromC1QP(sk, levelQ, levelP, meta, *a, evk.Value[i][j][0]); err != nil {
 				panic(err)
 			}
@@ -188,13 +212,13 @@ func (evk EvaluationKey) expandSeeded(params ParameterProvider, buffer *GadgetCi
 		return errInvalidExpandBuffer
 	}
 	ringQP := params.GetRLWEParameters().RingQP().AtLevel(evk.LevelQ(), evk.LevelP())
-	block := seedCipher(evk.Seed)
+	st := newSeedStreams(evk.Seed)
 	for i := range evk.Value {
 		if len(buffer.Value[i]) != len(evk.Value[i]) {
 			return errInvalidExpandBuffer
 		}
 		for j := range evk.Value[i] {
-			expandSeededA(block, i, j, ringQP.RingQ, ringQP.RingP, buffer.Value[i][j][0])
+			expandSeededA(st, i, j, ringQP.RingQ, ringQP.RingP, buffer.Value[i][j][0])
 			evk.Value[i][j] = VectorQP{evk.Value[i][j][0], buffer.Value[i][j][0]}
 		}
 	}
