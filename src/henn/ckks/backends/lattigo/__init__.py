@@ -230,13 +230,9 @@ class LattigoBackend(Backend):
 
     def expect_footprint(self, need: int, available: int) -> None:
         """Go's collector gets the slack the evaluation leaves (bridge.gc_percent_for); GOGC set when the
-        process started wins. The setting is the process's: the last backend told sets it. This backend's
-        Galois keys are made full where they are small (bridge.FULL_KEYS_SHARE) and that is faster
-        (go/keygen.go: preferFullKeys)."""
+        process started wins. The setting is the process's: the last backend told sets it."""
         if "GOGC" not in os.environ:
             self._bridge.call("henn_set_memory_policy", bridge.gc_percent_for(need, available), 0)
-        self._bridge.call("henn_prefer_full_keys", self._c(), int(need <= available * bridge.FULL_KEYS_SHARE))
-        self.key_polys = 1 if self._bridge.seeded_keys(self._c()) else 2
 
     # ---- helpers -------------------------------------------------------------------------------
     def _c(self) -> int:

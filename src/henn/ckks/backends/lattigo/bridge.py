@@ -43,7 +43,6 @@ SIGNATURES: dict[str, tuple] = {
     "henn_release": (H,),
     "henn_version": (POINTER(c_void_p),),
     "henn_seeded_keys": (H, POINTER(c_int)),
-    "henn_prefer_full_keys": (H, c_int),
     "henn_selftest_panic": (),
     "henn_set_memory_policy": (c_int, c_int64),
     "henn_return_memory": (),
@@ -130,9 +129,6 @@ _loaded: dict[str, Bridge] = {}
 GO_MEMORY_FRACTION = 0.7  # Go's soft heap limit, as a share of physical memory
 GO_GC_PERCENT = 5
 GO_GC_PERCENT_MOST = 100  # Go's default: where an evaluation needs little of the memory available
-# full Galois keys where the evaluation, keys seeded, needs at most this share of the memory available (then
-# doubling its Galois keys costs at most as much again; go/keygen.go: preferFullKeys)
-FULL_KEYS_SHARE = 1 / 16
 
 
 def gc_percent_for(need: int, available: int) -> int:
@@ -177,11 +173,7 @@ BRIDGE_SETTINGS = {
         ("", "0", "1"),
         "give 0 (each key switch on one goroutine, as Lattigo runs it) or 1, or unset it (two goroutines)",
     ),
-    "HENN_SEEDED_KEYS": (
-        ("", "0", "1"),
-        "give 0 (full Galois keys) or 1 (seeded keys), or unset it (seeded, or full where they are small and the "
-        "CPU runs henn's IFMA kernels)",
-    ),
+    "HENN_SEEDED_KEYS": (("", "0", "1"), "give 0 (full Galois keys) or 1 (seeded keys, the default), or unset it"),
 }
 
 

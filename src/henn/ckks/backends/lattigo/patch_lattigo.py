@@ -1,23 +1,22 @@
 """The patched Lattigo module the bridge builds against: v6.2.0 plus henn's NTT hook.
 
-go.mod replaces github.com/tuneinsight/lattigo/v6 with go/lattigo-v6.2.0-henn (not in git). This
-module makes that directory: it downloads the pinned release through the Go module proxy (its
-checksum checked by Go against the public sum database), copies it, adds
-lattigo_patch/accelerator.go to its ring package and calls to it (at the top of each exported NTT
-function and of ModUpExact, in both branches of the key-switching decomposition, in the lazy Montgomery
-products and in five element-wise loops), so that the bridge can install its vector kernels (go/ntt_ifma.go,
-go/extend_ifma.go, go/montgomery_ifma.go, go/vec_ifma.go); and lattigo_patch/dft/shapes.go to its DFT package with switches in
-NewMatrixFromLiteral and GenMatrices, so that a bootstrapping evaluator whose DFT factors the bridge encodes
-as they run is built without encoding them all first, their values generated in complex128
-(lattigo_patch/dft/diagonals128.go), and what keeping them encoded takes is known from the parameters;
-and lattigo_patch/sampling/drbg.go to its sampling package, so
-that key generation and encryption draw their randomness from AES-256-CTR seeded by crypto/rand (18x faster
-here) rather than from crypto/rand for every KiB; and lattigo_patch/rlwe/seeded.go to its rlwe package, with
-the seed of a compressed evaluation key moved to its GadgetCiphertext and calls at the top of the gadget
-products, key generation and Expand, so that a seeded key stays seeded while it is used: each key switch
-regenerates the a halves it reads from per-prime AES-256-CTR streams (half the key memory), prime by prime
-as it multiplies (lattigo_patch/rlwe/seeded_product.go).
-Everything else is Lattigo's code, unchanged (Apache-2.0: its LICENSE is copied with it).
+go.mod replaces github.com/tuneinsight/lattigo/v6 with go/lattigo-v6.2.0-henn (not in git). This module makes
+that directory: it downloads the pinned release through the Go module proxy (its checksum checked by Go
+against the public sum database), copies it, adds lattigo_patch/accelerator.go to its ring package and calls
+to it (at the top of each exported NTT function and of ModUpExact, in both branches of the key-switching
+decomposition, in the lazy Montgomery products and in five element-wise loops), so that the bridge can install
+its vector kernels (go/ntt_ifma.go, go/extend_ifma.go, go/montgomery_ifma.go, go/vec_ifma.go); and
+lattigo_patch/dft/shapes.go to its DFT package with switches in NewMatrixFromLiteral and GenMatrices, so that
+a bootstrapping evaluator whose DFT factors the bridge encodes as they run is built without encoding them all
+first, their values generated in complex128 (lattigo_patch/dft/diagonals128.go), and what keeping them encoded
+takes is known from the parameters; and lattigo_patch/sampling/drbg.go to its sampling package, so that key
+generation and encryption draw their randomness from AES-256-CTR seeded by crypto/rand (18x faster here)
+rather than from crypto/rand for every KiB; and lattigo_patch/rlwe/seeded.go to its rlwe package, with the
+seed of a compressed evaluation key moved to its GadgetCiphertext and calls at the top of the gadget products,
+key generation and Expand, so that a seeded key stays seeded while it is used: each key switch regenerates the
+a halves it reads from per-prime AES-256-CTR streams (half the key memory), prime by prime as it multiplies
+(lattigo_patch/rlwe/seeded_product.go). Everything else is Lattigo's code, unchanged (Apache-2.0: its LICENSE
+is copied with it).
 """
 
 from __future__ import annotations
@@ -275,7 +274,12 @@ _GADGET_PRODUCT_HOOKS = tuple(
     for name, arg, out, hook in (
         ("gadgetProductMultiplePLazy", "cx ring.Poly", "ctQP *Element[ringqp.Poly]", _PARALLEL_PRODUCT + _SEEDED_VIEW),
         ("gadgetProductSinglePAndBitDecompLazy", "cx ring.Poly", "ctQP *Element[ringqp.Poly]", _SEEDED_VIEW),
-        ("gadgetProductMultiplePLazyHoisted", "BuffQPDecompQP []ringqp.Poly", "ct *Element[ringqp.Poly]", _HOISTED_SEEDED),
+        (
+            "gadgetProductMultiplePLazyHoisted",
+            "BuffQPDecompQP []ringqp.Poly",
+            "ct *Element[ringqp.Poly]",
+            _HOISTED_SEEDED,
+        ),
     )
 ) + (
     (

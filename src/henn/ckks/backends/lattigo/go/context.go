@@ -28,7 +28,6 @@ type ctxObj struct {
 	btp            *bootstrapping.Parameters // nil until bootstrapping is enabled
 	btpKeysAtUsage bool                      // make bootstrapping keys at the level where they are used
 	btpStreamDFT   bool                      // encode the DFT matrices when a bootstrap runs (bootstrap_stream.go)
-	fullKeys       bool                      // full Galois keys for this context (keygen.go: preferFullKeys)
 
 	recycled      []sync.Pool    // per level: the plaintexts of released encodings (plaintext_pool.go)
 	plaintextMeta *rlwe.MetaData // the metadata ckks.NewPlaintext gives (recycled plaintexts get a copy)

@@ -115,20 +115,6 @@ func henn_version(out **C.char, errOut **C.char) C.int {
 	})
 }
 
-// henn_prefer_full_keys lets the context make full keys where they are small and faster
-// (ctxObj.preferFullKeys); before key generation.
-//
-//export henn_prefer_full_keys
-func henn_prefer_full_keys(ctx C.uintptr_t, small C.int, errOut **C.char) C.int {
-	return call(errOut, func() error {
-		c, err := getCtx(uintptr(ctx))
-		if err == nil {
-			c.preferFullKeys(small != 0)
-		}
-		return err
-	})
-}
-
 // henn_seeded_keys reports whether the context makes its Galois and bootstrapping keys seeded (keygen.go).
 //
 //export henn_seeded_keys

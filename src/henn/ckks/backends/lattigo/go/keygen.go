@@ -10,26 +10,14 @@ import (
 
 // seededKeys: Galois keys, the bootstrapping ones included, are made seeded (lattigo_patch/rlwe/seeded.go):
 // each gadget element keeps its b half and the key one 32-byte seed, and every key switch regenerates the a
-// halves it reads. Half the key memory, resident and on the wire, and measured no slower on ResNet-20
-// (docs/benchmarks.md); HENN_SEEDED_KEYS=0 makes full keys, =1 seeded ones whatever preferFullKeys says.
+// halves it reads. Half the key memory, resident and on the wire, and no slower: on ResNet-20 on an AVX2 VM,
+// and on paper 000's MNIST CNN on a Zen 5 VM since the a halves are regenerated prime by prime in cache and
+// by VAES (0.061 against 0.062 s full, 636 against 917 MiB; docs/benchmarks.md). HENN_SEEDED_KEYS=0 makes
+// full keys.
 var seededKeys = os.Getenv("HENN_SEEDED_KEYS") != "0"
 
-// seededKeysChosen: HENN_SEEDED_KEYS is set, either way, and preferFullKeys leaves the choice to it.
-var seededKeysChosen = os.Getenv("HENN_SEEDED_KEYS") != ""
-
-// preferFullKeys makes this context's keys full where the evaluation's keys take a small share of the
-// memory (small) and henn's IFMA kernels run, unless HENN_SEEDED_KEYS chose: there a key switch is fast
-// enough that regenerating the a halves (AES-CTR and a filter, no IFMA in it) costs more than reading
-// them, while without IFMA it was the other way round. Paper 000's MNIST CNN, one image a set: 0.077
-// against 0.086 s full against seeded on a Zen 5 VM (AVX-512 IFMA, 5 alternations); 0.413 against 0.358 s
-// on an AVX2-only Zen 3 VM (docs/benchmarks.md, the default's sweep). Where keys are large (ResNet-20:
-// 7.7 against 12.9 GiB) the memory decides.
-func (c *ctxObj) preferFullKeys(small bool) {
-	c.fullKeys = !seededKeysChosen && small && hasIFMA()
-}
-
 // seededKeys: whether this context makes its Galois and bootstrapping keys seeded.
-func (c *ctxObj) seededKeys() bool { return seededKeys && !c.fullKeys }
+func (c *ctxObj) seededKeys() bool { return seededKeys }
 
 // keyAt: the parameters of an evaluation key at levelQ (all special primes), seeded as c.seededKeys says.
 func (c *ctxObj) keyAt(levelQ, levelP int) rlwe.EvaluationKeyParameters {
