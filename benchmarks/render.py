@@ -39,6 +39,11 @@ FIGURES: dict[str, Figure] = {
         ".venv/bin/python benchmarks/bootstrap.py --preset boot-n16 --repeats 3 --out benchmarks/results/X.json",
         ROWS["bootstrap"],
     ),
+    "bootstrap-lattigo-zen5": Figure(
+        ("bootstrap_zen5",),
+        ".venv/bin/python benchmarks/bootstrap.py --preset boot-n16 --repeats 3 --out benchmarks/results/X.json",
+        ROWS["bootstrap"],
+    ),
     "bootstrap-openfhe": Figure(
         ("bootstrap_openfhe",),
         ".venv/bin/python benchmarks/bootstrap_openfhe.py --out benchmarks/results/bootstrap_openfhe.json",
