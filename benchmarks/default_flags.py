@@ -42,7 +42,6 @@ CONFIGS: dict[str, tuple[dict[str, str], list[str]]] = {
     "go_ntt": ({"HENN_LATTIGO_NTT": "go"}, []),
     "go_madv_free": ({"GODEBUG": "madvdontneed=0"}, []),
     "full_keys": ({"HENN_SEEDED_KEYS": "0"}, []),
-    "seeded_keys": ({"HENN_SEEDED_KEYS": "1"}, []),
     "serial_key_switch": ({"HENN_PARALLEL_KEYSWITCH": "0"}, []),
 }
 # the variables a configuration may set: cleared from the inherited environment so "default" is the default

@@ -1,9 +1,8 @@
 """The default is the fast path (issue 32): `henn infer` with no flag evaluates paper 000's MNIST CNN within
 10% of the fastest single speed setting a user can give (plaintext cache none or whole, GOGC 100 or 400, one
-thread, full or seeded Galois keys where henn chose the other, each key switch on one goroutine), each
-configuration in its own process, interleaved over three rounds, medians compared (where the default is more
-than 10% off, it and the best setting again over five rounds); and every configuration's predictions equal
-the plaintext model's.
+thread, full Galois keys instead of seeded ones, each key switch on one goroutine), each configuration in its
+own process, interleaved over three rounds, medians compared (where the default is more than 10% off, it and
+the best setting again over five rounds); and every configuration's predictions equal the plaintext model's.
 ~4.5 min on 2 cores (6.5 with the second sweep)."""
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ ALTERNATIVES = [
     "gogc_400",
     "one_thread",
     "full_keys",
-    "seeded_keys",
     "serial_key_switch",
 ]
 

@@ -184,7 +184,7 @@ class LattigoBackend(Backend):
             )
         self._ctx: bridge.Handle | None = bridge.Handle(self._bridge, out.value)
         self.q_primes, self.p_primes = tuple(q_out), tuple(p_out)
-        self.key_polys = 1 if self._bridge.seeded_keys(self._c()) else 2
+        self.key_polys = 1 if self._bridge.seeded_keys() else 2
         if params.bootstrap is not None:
             self.bootstrap_info = self._enable_bootstrapping(params)
         log.debug("Lattigo context opened: %s, primes q=%s p=%s", params.describe(), self.q_primes, self.p_primes)

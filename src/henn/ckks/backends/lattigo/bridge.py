@@ -42,7 +42,7 @@ ERR = POINTER(c_void_p)  # char **err (kept as void* so that the pointer can be 
 SIGNATURES: dict[str, tuple] = {
     "henn_release": (H,),
     "henn_version": (POINTER(c_void_p),),
-    "henn_seeded_keys": (H, POINTER(c_int)),
+    "henn_seeded_keys": (POINTER(c_int),),
     "henn_selftest_panic": (),
     "henn_set_memory_policy": (c_int, c_int64),
     "henn_return_memory": (),
@@ -255,10 +255,10 @@ class Bridge:
         self.call("henn_version", byref(out))
         return self.take_string(out)
 
-    def seeded_keys(self, ctx: int) -> bool:
-        """Whether the context makes its Galois and bootstrapping keys seeded (go/keygen.go: seededKeys)."""
+    def seeded_keys(self) -> bool:
+        """Whether the bridge makes Galois and bootstrapping keys seeded (go/keygen.go: seededKeys)."""
         out = c_int()
-        self.call("henn_seeded_keys", ctx, byref(out))
+        self.call("henn_seeded_keys", byref(out))
         return bool(out.value)
 
     @staticmethod

@@ -122,9 +122,6 @@ func init() {
 // hasVAES: the AVX-512 kernels run (HENN_LATTIGO_NTT does not lower the level) and the CPU has VAES.
 var hasVAES = hasIFMA() && C.henn_has_vaes() != 0
 
-// aesMaxWords bounds where a stream may start: its block counter (the IV's last 8 bytes) never wraps.
-const aesMaxWords = uint64(1) << 60
-
 // aesUniformRow is the rlwe.UniformAccelerator: row as fillUniform writes it from the stream under key
 // from counter block iv (native little-endian words).
 func aesUniformRow(key *[32]byte, iv *[16]byte, row []uint64, q, mask uint64) bool {

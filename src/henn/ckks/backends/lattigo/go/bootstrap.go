@@ -187,7 +187,7 @@ func (c *ctxObj) genBootstrapKeys(sk *skObj) (*btpKeyObj, error) {
 
 	paramsN2 := p.BootstrappingParameters
 	skN2 := extendSecret(sk.sk, paramsN2)
-	at := func(level int) rlwe.EvaluationKeyParameters { return c.keyAt(level, paramsN2.MaxLevelP()) }
+	at := func(level int) rlwe.EvaluationKeyParameters { return keyAt(level, paramsN2.MaxLevelP()) }
 	if keys.EvkDenseToSparse, keys.EvkSparseToDense, err = encapsulationKeys(p, skN2); err != nil {
 		return nil, err
 	}

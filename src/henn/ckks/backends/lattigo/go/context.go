@@ -223,7 +223,7 @@ func (c *ctxObj) genGaloisKeys(sk *skObj, steps []int64, conjugate bool) (*gkObj
 	}
 	keys := make([]*rlwe.GaloisKey, len(els))
 	generateKeys(c.params, len(els), func(kgen *rlwe.KeyGenerator, i int) {
-		keys[i] = kgen.GenGaloisKeyNew(els[i], sk.sk, c.keyAt(c.params.MaxLevelQ(), c.params.MaxLevelP()))
+		keys[i] = kgen.GenGaloisKeyNew(els[i], sk.sk, keyAt(c.params.MaxLevelQ(), c.params.MaxLevelP()))
 	})
 	return c.wrapGaloisKeys(keys...), nil
 }

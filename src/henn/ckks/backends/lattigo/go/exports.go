@@ -115,17 +115,13 @@ func henn_version(out **C.char, errOut **C.char) C.int {
 	})
 }
 
-// henn_seeded_keys reports whether the context makes its Galois and bootstrapping keys seeded (keygen.go).
+// henn_seeded_keys reports whether Galois and bootstrapping keys are made seeded (keygen.go).
 //
 //export henn_seeded_keys
-func henn_seeded_keys(ctx C.uintptr_t, out *C.int, errOut **C.char) C.int {
+func henn_seeded_keys(out *C.int, errOut **C.char) C.int {
 	return call(errOut, func() error {
-		c, err := getCtx(uintptr(ctx))
-		if err != nil {
-			return err
-		}
 		*out = 0
-		if c.seededKeys() {
+		if seededKeys {
 			*out = 1
 		}
 		return nil

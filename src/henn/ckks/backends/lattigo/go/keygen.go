@@ -16,12 +16,9 @@ import (
 // full keys.
 var seededKeys = os.Getenv("HENN_SEEDED_KEYS") != "0"
 
-// seededKeys: whether this context makes its Galois and bootstrapping keys seeded.
-func (c *ctxObj) seededKeys() bool { return seededKeys }
-
-// keyAt: the parameters of an evaluation key at levelQ (all special primes), seeded as c.seededKeys says.
-func (c *ctxObj) keyAt(levelQ, levelP int) rlwe.EvaluationKeyParameters {
-	return rlwe.EvaluationKeyParameters{LevelQ: utils.Pointy(levelQ), LevelP: utils.Pointy(levelP), Compressed: c.seededKeys()}
+// keyAt: the parameters of an evaluation key at levelQ (all special primes), seeded as seededKeys says.
+func keyAt(levelQ, levelP int) rlwe.EvaluationKeyParameters {
+	return rlwe.EvaluationKeyParameters{LevelQ: utils.Pointy(levelQ), LevelP: utils.Pointy(levelP), Compressed: seededKeys}
 }
 
 // generateKeys runs gen(kgen, 0..n-1) on GOMAXPROCS goroutines. Each goroutine has a KeyGenerator of

@@ -9,11 +9,9 @@ import (
 	"math/rand"
 	"slices"
 	"testing"
-	"unsafe"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
-	"github.com/tuneinsight/lattigo/v6/utils/sampling"
 )
 
 // The in-place sampler draws what Lattigo's uniform sampler draws from the same AES stream, word for word,
@@ -145,37 +143,25 @@ func TestVAESUniformMatchesGo(t *testing.T) {
 	}
 }
 
-// A seeded key's row at N = 2^16 (a 49-bit prime): Go's AES-CTR and filter against the VAES kernel.
+// One row of 2^16 words (a 49-bit prime) from a seed's stream, as a server expands c1 (the key rows differ
+// only in reading native words): Go's AES-CTR stream and filter against the VAES kernel.
 func BenchmarkUniformRow(b *testing.B) {
-	var key [32]byte
-	var iv [16]byte
 	q := primesFor(b, 49, 1<<17, 1)[0]
-	row := make([]uint64, 1<<16)
+	r, err := ring.NewRing(1<<16, []uint64{q})
+	if err != nil {
+		b.Fatal(err)
+	}
+	seed, row := make([]byte, seedSize), r.NewPoly()
 	for _, vaes := range vaesSettings() {
 		b.Run(fmt.Sprintf("vaes=%v", vaes), func(b *testing.B) {
 			b.SetBytes(8 << 16)
-			for range b.N {
-				if !vaes || !aesUniformRow(&key, &iv, row, q, 1<<49-1) {
-					block, _ := aes.NewCipher(key[:])
-					goUniformRow(cipher.NewCTR(block, iv[:]), q, 1<<49-1, row)
+			withVAES(vaes, func() {
+				for range b.N {
+					if err := sampleUniformAES(seed, r.SubRings, row); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
+			})
 		})
-	}
-}
-
-// goUniformRow is fillUniform's loop (lattigo_patch/rlwe/seeded.go) on Go's stream.
-func goUniformRow(stream cipher.Stream, q, mask uint64, row []uint64) {
-	for filled := 0; filled < len(row); {
-		chunk := row[filled:]
-		buf := unsafe.Slice((*byte)(unsafe.Pointer(&chunk[0])), 8*len(chunk))
-		sampling.Keystream(stream, buf)
-		k := filled
-		for _, v := range chunk {
-			v &= mask
-			row[k] = v
-			k += int(((v - q) >> 63) & 1)
-		}
-		filled = k
 	}
 }

@@ -82,11 +82,13 @@ import (
 // polynomials; Lattigo's Go loops spent about a seventh of a ResNet-20 evaluation there.
 func init() {
 	if hasIFMA() {
-		ring.SetVecAccelerator(ring.VecAccelerator{
-			Reduce: acceleratedReduce, Add: acceleratedAdd, AddScalar: acceleratedAddScalar,
-			SubThenMulScalarMontgomeryTwoModulus: acceleratedSubThenMulScalar,
-		})
+		ring.SetVecAccelerator(vecKernels)
 	}
+}
+
+var vecKernels = ring.VecAccelerator{
+	Reduce: acceleratedReduce, Add: acceleratedAdd, AddScalar: acceleratedAddScalar,
+	SubThenMulScalarMontgomeryTwoModulus: acceleratedSubThenMulScalar,
 }
 
 // vecMinLength: shorter vectors are not worth the cgo call.

@@ -31,10 +31,7 @@ func vecInputs(rng *rand.Rand, n int, q uint64) []uint64 {
 // lattigoLoop runs f with Lattigo's own loops (the accelerator switched off meanwhile).
 func lattigoLoop(f func()) {
 	ring.SetVecAccelerator(ring.VecAccelerator{})
-	defer ring.SetVecAccelerator(ring.VecAccelerator{
-		Reduce: acceleratedReduce, Add: acceleratedAdd, AddScalar: acceleratedAddScalar,
-		SubThenMulScalarMontgomeryTwoModulus: acceleratedSubThenMulScalar,
-	})
+	defer ring.SetVecAccelerator(vecKernels)
 	f()
 }
 
